@@ -1,0 +1,60 @@
+// Package clock is where chanlimit reads the time. Code that needs the time
+// takes a Clock instead of calling time.Now, so that tests can use a Fake
+// and move time only when they choose to.
+package clock
+
+import "time"
+
+// Clock tells the time and makes timers. Implementations are safe for
+// simultaneous use by many goroutines.
+type Clock interface {
+	// Now returns the current time. The instants a Clock returns are meant
+	// to be compared with Time.Sub, which uses the monotonic reading when
+	// both instants carry one.
+	Now() time.Time
+
+	// NewTimer returns a Timer that sends the time on its channel once d
+	// has passed on this clock. A d <= 0 fires at once.
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is a single event on a Clock, like time.Timer. Stop and Reset leave
+// no stale value in the channel: after either returns, a receive sees only a
+// firing that happens later.
+type Timer interface {
+	// C returns the channel the firing time is delivered on. It has a
+	// buffer of one, so the clock never blocks while firing.
+	C() <-chan time.Time
+
+	// Stop prevents the timer from firing. It reports whether the call
+	// stopped a pending timer.
+	Stop() bool
+
+	// Reset stops the timer and starts it again to fire after d. It
+	// reports whether the timer was pending before the call.
+	Reset(d time.Duration) bool
+}
+
+// Real returns the system clock. Its readings carry Go's monotonic clock, so
+// a step of the wall clock (NTP, a person setting the date) neither grants
+// nor withholds quota: durations are measured on the monotonic clock.
+func Real() Clock { return realClock{} }
+
+type realClock struct{}
+
+var _ Clock = realClock{}
+
+// Now returns time.Now(), monotonic reading included.
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+// realTimer adapts *time.Timer, whose channel is a field, to Timer. Since
+// Go 1.23 a stopped or reset time.Timer delivers no stale value.
+type realTimer struct{ t *time.Timer }
+
+var _ Timer = realTimer{}
+
+func (r realTimer) C() <-chan time.Time        { return r.t.C }
+func (r realTimer) Stop() bool                 { return r.t.Stop() }
+func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }

@@ -1,0 +1,216 @@
+package clock_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/chanlimit/chanlimit/clock"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// received returns what c holds right now, without waiting.
+func received(c <-chan time.Time) (time.Time, bool) {
+	select {
+	case v := <-c:
+		return v, true
+	default:
+		return time.Time{}, false
+	}
+}
+
+func TestFakeNowMovesOnlyWhenTold(t *testing.T) {
+	f := clock.NewFake(epoch)
+	assert.Equal(t, epoch, f.Now())
+	assert.Equal(t, epoch, f.Now(), "reading the clock must not move it")
+
+	f.Advance(1500 * time.Millisecond)
+	assert.Equal(t, epoch.Add(1500*time.Millisecond), f.Now())
+
+	f.Advance(0)
+	assert.Equal(t, epoch.Add(1500*time.Millisecond), f.Now())
+}
+
+func TestFakeJumpBackwards(t *testing.T) {
+	f := clock.NewFake(epoch)
+	timer := f.NewTimer(time.Second)
+
+	f.Advance(-time.Hour)
+	assert.Equal(t, epoch.Add(-time.Hour), f.Now())
+	_, fired := received(timer.C())
+	assert.False(t, fired, "a backward step fires nothing")
+
+	f.Set(epoch.Add(-2 * time.Hour))
+	assert.Equal(t, epoch.Add(-2*time.Hour), f.Now())
+
+	f.Set(epoch.Add(time.Second))
+	got, fired := received(timer.C())
+	require.True(t, fired, "the timer is due once the clock reaches its deadline again")
+	assert.Equal(t, epoch.Add(time.Second), got)
+}
+
+func TestFakeTimersFireWithTheirDeadlines(t *testing.T) {
+	f := clock.NewFake(epoch)
+	var timers []clock.Timer
+	for _, d := range []time.Duration{3 * time.Second, time.Second, 2 * time.Second, time.Second} {
+		timers = append(timers, f.NewTimer(d))
+	}
+	assert.Equal(t, 4, f.Waiters())
+
+	// One Advance past every deadline fires them all, each with its own
+	// deadline as the time sent, and leaves the clock at the target.
+	f.Advance(10 * time.Second)
+	var fires []time.Time
+	for i, tm := range timers {
+		got, ok := received(tm.C())
+		require.True(t, ok, "timer %d did not fire", i)
+		fires = append(fires, got)
+	}
+	assert.Equal(t, []time.Time{
+		epoch.Add(3 * time.Second), epoch.Add(time.Second),
+		epoch.Add(2 * time.Second), epoch.Add(time.Second),
+	}, fires)
+	assert.Equal(t, epoch.Add(10*time.Second), f.Now())
+	assert.Equal(t, 0, f.Waiters())
+}
+
+func TestFakeAdvanceFiresOnlyWhatIsDue(t *testing.T) {
+	f := clock.NewFake(epoch)
+	late := f.NewTimer(2 * time.Second)
+	early := f.NewTimer(time.Second)
+
+	f.Advance(time.Second)
+	_, lateFired := received(late.C())
+	got, earlyFired := received(early.C())
+	assert.False(t, lateFired, "a timer must not fire before its deadline")
+	require.True(t, earlyFired)
+	assert.Equal(t, epoch.Add(time.Second), got)
+
+	f.Advance(time.Second - time.Nanosecond)
+	_, lateFired = received(late.C())
+	assert.False(t, lateFired, "1ns before its deadline the timer is still waiting")
+
+	f.Advance(time.Nanosecond)
+	got, lateFired = received(late.C())
+	require.True(t, lateFired)
+	assert.Equal(t, epoch.Add(2*time.Second), got)
+}
+
+func TestFakeTimerNonPositiveFiresAtOnce(t *testing.T) {
+	f := clock.NewFake(epoch)
+	for _, d := range []time.Duration{0, -time.Second} {
+		tm := f.NewTimer(d)
+		got, ok := received(tm.C())
+		require.True(t, ok, "NewTimer(%v) must fire at once", d)
+		assert.Equal(t, epoch, got)
+		assert.False(t, tm.Stop(), "a fired timer is not pending")
+	}
+	assert.Equal(t, 0, f.Waiters())
+}
+
+func TestFakeFiringNeverBlocks(t *testing.T) {
+	f := clock.NewFake(epoch)
+	tm := f.NewTimer(time.Second)
+	f.Advance(time.Second) // fills the buffer of one; nobody reads it
+	tm.Reset(time.Second)  // Reset empties the channel ...
+	_, stale := received(tm.C())
+	assert.False(t, stale, "Reset must leave no stale value")
+
+	// ... and a firing into a full channel is dropped, not blocked on.
+	other := f.NewTimer(time.Second)
+	f.Advance(time.Second)
+	f.Advance(time.Second)
+	_, ok := received(tm.C())
+	assert.True(t, ok)
+	_, ok = received(other.C())
+	assert.True(t, ok)
+}
+
+func TestFakeStopAndReset(t *testing.T) {
+	f := clock.NewFake(epoch)
+	tm := f.NewTimer(time.Second)
+	assert.Equal(t, 1, f.Waiters())
+
+	assert.True(t, tm.Stop(), "Stop of a pending timer reports true")
+	assert.False(t, tm.Stop(), "a second Stop reports false")
+	assert.Equal(t, 0, f.Waiters())
+	f.Advance(time.Hour)
+	_, fired := received(tm.C())
+	assert.False(t, fired, "a stopped timer never fires")
+
+	assert.False(t, tm.Reset(time.Second), "Reset of a stopped timer reports false")
+	assert.True(t, tm.Reset(2*time.Second), "Reset of a pending timer reports true")
+	f.Advance(time.Second)
+	_, fired = received(tm.C())
+	assert.False(t, fired, "Reset replaced the earlier deadline")
+	f.Advance(time.Second)
+	got, fired := received(tm.C())
+	require.True(t, fired)
+	assert.Equal(t, epoch.Add(time.Hour+2*time.Second), got)
+
+	tm.Reset(time.Second)
+	f.Advance(time.Second)
+	assert.False(t, tm.Stop(), "a fired timer is not pending")
+	_, fired = received(tm.C())
+	assert.False(t, fired, "Stop drains a firing nobody read")
+}
+
+func TestFakeBlockUntilContext(t *testing.T) {
+	f := clock.NewFake(epoch)
+	got := make(chan time.Time)
+	go func() {
+		tm := f.NewTimer(time.Minute)
+		got <- <-tm.C()
+	}()
+
+	require.NoError(t, f.BlockUntilContext(context.Background(), 1))
+	f.Advance(time.Minute)
+	assert.Equal(t, epoch.Add(time.Minute), <-got)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.ErrorIs(t, f.BlockUntilContext(ctx, 1), context.Canceled,
+		"no timer waits now, so only the context can end the wait")
+}
+
+func TestFakeConcurrentUse(t *testing.T) {
+	f := clock.NewFake(epoch)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 100 {
+				tm := f.NewTimer(time.Millisecond)
+				_ = f.Now()
+				tm.Stop()
+			}
+		})
+	}
+	for range 100 {
+		f.Advance(time.Millisecond)
+	}
+	wg.Wait()
+	assert.Equal(t, epoch.Add(100*time.Millisecond), f.Now())
+	assert.Equal(t, 0, f.Waiters())
+}
+
+func TestRealClock(t *testing.T) {
+	c := clock.Real()
+	a := c.Now()
+	b := c.Now()
+	assert.GreaterOrEqual(t, b.Sub(a), time.Duration(0), "the monotonic reading never goes back")
+
+	tm := c.NewTimer(0)
+	<-tm.C()
+	tm = c.NewTimer(time.Hour)
+	assert.True(t, tm.Stop())
+	assert.False(t, tm.Reset(time.Hour))
+	assert.True(t, tm.Stop())
+}
