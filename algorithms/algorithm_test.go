@@ -1,0 +1,316 @@
+package algorithms
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const (
+	ns = time.Nanosecond
+	ms = time.Millisecond
+	s  = time.Second
+)
+
+// step is one call in a step table: AllowN(at, n) must return want, or an
+// error that is err.
+type step struct {
+	at   time.Duration
+	n    int
+	want Decision
+	err  error
+}
+
+// run plays steps against a fresh state of m. After each step it also checks
+// that the decision's RetryAfter and ResetAfter are exact, by replaying the
+// steps so far onto fresh states and probing one nanosecond either side.
+func run[S any](t *testing.T, m Machine[S], steps []step) {
+	t.Helper()
+	var st S
+	for i, c := range steps {
+		got, err := m.AllowN(&st, c.at, c.n)
+		if c.err != nil {
+			if !errors.Is(err, c.err) {
+				t.Errorf("step %d: AllowN(t+%v, %d) error = %v, want %v", i, c.at, c.n, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("step %d: AllowN(t+%v, %d) error = %v", i, c.at, c.n, err)
+		}
+		if got != c.want {
+			t.Errorf("step %d: AllowN(t+%v, %d) = %+v, want %+v", i, c.at, c.n, got, c.want)
+			continue
+		}
+		checkExact(t, m, steps[:i+1])
+	}
+}
+
+// replay plays steps onto a fresh state and returns it.
+func replay[S any](m Machine[S], steps []step) *S {
+	var st S
+	for _, c := range steps {
+		_, _ = m.AllowN(&st, c.at, c.n)
+	}
+	return &st
+}
+
+// allowedAt reports whether AllowN(at, n) allows after history.
+func allowedAt[S any](t *testing.T, m Machine[S], history []step, at time.Duration, n int) bool {
+	t.Helper()
+	d, err := m.AllowN(replay(m, history), at, n)
+	require.NoError(t, err)
+	return d.Allowed
+}
+
+// checkExact checks the last step of history: a denied request is allowed at
+// now + RetryAfter and not a nanosecond before; the key is back to full at
+// now + ResetAfter (a request for the whole capacity passes) and not a
+// nanosecond before.
+func checkExact[S any](t *testing.T, m Machine[S], history []step) {
+	t.Helper()
+	last := history[len(history)-1]
+	before := history[:len(history)-1]
+	if d := last.want; !d.Allowed {
+		if d.RetryAfter <= 0 {
+			t.Errorf("AllowN(t+%v, %d) denied with RetryAfter %v, want > 0", last.at, last.n, d.RetryAfter)
+		}
+		if allowedAt(t, m, before, last.at+d.RetryAfter-ns, last.n) {
+			t.Errorf("AllowN(t+%v, %d): allowed 1ns before RetryAfter %v", last.at, last.n, d.RetryAfter)
+		}
+		if !allowedAt(t, m, before, last.at+d.RetryAfter, last.n) {
+			t.Errorf("AllowN(t+%v, %d): not allowed at RetryAfter %v", last.at, last.n, d.RetryAfter)
+		}
+	}
+	reset := last.want.ResetAfter
+	if !allowedAt(t, m, history, last.at+reset, m.Capacity()) {
+		t.Errorf("after AllowN(t+%v, %d): not full at ResetAfter %v", last.at, last.n, reset)
+	}
+	if reset > 0 && allowedAt(t, m, history, last.at+reset-ns, m.Capacity()) {
+		t.Errorf("after AllowN(t+%v, %d): full 1ns before ResetAfter %v", last.at, last.n, reset)
+	}
+}
+
+// machines returns one rule of each built-in algorithm for p (Burst unset).
+func machines(t *testing.T, p Params) map[string]func(steps []step) {
+	t.Helper()
+	tb, err := NewTokenBucket(p)
+	require.NoError(t, err)
+	swl, err := NewSlidingWindowLog(p)
+	require.NoError(t, err)
+	fw, err := NewFixedWindow(p)
+	require.NoError(t, err)
+	return map[string]func([]step){
+		NameTokenBucket:      func(steps []step) { run(t, tb, steps) },
+		NameSlidingWindowLog: func(steps []step) { run(t, swl, steps) },
+		NameFixedWindow:      func(steps []step) { run(t, fw, steps) },
+	}
+}
+
+func TestParamsValidation(t *testing.T) {
+	tests := []struct {
+		name  string
+		give  Params
+		field string
+	}{
+		{"ZeroLimit", Params{Limit: 0, Window: s}, "Limit"},
+		{"NegativeLimit", Params{Limit: -1, Window: s}, "Limit"},
+		{"ZeroWindow", Params{Limit: 1, Window: 0}, "Window"},
+		{"NegativeWindow", Params{Limit: 1, Window: -s}, "Window"},
+		{"NegativeBurst", Params{Limit: 1, Window: s, Burst: -1}, "Burst"},
+	}
+	constructors := map[string]func(Params) error{
+		NameTokenBucket:      func(p Params) error { _, err := NewTokenBucket(p); return err },
+		NameSlidingWindowLog: func(p Params) error { _, err := NewSlidingWindowLog(p); return err },
+		NameFixedWindow:      func(p Params) error { _, err := NewFixedWindow(p); return err },
+	}
+	for _, tt := range tests {
+		for name, construct := range constructors {
+			t.Run(tt.name+"/"+name, func(t *testing.T) {
+				err := construct(tt.give)
+				require.ErrorIs(t, err, ErrInvalidConfig)
+				assert.Contains(t, err.Error(), tt.field)
+			})
+		}
+	}
+}
+
+func TestBurstOnlyWhereTaken(t *testing.T) {
+	p := Params{Limit: 3, Window: s, Burst: 5}
+	_, err := NewTokenBucket(p)
+	require.NoError(t, err, "token_bucket takes a burst")
+	for _, name := range []string{NameSlidingWindowLog, NameFixedWindow} {
+		f, err := Lookup(name)
+		require.NoError(t, err)
+		_, err = f(p)
+		require.ErrorIs(t, err, ErrInvalidConfig, name)
+		assert.Contains(t, err.Error(), "Burst")
+		assert.Contains(t, err.Error(), name)
+	}
+}
+
+func TestCheckCount(t *testing.T) {
+	tests := []struct {
+		name string
+		give int
+		want error
+	}{
+		{"Zero", 0, ErrInvalidCount},
+		{"Negative", -5, ErrInvalidCount},
+		{"MinInt", math.MinInt, ErrInvalidCount},
+		{"One", 1, nil},
+		{"Capacity", 10, nil},
+		{"NExceedsCapacity", 11, ErrExceedsCapacity},
+		{"MaxInt", math.MaxInt, ErrExceedsCapacity},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckCount(tt.give, 10)
+			if tt.want == nil {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorIs(t, err, tt.want)
+		})
+	}
+}
+
+// TestDeniedLeavesStateUntouched checks, on the state itself, that a denied
+// request and a refused one (bad n) change nothing, for every algorithm.
+func TestDeniedLeavesStateUntouched(t *testing.T) {
+	p := Params{Limit: 3, Window: s}
+	tb, _ := NewTokenBucket(p)
+	swl, _ := NewSlidingWindowLog(p)
+	fw, _ := NewFixedWindow(p)
+	t.Run(NameTokenBucket, func(t *testing.T) { deniedLeavesStateUntouched(t, tb) })
+	t.Run(NameSlidingWindowLog, func(t *testing.T) { deniedLeavesStateUntouched(t, swl) })
+	t.Run(NameFixedWindow, func(t *testing.T) { deniedLeavesStateUntouched(t, fw) })
+}
+
+func deniedLeavesStateUntouched[S any](t *testing.T, m Machine[S]) {
+	var st S
+	for i := range 3 {
+		d, err := m.AllowN(&st, time.Duration(i)*100*ms, 1)
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+	}
+	// At 250ms the log and the window are full and the bucket holds 3/4 of
+	// a token.
+	at := 250 * ms
+	before := reflect.ValueOf(st).Interface()
+	for _, n := range []int{2, 3, 0, -1, 4} {
+		d, _ := m.AllowN(&st, at, n)
+		require.False(t, d.Allowed, "n=%d", n)
+		assert.True(t, reflect.DeepEqual(before, st), "AllowN(t+%v, %d) changed the state: %+v -> %+v", at, n, before, st)
+	}
+}
+
+// TestRefundUndoesTheGrant checks that AllowN followed by Refund decides
+// every later request as if neither call had been made.
+func TestRefundUndoesTheGrant(t *testing.T) {
+	p := Params{Limit: 3, Window: s}
+	tb, _ := NewTokenBucket(p)
+	swl, _ := NewSlidingWindowLog(p)
+	fw, _ := NewFixedWindow(p)
+	t.Run(NameTokenBucket, func(t *testing.T) { refundUndoes(t, tb) })
+	t.Run(NameSlidingWindowLog, func(t *testing.T) { refundUndoes(t, swl) })
+	t.Run(NameFixedWindow, func(t *testing.T) { refundUndoes(t, fw) })
+}
+
+func refundUndoes[S any](t *testing.T, m Machine[S]) {
+	history := []step{{at: 0, n: 1}, {at: 300 * ms, n: 1}}
+	probes := []step{{at: 400 * ms, n: 1}, {at: 400 * ms, n: 1}, {at: 400 * ms, n: 1}, {at: 1100 * ms, n: 2}, {at: 1400 * ms, n: 3}}
+	for _, refunded := range []step{{at: 300 * ms, n: 1}, {at: 350 * ms, n: 1}} {
+		plain, withRefund := replay(m, history), replay(m, history)
+		d, err := m.AllowN(withRefund, refunded.at, refunded.n)
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+		m.Refund(withRefund, refunded.at, refunded.n)
+		for i, p := range probes {
+			want, _ := m.AllowN(plain, p.at, p.n)
+			got, _ := m.AllowN(withRefund, p.at, p.n)
+			assert.Equal(t, want, got, "refund of %d at %v, probe %d: AllowN(t+%v, %d)", refunded.n, refunded.at, i, p.at, p.n)
+		}
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	names := Names()
+	assert.Subset(t, names, []string{NameTokenBucket, NameSlidingWindowLog, NameFixedWindow})
+	assert.IsIncreasing(t, names)
+
+	for _, name := range names {
+		f, err := Lookup(name)
+		require.NoError(t, err)
+		alg, err := f(Params{Limit: 2, Window: s})
+		require.NoError(t, err, name)
+		assert.Equal(t, 2, alg.Capacity())
+	}
+
+	_, err := Lookup("leaky")
+	require.ErrorIs(t, err, ErrUnknownAlgorithm)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	assert.Equal(t, `chanlimit: invalid config: unknown Algorithm "leaky" (registered: `+strings.Join(names, ", ")+`)`, err.Error())
+}
+
+func TestRegisterNewAlgorithm(t *testing.T) {
+	// A new algorithm registers under its own name without touching
+	// anything else; here, a token bucket that always holds 2 tokens more.
+	f := func(p Params) (Algorithm, error) {
+		p.Burst = p.Limit + 2
+		m, err := NewTokenBucket(p)
+		if err != nil {
+			return nil, err
+		}
+		return Keyed[TokenBucketState](m), nil
+	}
+	require.NoError(t, Register("test_roomy_bucket", f))
+	assert.Contains(t, Names(), "test_roomy_bucket")
+	got, err := Lookup("test_roomy_bucket")
+	require.NoError(t, err)
+	alg, err := got(Params{Limit: 1, Window: s})
+	require.NoError(t, err)
+	assert.Equal(t, 3, alg.Capacity())
+
+	assert.ErrorIs(t, Register("test_roomy_bucket", f), ErrDuplicateName)
+	assert.ErrorIs(t, Register(NameTokenBucket, f), ErrDuplicateName)
+	assert.Error(t, Register("", f))
+	assert.Error(t, Register("test_nil", nil))
+	assert.NotContains(t, Names(), "test_nil")
+}
+
+func TestTableKeysAreIndependentCopies(t *testing.T) {
+	alg := Keyed[FixedWindowState](&FixedWindow{limit: 1, window: s})
+	tab := alg.NewTable()
+
+	buf := []byte("alice bob")
+	alice := string(buf[:5])
+	d, err := tab.AllowN(alice, 0, 1)
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	d, err = tab.AllowN("bob", 0, 1)
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "keys are independent")
+	d, err = tab.AllowN("alice", 0, 1)
+	require.NoError(t, err)
+	assert.False(t, d.Allowed)
+	assert.Equal(t, 2, tab.Len())
+
+	// A denied or refused request on an unseen key stores nothing.
+	_, err = tab.AllowN("carol", 0, 2)
+	require.ErrorIs(t, err, ErrExceedsCapacity)
+	assert.Equal(t, 2, tab.Len())
+
+	tab.Refund("alice", 0, 1)
+	d, err = tab.AllowN("alice", 0, 1)
+	require.NoError(t, err)
+	assert.True(t, d.Allowed, "the refund gave alice's unit back")
+	tab.Refund("nobody", 0, 1)
+	assert.Equal(t, 2, tab.Len(), "refunding an unseen key stores nothing")
+}

@@ -1,0 +1,140 @@
+package algorithms
+
+import "time"
+
+// SlidingWindowLog is the sliding_window_log rule: a request for n at now is
+// allowed if the units allowed in the last Window, at instants t with
+// now - Window < t <= now, plus n are at most Limit. Denied requests are not
+// logged.
+//
+// It is the exact sliding window: no instant ever sees more than Limit
+// allowed in the Window before it. The price is memory: a key keeps one
+// entry per distinct instant it was allowed something in the last Window, up
+// to Limit entries (16 bytes each). A SlidingWindowLog is immutable and safe
+// for concurrent use; the SlidingWindowLogState of a key is not.
+type SlidingWindowLog struct {
+	limit  int
+	window time.Duration
+}
+
+// SlidingWindowLogState is the log of one key. The zero value is an empty
+// log.
+type SlidingWindowLogState struct {
+	entries []logEntry // oldest first, at strictly increasing instants
+	total   int        // sum of n over entries
+}
+
+// logEntry records the units allowed at one instant.
+type logEntry struct {
+	at time.Duration
+	n  int
+}
+
+var _ Machine[SlidingWindowLogState] = (*SlidingWindowLog)(nil)
+
+// NewSlidingWindowLog returns the rule for p, which must have Limit > 0,
+// Window > 0 and no Burst.
+func NewSlidingWindowLog(p Params) (*SlidingWindowLog, error) {
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	if err := p.noBurst("sliding_window_log"); err != nil {
+		return nil, err
+	}
+	return &SlidingWindowLog{limit: p.Limit, window: p.Window}, nil
+}
+
+// Capacity returns Limit.
+func (l *SlidingWindowLog) Capacity() int { return l.limit }
+
+// AllowN logs n units at now if the last Window holds room for them.
+func (l *SlidingWindowLog) AllowN(s *SlidingWindowLogState, now time.Duration, n int) (Decision, error) {
+	if err := CheckCount(n, l.limit); err != nil {
+		return Decision{}, err
+	}
+	ahead := time.Duration(0)
+	if k := len(s.entries); k > 0 {
+		now, ahead = catchUp(now, s.entries[k-1].at)
+	}
+	return l.allow(s, now, n).delayedBy(ahead), nil
+}
+
+// allow decides n at now, which is no earlier than the newest entry.
+func (l *SlidingWindowLog) allow(s *SlidingWindowLogState, now time.Duration, n int) Decision {
+	first, expired := l.expired(s, now)
+	live := s.total - expired
+	if n > l.limit-live { // so live > 0: the newest entry is inside the window
+		return Decision{
+			Limit:      l.limit,
+			Remaining:  l.limit - live,
+			RetryAfter: l.retryAfter(s.entries[first:], now, live+n-l.limit),
+			ResetAfter: l.window - since(now, s.entries[len(s.entries)-1].at),
+		}
+	}
+	s.entries, s.total = l.prune(s.entries, first), live+n
+	if k := len(s.entries); k > 0 && s.entries[k-1].at == now {
+		s.entries[k-1].n += n
+	} else {
+		s.entries = append(s.entries, logEntry{at: now, n: n})
+	}
+	return Decision{
+		Allowed:    true,
+		Limit:      l.limit,
+		Remaining:  l.limit - s.total,
+		ResetAfter: l.window,
+	}
+}
+
+// Refund removes the n units logged at now.
+func (l *SlidingWindowLog) Refund(s *SlidingWindowLogState, now time.Duration, n int) {
+	k := len(s.entries)
+	if k == 0 || s.entries[k-1].at != now {
+		return
+	}
+	last := &s.entries[k-1]
+	n = min(n, last.n)
+	last.n -= n
+	s.total -= n
+	if last.n == 0 {
+		s.entries = s.entries[:k-1]
+	}
+}
+
+// expired returns the index of the first entry still inside the window
+// ending at now, and the units logged before it.
+func (l *SlidingWindowLog) expired(s *SlidingWindowLogState, now time.Duration) (first, units int) {
+	for first < len(s.entries) && since(now, s.entries[first].at) >= l.window {
+		units += s.entries[first].n
+		first++
+	}
+	return first, units
+}
+
+// prune drops the first entries. Once more are dropped than kept, the live
+// ones move to a new array, so a key whose log shrank does not hold on to the
+// array of its busier past; each entry is copied at most once per entry
+// dropped, so the cost stays O(1) per request on average.
+func (l *SlidingWindowLog) prune(entries []logEntry, first int) []logEntry {
+	switch live := entries[first:]; {
+	case first == 0:
+		return entries
+	case len(live) == 0:
+		return nil
+	case first >= len(live):
+		return append([]logEntry(nil), live...)
+	default:
+		return live
+	}
+}
+
+// retryAfter returns how long until enough of the live entries leave the
+// window that excess more units fit: an entry at t leaves at t + Window.
+func (l *SlidingWindowLog) retryAfter(live []logEntry, now time.Duration, excess int) time.Duration {
+	for _, e := range live {
+		excess -= e.n
+		if excess <= 0 {
+			return l.window - since(now, e.at)
+		}
+	}
+	return 0 // not reached: the live entries hold more than excess units
+}
