@@ -1,0 +1,331 @@
+package actor_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/chanlimit/chanlimit/actor"
+	"github.com/chanlimit/chanlimit/algorithms"
+	"github.com/chanlimit/chanlimit/clock"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+type call struct {
+	key string
+	now time.Duration
+	n   int
+}
+
+// probeTable is a fixed window of 2 per second that records what the
+// partition asks of it, and can hold one request on a key until the test
+// lets it go: the first AllowN on a key in gates waits for a send on that
+// key's channel. Only the partition goroutine touches it while it runs; the
+// test reads the records after Done.
+type probeTable struct {
+	algorithms.Table
+	gates   map[string]chan struct{} // the partition's view: deleted once used
+	held    map[string]chan struct{} // the test's view: never changed after newProbe
+	calls   []call
+	refunds []call
+}
+
+func newProbe(t *testing.T, gated ...string) *probeTable {
+	t.Helper()
+	w, err := algorithms.NewFixedWindow(algorithms.Params{Limit: 2, Window: time.Second})
+	require.NoError(t, err)
+	pt := &probeTable{
+		Table: algorithms.Keyed[algorithms.FixedWindowState](w).NewTable(),
+		gates: map[string]chan struct{}{},
+		held:  map[string]chan struct{}{},
+	}
+	for _, key := range gated {
+		pt.gates[key] = make(chan struct{})
+		pt.held[key] = pt.gates[key]
+	}
+	return pt
+}
+
+func (pt *probeTable) AllowN(key string, now time.Duration, n int) (algorithms.Decision, error) {
+	pt.calls = append(pt.calls, call{key, now, n})
+	if gate, ok := pt.gates[key]; ok {
+		delete(pt.gates, key)
+		<-gate
+	}
+	return pt.Table.AllowN(key, now, n)
+}
+
+func (pt *probeTable) Refund(key string, now time.Duration, n int) {
+	pt.refunds = append(pt.refunds, call{key, now, n})
+	pt.Table.Refund(key, now, n)
+}
+
+// outcome is what a call returned, sent back from the goroutine that made it.
+type outcome struct {
+	d   algorithms.Decision
+	err error
+}
+
+// async makes the call in a goroutine of its own.
+func async(ctx context.Context, p *actor.Partition, key string, n int) <-chan outcome {
+	out := make(chan outcome, 1)
+	go func() {
+		d, err := p.AllowN(ctx, key, n)
+		out <- outcome{d, err}
+	}()
+	return out
+}
+
+func stop(p *actor.Partition) {
+	p.Stop()
+	<-p.Done()
+}
+
+func TestRoundTripOnTheFakeClock(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	pt := newProbe(t)
+	p := actor.Start(pt, clk, 4)
+	ctx := context.Background()
+
+	steps := []struct {
+		advance time.Duration
+		want    algorithms.Decision
+	}{
+		{0, algorithms.Decision{Allowed: true, Limit: 2, Remaining: 1, ResetAfter: time.Second}},
+		{300 * time.Millisecond, algorithms.Decision{Allowed: true, Limit: 2, Remaining: 0, ResetAfter: 700 * time.Millisecond}},
+		{0, algorithms.Decision{Limit: 2, RetryAfter: 700 * time.Millisecond, ResetAfter: 700 * time.Millisecond}},
+		// The clock steps back an hour: no time passes for the partition.
+		{-time.Hour, algorithms.Decision{Limit: 2, RetryAfter: 700 * time.Millisecond, ResetAfter: 700 * time.Millisecond}},
+		// Time counts on from the new reading: nobody is locked out.
+		{700 * time.Millisecond, algorithms.Decision{Allowed: true, Limit: 2, Remaining: 1, ResetAfter: time.Second}},
+	}
+	for i, st := range steps {
+		clk.Advance(st.advance)
+		got, err := p.AllowN(ctx, "k", 1)
+		require.NoError(t, err)
+		assert.Equal(t, st.want, got, "step %d: AllowN after Advance(%v)", i, st.advance)
+	}
+
+	stop(p)
+	ms := time.Millisecond
+	assert.Equal(t, []call{{"k", 0, 1}, {"k", 300 * ms, 1}, {"k", 300 * ms, 1}, {"k", 300 * ms, 1}, {"k", 1000 * ms, 1}}, pt.calls)
+}
+
+func TestTimelineSaturates(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	pt := newProbe(t)
+	p := actor.Start(pt, clk, 0)
+	for range 3 {
+		clk.Advance(math.MaxInt64)
+		_, err := p.AllowN(context.Background(), "k", 1)
+		require.NoError(t, err)
+	}
+	stop(p)
+	want := time.Duration(math.MaxInt64)
+	assert.Equal(t, []call{{"k", want, 1}, {"k", want, 1}, {"k", want, 1}}, pt.calls, "the timeline stops at the largest Duration instead of wrapping")
+}
+
+func TestErrorsComeBack(t *testing.T) {
+	p := actor.Start(newProbe(t), clock.NewFake(epoch), 1)
+	defer stop(p)
+	_, err := p.AllowN(context.Background(), "k", 0)
+	assert.ErrorIs(t, err, algorithms.ErrInvalidCount)
+	_, err = p.AllowN(context.Background(), "k", 3)
+	assert.ErrorIs(t, err, algorithms.ErrExceedsCapacity)
+}
+
+func TestContextDoneBeforeTheCall(t *testing.T) {
+	pt := newProbe(t)
+	p := actor.Start(pt, clock.NewFake(epoch), 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := p.AllowN(ctx, "k", 1)
+	assert.ErrorIs(t, err, context.Canceled)
+	stop(p)
+	assert.Empty(t, pt.calls)
+}
+
+// TestGiveUpWhileQueued: a caller whose context ends while its request waits
+// in the mailbox returns at once, and the request is never applied.
+func TestGiveUpWhileQueued(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pt := newProbe(t, "slow")
+		p := actor.Start(pt, clock.NewFake(epoch), 4)
+		bg := context.Background()
+
+		slow := async(bg, p, "slow", 1)
+		synctest.Wait() // the partition is held inside the slow request
+		ctx, cancel := context.WithCancel(bg)
+		queued := async(ctx, p, "k", 2)
+		synctest.Wait()
+		require.Equal(t, 1, p.Depth(), "the request waits in the mailbox")
+
+		cancel()
+		assert.ErrorIs(t, (<-queued).err, context.Canceled)
+
+		release(pt, "slow")
+		assert.True(t, (<-slow).d.Allowed)
+		d, err := p.AllowN(bg, "k", 2)
+		require.NoError(t, err)
+		assert.True(t, d.Allowed, "the abandoned request took nothing from k")
+
+		stop(p)
+		assert.Equal(t, []string{"slow", "k"}, keys(pt.calls), "the abandoned request never reached the table")
+		assert.Empty(t, pt.refunds)
+	})
+}
+
+// TestGiveUpWhileDeciding: a caller whose context ends while the partition
+// decides its request returns ctx's error, and the grant is taken back.
+func TestGiveUpWhileDeciding(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pt := newProbe(t, "k")
+		p := actor.Start(pt, clock.NewFake(epoch), 4)
+		bg := context.Background()
+
+		ctx, cancel := context.WithCancel(bg)
+		deciding := async(ctx, p, "k", 2)
+		synctest.Wait() // the partition is inside AllowN for k
+		cancel()
+		assert.ErrorIs(t, (<-deciding).err, context.Canceled)
+		release(pt, "k")
+
+		d, err := p.AllowN(bg, "k", 2)
+		require.NoError(t, err)
+		assert.True(t, d.Allowed, "the undelivered grant of 2 was given back")
+
+		// The abandoned reply channel holds the caller's mark; were it
+		// reused, a later call would read that mark as its answer.
+		for i := range 100 {
+			d, err := p.AllowN(bg, "other", 1)
+			require.NoError(t, err)
+			require.Equal(t, i < 2, d.Allowed, "call %d", i)
+			require.Equal(t, 2, d.Limit, "call %d got an answer that is not a decision", i)
+		}
+
+		stop(p)
+		assert.Equal(t, []call{{"k", 0, 2}}, pt.refunds)
+	})
+}
+
+// TestMailboxFullHonoursContext: a caller blocked on a full mailbox returns
+// when its context ends, and its request is never applied.
+func TestMailboxFullHonoursContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pt := newProbe(t, "slow")
+		p := actor.Start(pt, clock.NewFake(epoch), 1)
+		bg := context.Background()
+
+		slow := async(bg, p, "slow", 1)
+		synctest.Wait()
+		queued := async(bg, p, "b", 1)
+		synctest.Wait()
+		require.Equal(t, 1, p.Depth(), "the mailbox is full")
+
+		ctx, cancel := context.WithTimeout(bg, time.Minute) // synctest's clock: no real wait
+		_, err := p.AllowN(ctx, "c", 1)
+		cancel()
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+
+		release(pt, "slow")
+		assert.True(t, (<-slow).d.Allowed)
+		assert.True(t, (<-queued).d.Allowed)
+		stop(p)
+		assert.Equal(t, []string{"slow", "b"}, keys(pt.calls))
+	})
+}
+
+// TestStopAnswersWhatIsQueued: requests in the mailbox when Stop comes are
+// answered with decisions; calls after Stop get ErrClosed.
+func TestStopAnswersWhatIsQueued(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pt := newProbe(t, "slow")
+		p := actor.Start(pt, clock.NewFake(epoch), 4)
+		bg := context.Background()
+
+		slow := async(bg, p, "slow", 1)
+		synctest.Wait()
+		var queued []<-chan outcome
+		for _, key := range []string{"a", "b"} {
+			queued = append(queued, async(bg, p, key, 1))
+			synctest.Wait() // in the mailbox, in this order
+		}
+		require.Equal(t, 2, p.Depth())
+
+		p.Stop()
+		p.Stop() // idempotent
+		_, err := p.AllowN(bg, "c", 1)
+		assert.ErrorIs(t, err, actor.ErrClosed)
+
+		release(pt, "slow")
+		for _, o := range append(queued, slow) {
+			got := <-o
+			require.NoError(t, got.err)
+			assert.True(t, got.d.Allowed)
+		}
+		<-p.Done()
+		_, err = p.AllowN(bg, "c", 1)
+		assert.ErrorIs(t, err, actor.ErrClosed)
+		assert.Equal(t, []string{"slow", "a", "b"}, keys(pt.calls))
+	})
+}
+
+// TestStopRacingCallers: hundreds of callers hammer a partition while it
+// stops; every call returns, with a decision or ErrClosed.
+func TestStopRacingCallers(t *testing.T) {
+	p := actor.Start(newProbe(t), clock.NewFake(epoch), 8)
+	var (
+		wg      sync.WaitGroup
+		started sync.WaitGroup
+	)
+	errs := make(chan error, 300)
+	for i := range 300 {
+		started.Add(1)
+		wg.Go(func() {
+			first := true
+			for {
+				_, err := p.AllowN(context.Background(), string(rune('a'+i%26)), 1)
+				if first {
+					started.Done()
+					first = false
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	started.Wait() // every caller has been answered at least once
+	stop(p)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, actor.ErrClosed) {
+			t.Errorf("a call racing Stop returned %v, want ErrClosed", err)
+		}
+	}
+}
+
+// release lets the held request on key go on. The gate's channel is read
+// only by the partition goroutine; the test keeps its own reference.
+func release(pt *probeTable, key string) { pt.held[key] <- struct{}{} }
+
+func keys(calls []call) []string {
+	var ks []string
+	for _, c := range calls {
+		ks = append(ks, c.key)
+	}
+	return ks
+}
