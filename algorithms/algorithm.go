@@ -92,8 +92,11 @@ type Params struct {
 	Burst  int
 }
 
-// validate checks what every algorithm needs of Params.
-func (p Params) validate() error {
+// Validate checks what every algorithm needs of Params: Limit > 0,
+// Window > 0 and Burst >= 0. Errors wrap ErrInvalidConfig and name the
+// field. chanlimit.New validates before it calls a Factory, so a Factory
+// only sees Params that pass.
+func (p Params) Validate() error {
 	switch {
 	case p.Limit <= 0:
 		return invalid("Limit", "must be > 0 (got %d)", p.Limit)
@@ -123,7 +126,7 @@ func (p Params) burst() int {
 
 // invalid returns an ErrInvalidConfig naming field and the reason.
 func invalid(field, format string, args ...any) error {
-	return fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
 }
 
 // Machine is one algorithm's rule, applied to the state S of one key. The

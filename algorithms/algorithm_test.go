@@ -97,22 +97,6 @@ func checkExact[S any](t *testing.T, m Machine[S], history []step) {
 	}
 }
 
-// machines returns one rule of each built-in algorithm for p (Burst unset).
-func machines(t *testing.T, p Params) map[string]func(steps []step) {
-	t.Helper()
-	tb, err := NewTokenBucket(p)
-	require.NoError(t, err)
-	swl, err := NewSlidingWindowLog(p)
-	require.NoError(t, err)
-	fw, err := NewFixedWindow(p)
-	require.NoError(t, err)
-	return map[string]func([]step){
-		NameTokenBucket:      func(steps []step) { run(t, tb, steps) },
-		NameSlidingWindowLog: func(steps []step) { run(t, swl, steps) },
-		NameFixedWindow:      func(steps []step) { run(t, fw, steps) },
-	}
-}
-
 func TestParamsValidation(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -256,7 +240,7 @@ func TestRegistry(t *testing.T) {
 	_, err := Lookup("leaky")
 	require.ErrorIs(t, err, ErrUnknownAlgorithm)
 	require.ErrorIs(t, err, ErrInvalidConfig)
-	assert.Equal(t, `chanlimit: invalid config: unknown Algorithm "leaky" (registered: `+strings.Join(names, ", ")+`)`, err.Error())
+	assert.Equal(t, `chanlimit: invalid config: Algorithm: "leaky" is not registered (registered: `+strings.Join(names, ", ")+`)`, err.Error())
 }
 
 func TestRegisterNewAlgorithm(t *testing.T) {

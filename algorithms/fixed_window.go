@@ -28,7 +28,7 @@ var _ Machine[FixedWindowState] = (*FixedWindow)(nil)
 // NewFixedWindow returns the rule for p, which must have Limit > 0,
 // Window > 0 and no Burst.
 func NewFixedWindow(p Params) (*FixedWindow, error) {
-	if err := p.validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	if err := p.noBurst("fixed_window"); err != nil {

@@ -83,7 +83,7 @@ type unknownError struct {
 }
 
 func (e *unknownError) Error() string {
-	return fmt.Sprintf("chanlimit: invalid config: unknown Algorithm %q (registered: %s)",
+	return fmt.Sprintf("chanlimit: invalid config: Algorithm: %q is not registered (registered: %s)",
 		e.name, strings.Join(e.registered, ", "))
 }
 

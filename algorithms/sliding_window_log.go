@@ -35,7 +35,7 @@ var _ Machine[SlidingWindowLogState] = (*SlidingWindowLog)(nil)
 // NewSlidingWindowLog returns the rule for p, which must have Limit > 0,
 // Window > 0 and no Burst.
 func NewSlidingWindowLog(p Params) (*SlidingWindowLog, error) {
-	if err := p.validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	if err := p.noBurst("sliding_window_log"); err != nil {

@@ -41,7 +41,7 @@ var _ Machine[TokenBucketState] = (*TokenBucket)(nil)
 // most the largest Duration (about 292 years), so that every RetryAfter and
 // ResetAfter is exact.
 func NewTokenBucket(p Params) (*TokenBucket, error) {
-	if err := p.validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	g := gcd(uint64(p.Limit), uint64(p.Window))

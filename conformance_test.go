@@ -1,0 +1,205 @@
+package chanlimit_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chanlimit/chanlimit"
+)
+
+// registered is every algorithm registered when the package starts, before
+// any test registers one of its own: package variables are set before init
+// functions run.
+var registered = chanlimit.RegisteredAlgorithms()
+
+// TestConformance runs every check below over every registered algorithm,
+// through a router on a fake clock.
+func TestConformance(t *testing.T) {
+	checks := []struct {
+		name  string
+		check func(t *testing.T, algorithm string)
+	}{
+		{"KeysAreIsolated", keysAreIsolated},
+		{"AllOrNothing", allOrNothing},
+		{"RefusedCallsChangeNothing", refusedCallsChangeNothing},
+		{"CapacityErrors", capacityErrors},
+		{"RetryAfterIsExact", retryAfterIsExact},
+		{"ResetAfterIsExact", resetAfterIsExact},
+		{"NoDoubleCounts", noDoubleCounts},
+	}
+	require.NotEmpty(t, registered)
+	for _, algorithm := range registered {
+		for _, c := range checks {
+			t.Run(algorithm+"/"+c.name, func(t *testing.T) { c.check(t, algorithm) })
+		}
+	}
+}
+
+const capacity = 3 // Limit 3 per second, no Burst, for every algorithm
+
+func conformanceRouter(t *testing.T, algorithm string) (*chanlimit.Router, func(time.Duration)) {
+	r, clk := newRouter(t, chanlimit.Config{Algorithm: algorithm, Limit: capacity, Window: time.Second, Partitions: 4})
+	return r, clk.Advance
+}
+
+func allowN(t *testing.T, r *chanlimit.Router, key string, n int) chanlimit.Decision {
+	t.Helper()
+	d, err := r.AllowN(context.Background(), key, n)
+	require.NoError(t, err, "AllowN(%q, %d)", key, n)
+	return d
+}
+
+func keysAreIsolated(t *testing.T, algorithm string) {
+	r, _ := conformanceRouter(t, algorithm)
+	require.True(t, allowN(t, r, "a", capacity).Allowed)
+	require.False(t, allowN(t, r, "a", 1).Allowed)
+	for _, key := range []string{"", "b", "A", "a ", "ключ", strings.Repeat("a", 4096)} {
+		d := allowN(t, r, key, capacity)
+		assert.True(t, d.Allowed, "key %.10q is untouched by a", key)
+	}
+}
+
+func allOrNothing(t *testing.T, algorithm string) {
+	r, _ := conformanceRouter(t, algorithm)
+	d := allowN(t, r, "k", 2)
+	require.True(t, d.Allowed)
+	assert.Equal(t, 1, d.Remaining)
+	d = allowN(t, r, "k", 2)
+	assert.False(t, d.Allowed, "2 asked, 1 left: nothing is taken")
+	assert.Equal(t, 1, d.Remaining)
+	d = allowN(t, r, "k", 1)
+	assert.True(t, d.Allowed, "the 1 left is still there")
+	assert.Equal(t, 0, d.Remaining)
+}
+
+// refusedCallsChangeNothing plays one random schedule on two routers; one of
+// them also gets calls that are denied or refused. Every call both get must
+// be answered the same.
+func refusedCallsChangeNothing(t *testing.T, algorithm string) {
+	plain, advancePlain := conformanceRouter(t, algorithm)
+	noisy, advanceNoisy := conformanceRouter(t, algorithm)
+	rng := rand.New(rand.NewPCG(1, 2))
+	ctx := context.Background()
+	for i := range 300 {
+		step := time.Duration(rng.IntN(4)) * 100 * time.Millisecond
+		advancePlain(step)
+		advanceNoisy(step)
+		key := []string{"x", "y"}[rng.IntN(2)]
+		n := 1 + rng.IntN(capacity)
+
+		want := allowN(t, plain, key, n)
+		got := allowN(t, noisy, key, n)
+		require.Equal(t, want, got, "call %d: AllowN(%q, %d)", i, key, n)
+
+		// Noise on the noisy router only: refused calls, and a call that
+		// asks for one more than is left, which is denied.
+		_, err := noisy.AllowN(ctx, key, 0)
+		require.ErrorIs(t, err, chanlimit.ErrInvalidCount)
+		_, err = noisy.AllowN(ctx, key, capacity+1)
+		require.ErrorIs(t, err, chanlimit.ErrExceedsCapacity)
+		if left := got.Remaining; left < capacity {
+			require.False(t, allowN(t, noisy, key, left+1).Allowed)
+		}
+	}
+}
+
+func capacityErrors(t *testing.T, algorithm string) {
+	r, _ := conformanceRouter(t, algorithm)
+	ctx := context.Background()
+	for _, n := range []int{0, -1} {
+		_, err := r.AllowN(ctx, "k", n)
+		assert.ErrorIs(t, err, chanlimit.ErrInvalidCount, "n = %d", n)
+	}
+	_, err := r.AllowN(ctx, "k", capacity+1)
+	assert.ErrorIs(t, err, chanlimit.ErrExceedsCapacity)
+	d := allowN(t, r, "k", capacity)
+	assert.True(t, d.Allowed, "n equal to the capacity is allowed on an untouched key")
+	assert.Equal(t, chanlimit.Decision{Allowed: true, Limit: capacity, ResetAfter: time.Second}, d)
+}
+
+func retryAfterIsExact(t *testing.T, algorithm string) {
+	r, advance := conformanceRouter(t, algorithm)
+	for _, n := range []int{1, 2, 3} {
+		key := strings.Repeat("k", n)
+		allowN(t, r, key, 1)
+		advance(123456789)
+		allowN(t, r, key, 2)
+		advance(5)
+		d := allowN(t, r, key, n)
+		require.False(t, d.Allowed)
+		require.Positive(t, d.RetryAfter)
+		advance(d.RetryAfter - 1)
+		require.False(t, allowN(t, r, key, n).Allowed, "n = %d: allowed 1ns before RetryAfter %v", n, d.RetryAfter)
+		advance(1)
+		require.True(t, allowN(t, r, key, n).Allowed, "n = %d: denied at RetryAfter %v", n, d.RetryAfter)
+	}
+}
+
+func resetAfterIsExact(t *testing.T, algorithm string) {
+	r, advance := conformanceRouter(t, algorithm)
+	allowN(t, r, "k", 1)
+	advance(333 * time.Millisecond)
+	d := allowN(t, r, "k", 1)
+	require.Positive(t, d.ResetAfter)
+	advance(d.ResetAfter - 1)
+	require.False(t, allowN(t, r, "k", capacity).Allowed, "full 1ns before ResetAfter %v", d.ResetAfter)
+	advance(1)
+	d = allowN(t, r, "k", capacity)
+	require.True(t, d.Allowed, "not full at ResetAfter")
+}
+
+// noDoubleCounts: with time frozen, 64 goroutines hammering one key are
+// allowed exactly the capacity, and other keys are unaffected.
+func noDoubleCounts(t *testing.T, algorithm string) {
+	const limit = 1000
+	r, _ := newRouter(t, chanlimit.Config{Algorithm: algorithm, Limit: limit, Window: time.Second, Partitions: 4})
+	var (
+		units atomic.Int64
+		wg    sync.WaitGroup
+	)
+	for g := range 64 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			for range 50 {
+				n := 1 + rng.IntN(3)
+				d, err := r.AllowN(context.Background(), "hot", n)
+				if err != nil {
+					t.Errorf("AllowN: %v", err)
+					return
+				}
+				if d.Allowed {
+					units.Add(int64(n))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	allowed := int(units.Load())
+	assert.LessOrEqual(t, allowed, limit)
+	assert.Greater(t, allowed, limit-3, "64 × 50 requests of 1 to 3 leave less than 3 units")
+	d := allowN(t, r, "hot", limit)
+	assert.Equal(t, limit, allowed+d.Remaining, "units allowed + units left = capacity: nothing counted twice, nothing lost")
+	assert.True(t, allowN(t, r, "cold", limit).Allowed, "another key is unaffected")
+
+	// Exactly the capacity when every request is for one unit.
+	var ones atomic.Int64
+	for range 64 {
+		wg.Go(func() {
+			for range 20 {
+				if r.Allow("ones") {
+					ones.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, int64(limit), ones.Load())
+}

@@ -1,0 +1,119 @@
+package chanlimit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/clock"
+)
+
+func ExampleNew() {
+	// A fake clock makes the example deterministic; leave Clock nil in
+	// production for the real one.
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	r, err := chanlimit.New(chanlimit.Config{
+		Algorithm: "token_bucket",
+		Limit:     3, // 3 requests per second, in bursts of up to 3
+		Window:    time.Second,
+		Clock:     clk,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer r.Close()
+
+	for range 4 {
+		fmt.Print(r.Allow("alice"), " ")
+	}
+	fmt.Println(r.Allow("bob"))
+
+	clk.Advance(time.Second / 3) // 333,333,333ns: a hair short of a token
+	fmt.Println(r.Allow("alice"))
+	clk.Advance(time.Nanosecond)
+	fmt.Println(r.Allow("alice"))
+	// Output:
+	// true true true false true
+	// false
+	// true
+}
+
+func ExampleNew_invalidConfig() {
+	_, err := chanlimit.New(chanlimit.Config{Algorithm: "sliding_window_log", Limit: 10, Window: time.Minute, Burst: 20})
+	fmt.Println(errors.Is(err, chanlimit.ErrInvalidConfig))
+	fmt.Println(err)
+
+	_, err = chanlimit.New(chanlimit.Config{Algorithm: "leaky", Limit: 10, Window: time.Minute})
+	fmt.Println(errors.Is(err, chanlimit.ErrUnknownAlgorithm))
+	// Output:
+	// true
+	// chanlimit: invalid config: Burst: sliding_window_log takes no burst: its capacity is Limit (got Burst 20)
+	// true
+}
+
+func ExampleRouter_AllowN() {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	r, _ := chanlimit.New(chanlimit.Config{Algorithm: "sliding_window_log", Limit: 5, Window: time.Minute, Clock: clk})
+	defer r.Close()
+	ctx := context.Background()
+
+	d, _ := r.AllowN(ctx, "tenant-7", 4) // a batch of 4 items
+	fmt.Printf("allowed=%t remaining=%d reset in %v\n", d.Allowed, d.Remaining, d.ResetAfter)
+
+	clk.Advance(20 * time.Second)
+	d, _ = r.AllowN(ctx, "tenant-7", 3) // all or nothing: 1 is left
+	fmt.Printf("allowed=%t remaining=%d retry in %v\n", d.Allowed, d.Remaining, d.RetryAfter)
+
+	clk.Advance(d.RetryAfter)
+	d, _ = r.AllowN(ctx, "tenant-7", 3)
+	fmt.Printf("allowed=%t remaining=%d\n", d.Allowed, d.Remaining)
+
+	_, err := r.AllowN(ctx, "tenant-7", 6)
+	fmt.Println(err)
+	// Output:
+	// allowed=true remaining=1 reset in 1m0s
+	// allowed=false remaining=1 retry in 40s
+	// allowed=true remaining=2
+	// chanlimit: n exceeds capacity: n = 6, capacity 5
+}
+
+// greet is the code under test in Example_testingWithAFakeClock: a handler
+// that answers 429 with a Retry-After once a user is over quota.
+func greet(r *chanlimit.Router, user string) string {
+	d, err := r.AllowN(context.Background(), user, 1)
+	switch {
+	case err != nil:
+		return "503 " + err.Error()
+	case !d.Allowed:
+		return fmt.Sprintf("429 retry after %v", d.RetryAfter)
+	}
+	return "200 hello " + user
+}
+
+// Testing your own code: give the router a fake clock, then move time
+// yourself. Nothing sleeps, and every run prints the same.
+func Example_testingWithAFakeClock() {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	r, _ := chanlimit.New(chanlimit.Config{Algorithm: "fixed_window", Limit: 2, Window: time.Minute, Clock: clk})
+
+	fmt.Println(greet(r, "ann"))
+	fmt.Println(greet(r, "ann"))
+	fmt.Println(greet(r, "ann"))
+	clk.Advance(45 * time.Second)
+	fmt.Println(greet(r, "ann"))
+	clk.Advance(15 * time.Second)
+	fmt.Println(greet(r, "ann"))
+
+	r.Close()
+	fmt.Println(greet(r, "ann"))
+	// Output:
+	// 200 hello ann
+	// 200 hello ann
+	// 429 retry after 1m0s
+	// 429 retry after 15s
+	// 200 hello ann
+	// 503 chanlimit: router closed
+}

@@ -1,0 +1,222 @@
+// Package chanlimit is a per-key rate limiter built the CSP way.
+//
+// A Router splits keys (users, API keys, IPs, tenants) among partitions by
+// hash. Each partition is one goroutine that owns its keys' state and serves
+// requests one at a time from a bounded mailbox, answering on a reply
+// channel; nothing is locked, because nothing is shared. The algorithms
+// (package algorithms) are plain single-threaded state machines with exact
+// integer arithmetic, and time comes from an injected clock (package clock),
+// so a test can use clock.Fake and move time only when it chooses to.
+//
+// Every call returns: with a Decision, with ErrClosed once the router is
+// closed (also for calls racing with Close), or with the context's error if
+// it is done before the call is answered. A call whose context ends before
+// it is answered uses up no quota. After Close returns, no goroutine of the
+// router is left.
+package chanlimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/chanlimit/chanlimit/actor"
+	"github.com/chanlimit/chanlimit/algorithms"
+	"github.com/chanlimit/chanlimit/clock"
+)
+
+// Config configures a Router. Limit and Window are required; every other
+// field has a default.
+type Config struct {
+	// Algorithm is a registered algorithm name (algorithms.Names lists
+	// them); "" means "token_bucket".
+	Algorithm string
+
+	// Limit is N, the requests allowed per Window. It must be > 0.
+	Limit int
+
+	// Window is T. It must be > 0.
+	Window time.Duration
+
+	// Burst is the capacity of each key's bucket for token_bucket (0 means
+	// Limit). Setting it for an algorithm whose capacity is its Limit is an
+	// ErrInvalidConfig.
+	Burst int
+
+	// Partitions is the number of partition goroutines; 0 means
+	// DefaultPartitions(). At most MaxPartitions.
+	Partitions int
+
+	// MailboxSize is the number of requests each partition queues before
+	// callers wait to send; 0 means DefaultMailboxSize. At most
+	// MaxMailboxSize.
+	MailboxSize int
+
+	// Clock is where the router reads the time; nil means clock.Real().
+	Clock clock.Clock
+}
+
+// Limits and defaults of Config.
+const (
+	DefaultAlgorithm   = algorithms.NameTokenBucket
+	DefaultMailboxSize = 64
+	MaxPartitions      = 1 << 16
+	MaxMailboxSize     = 1 << 20
+)
+
+// DefaultPartitions returns the number of partitions a Config with
+// Partitions 0 gets: one per processor Go may use (GOMAXPROCS).
+func DefaultPartitions() int { return runtime.GOMAXPROCS(0) }
+
+// Decision is the answer to one request; see algorithms.Decision for what
+// each field means.
+type Decision = algorithms.Decision
+
+// Errors. Those that wrap details (ErrInvalidConfig, ErrUnknownAlgorithm,
+// ErrInvalidCount, ErrExceedsCapacity) are matched with errors.Is.
+var (
+	// ErrClosed is returned by calls on a closed router, and by calls that
+	// raced with Close and were not answered.
+	ErrClosed = actor.ErrClosed
+
+	// ErrInvalidCount is returned for n <= 0.
+	ErrInvalidCount = algorithms.ErrInvalidCount
+
+	// ErrExceedsCapacity is returned for an n larger than any key can ever
+	// be allowed (Burst for token_bucket, Limit for the others).
+	ErrExceedsCapacity = algorithms.ErrExceedsCapacity
+
+	// ErrInvalidConfig is returned by New, wrapped with the field and the
+	// reason.
+	ErrInvalidConfig = algorithms.ErrInvalidConfig
+
+	// ErrUnknownAlgorithm is returned by New for an Algorithm name that is
+	// not registered; the message lists those that are. It also matches
+	// ErrInvalidConfig.
+	ErrUnknownAlgorithm = algorithms.ErrUnknownAlgorithm
+)
+
+// Router is a per-key rate limiter. It is safe for simultaneous use by many
+// goroutines. The zero Router is not usable: call New.
+type Router struct {
+	parts     []*actor.Partition
+	seed      maphash.Seed
+	capacity  int
+	closeOnce sync.Once
+}
+
+// New validates cfg and starts the router's partitions. Every invalid field
+// is an error wrapping ErrInvalidConfig that names the field and the reason.
+func New(cfg Config) (*Router, error) {
+	alg, err := newAlgorithm(cfg)
+	if err != nil {
+		return nil, err
+	}
+	partitions, mailbox := cfg.Partitions, cfg.MailboxSize
+	switch {
+	case partitions < 0 || partitions > MaxPartitions:
+		return nil, fmt.Errorf("%w: Partitions: must be between 0 (the default) and %d (got %d)", ErrInvalidConfig, MaxPartitions, partitions)
+	case mailbox < 0 || mailbox > MaxMailboxSize:
+		return nil, fmt.Errorf("%w: MailboxSize: must be between 0 (the default) and %d (got %d)", ErrInvalidConfig, MaxMailboxSize, mailbox)
+	}
+	if partitions == 0 {
+		partitions = DefaultPartitions()
+	}
+	if mailbox == 0 {
+		mailbox = DefaultMailboxSize
+	}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.Real()
+	}
+
+	r := &Router{
+		parts:    make([]*actor.Partition, partitions),
+		seed:     maphash.MakeSeed(),
+		capacity: alg.Capacity(),
+	}
+	for i := range r.parts {
+		r.parts[i] = actor.Start(alg.NewTable(), clk, mailbox)
+	}
+	return r, nil
+}
+
+// newAlgorithm makes the algorithm cfg names, after checking what every
+// algorithm needs, so a Factory only sees valid Params.
+func newAlgorithm(cfg Config) (algorithms.Algorithm, error) {
+	name := cfg.Algorithm
+	if name == "" {
+		name = DefaultAlgorithm
+	}
+	factory, err := algorithms.Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	params := algorithms.Params{Limit: cfg.Limit, Window: cfg.Window, Burst: cfg.Burst}
+	if err := params.Validate(); err != nil {
+		return nil, err
+	}
+	alg, err := factory(params)
+	switch {
+	case err != nil && errors.Is(err, ErrInvalidConfig):
+		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("%w: Algorithm: %q refused the config: %w", ErrInvalidConfig, name, err)
+	case alg == nil || alg.Capacity() < 1:
+		return nil, fmt.Errorf("%w: Algorithm: %q made no usable algorithm (nil, or capacity below 1)", ErrInvalidConfig, name)
+	}
+	return alg, nil
+}
+
+// Allow reports whether one request on key is allowed now. It is
+// AllowN(context.Background(), key, 1), and false on any error, ErrClosed
+// included.
+func (r *Router) Allow(key string) bool {
+	d, err := r.AllowN(context.Background(), key, 1)
+	return err == nil && d.Allowed
+}
+
+// AllowN decides a request for n units on key: all n are allowed, or none.
+// It returns ErrInvalidCount for n <= 0 and ErrExceedsCapacity for an n no
+// key can ever be allowed, without touching any state; ErrClosed once the
+// router is closed; and ctx.Err() if ctx is done before the request is
+// answered, in which case the request uses up nothing.
+func (r *Router) AllowN(ctx context.Context, key string, n int) (Decision, error) {
+	if err := algorithms.CheckCount(n, r.capacity); err != nil {
+		return Decision{}, err
+	}
+	return r.partition(key).AllowN(ctx, key, n)
+}
+
+// Close stops every partition and returns once all of them have exited.
+// Requests already queued are answered; calls made after Close, or racing
+// with it and not answered, return ErrClosed. Close is idempotent and always
+// returns nil.
+func (r *Router) Close() error {
+	r.closeOnce.Do(func() {
+		for _, p := range r.parts {
+			p.Stop()
+		}
+		for _, p := range r.parts {
+			<-p.Done()
+		}
+	})
+	return nil
+}
+
+// partition returns the partition that owns key.
+func (r *Router) partition(key string) *actor.Partition {
+	if len(r.parts) == 1 {
+		return r.parts[0]
+	}
+	h := maphash.String(r.seed, key) >> 32 // the high bits mix best
+	return r.parts[h*uint64(len(r.parts))>>32]
+}
+
+// RegisteredAlgorithms returns the names Config.Algorithm accepts, sorted.
+// algorithms.Register adds to them.
+func RegisteredAlgorithms() []string { return algorithms.Names() }
