@@ -27,11 +27,12 @@ type Timer interface {
 	C() <-chan time.Time
 
 	// Stop prevents the timer from firing. It reports whether the call
-	// stopped a pending timer.
+	// stopped a pending timer: one that had not fired, or whose firing had
+	// not been received (as time.Timer since Go 1.23).
 	Stop() bool
 
 	// Reset stops the timer and starts it again to fire after d. It
-	// reports whether the timer was pending before the call.
+	// reports whether the timer was pending before the call, as Stop does.
 	Reset(d time.Duration) bool
 }
 

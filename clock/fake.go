@@ -118,15 +118,19 @@ func (f *Fake) scheduleLocked(t *fakeTimer, d time.Duration) {
 	f.notifyLocked()
 }
 
-// unscheduleLocked disarms t and empties its channel; it reports whether t
-// was waiting to fire.
+// unscheduleLocked disarms t and empties its channel. It reports whether t
+// was pending: waiting to fire, or fired with its value still unread. Since
+// Go 1.23 a time.Timer counts the latter as pending too, as if the value were
+// sent only when read.
 func (f *Fake) unscheduleLocked(t *fakeTimer) bool {
+	unread := false
 	select {
 	case <-t.c:
+		unread = true
 	default:
 	}
 	if t.index < 0 {
-		return false
+		return unread
 	}
 	heap.Remove(&f.waiters, t.index)
 	f.notifyLocked()

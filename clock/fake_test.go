@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -111,9 +112,30 @@ func TestFakeTimerNonPositiveFiresAtOnce(t *testing.T) {
 		got, ok := received(tm.C())
 		require.True(t, ok, "NewTimer(%v) must fire at once", d)
 		assert.Equal(t, epoch, got)
-		assert.False(t, tm.Stop(), "a fired timer is not pending")
+		assert.False(t, tm.Stop(), "a fired and read timer is not pending")
 	}
 	assert.Equal(t, 0, f.Waiters())
+}
+
+// TestFakeStopMatchesRealTimer: Stop and Reset report the same as a
+// time.Timer for a timer that fired and was not read. The real timer runs in
+// a synctest bubble, whose clock is fake: its Sleep takes no wall time.
+func TestFakeStopMatchesRealTimer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := clock.NewFake(epoch)
+		fake := f.NewTimer(time.Second)
+		real := time.NewTimer(time.Second)
+		f.Advance(2 * time.Second)
+		time.Sleep(2 * time.Second) // synctest time: the real timer fires, unread
+		assert.Equal(t, real.Stop(), fake.Stop(), "Stop of a fired, unread timer")
+
+		fake.Reset(time.Second)
+		real.Reset(time.Second)
+		f.Advance(2 * time.Second)
+		time.Sleep(2 * time.Second)
+		assert.Equal(t, real.Reset(time.Hour), fake.Reset(time.Hour), "Reset of a fired, unread timer")
+		assert.Equal(t, real.Stop(), fake.Stop(), "Stop of a reset, waiting timer")
+	})
 }
 
 func TestFakeFiringNeverBlocks(t *testing.T) {
@@ -158,9 +180,10 @@ func TestFakeStopAndReset(t *testing.T) {
 
 	tm.Reset(time.Second)
 	f.Advance(time.Second)
-	assert.False(t, tm.Stop(), "a fired timer is not pending")
+	assert.True(t, tm.Stop(), "a firing nobody read still counts as pending, as with time.Timer")
 	_, fired = received(tm.C())
 	assert.False(t, fired, "Stop drains a firing nobody read")
+	assert.False(t, tm.Stop(), "now it is neither waiting nor unread")
 }
 
 func TestFakeBlockUntilContext(t *testing.T) {
