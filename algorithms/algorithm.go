@@ -140,6 +140,9 @@ type Machine[S any] interface {
 	// the units from s; if it denies or returns an error, s is unchanged.
 	AllowN(s *S, now time.Duration, n int) (Decision, error)
 
+	// PeekN returns what AllowN would, and changes nothing.
+	PeekN(s *S, now time.Duration, n int) (Decision, error)
+
 	// Refund gives back n units that the AllowN just before it, at the same
 	// now, allowed on s: from then on s decides as if that call had not been
 	// made. It is how a partition takes back a grant whose caller stopped
@@ -165,9 +168,15 @@ type Table interface {
 	// allowed something, under a copy of key the table owns.
 	AllowN(key string, now time.Duration, n int) (Decision, error)
 
+	// PeekN returns what AllowN would, and changes nothing.
+	PeekN(key string, now time.Duration, n int) (Decision, error)
+
 	// Refund gives back n units that the AllowN just before it, on the same
 	// key at the same now, allowed.
 	Refund(key string, now time.Duration, n int)
+
+	// Reset forgets key: its next request finds it untouched.
+	Reset(key string)
 
 	// Len returns the number of keys held.
 	Len() int
@@ -188,8 +197,9 @@ func (k keyed[S]) NewTable() Table {
 // the map, which would store the caller's key string (and pin whatever
 // buffer it was sliced from) in place of the table's own copy.
 type table[S any] struct {
-	m      Machine[S]
-	states map[string]*S
+	m         Machine[S]
+	states    map[string]*S
+	untouched S // the state of every key not in states; PeekN reads it
 }
 
 func (t *table[S]) AllowN(key string, now time.Duration, n int) (Decision, error) {
@@ -204,11 +214,20 @@ func (t *table[S]) AllowN(key string, now time.Duration, n int) (Decision, error
 	return d, err
 }
 
+func (t *table[S]) PeekN(key string, now time.Duration, n int) (Decision, error) {
+	if s, ok := t.states[key]; ok {
+		return t.m.PeekN(s, now, n)
+	}
+	return t.m.PeekN(&t.untouched, now, n)
+}
+
 func (t *table[S]) Refund(key string, now time.Duration, n int) {
 	if s, ok := t.states[key]; ok {
 		t.m.Refund(s, now, n)
 	}
 }
+
+func (t *table[S]) Reset(key string) { delete(t.states, key) }
 
 func (t *table[S]) Len() int { return len(t.states) }
 

@@ -2,8 +2,8 @@ package algorithms
 
 import (
 	"errors"
+	"fmt"
 	"math"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +34,11 @@ func run[S any](t *testing.T, m Machine[S], steps []step) {
 	t.Helper()
 	var st S
 	for i, c := range steps {
+		peek, peekErr := m.PeekN(&st, c.at, c.n)
 		got, err := m.AllowN(&st, c.at, c.n)
+		if peek != got || (peekErr == nil) != (err == nil) {
+			t.Errorf("step %d: PeekN(t+%v, %d) = %+v, %v but AllowN = %+v, %v", i, c.at, c.n, peek, peekErr, got, err)
+		}
 		if c.err != nil {
 			if !errors.Is(err, c.err) {
 				t.Errorf("step %d: AllowN(t+%v, %d) error = %v, want %v", i, c.at, c.n, err, c.err)
@@ -166,60 +170,64 @@ func TestCheckCount(t *testing.T) {
 }
 
 // TestDeniedLeavesStateUntouched checks, on the state itself, that a denied
-// request and a refused one (bad n) change nothing, for every algorithm.
+// request, a refused one (bad n) and any PeekN change nothing, for every
+// algorithm.
 func TestDeniedLeavesStateUntouched(t *testing.T) {
-	p := Params{Limit: 3, Window: s}
-	tb, _ := NewTokenBucket(p)
-	swl, _ := NewSlidingWindowLog(p)
-	fw, _ := NewFixedWindow(p)
-	t.Run(NameTokenBucket, func(t *testing.T) { deniedLeavesStateUntouched(t, tb) })
-	t.Run(NameSlidingWindowLog, func(t *testing.T) { deniedLeavesStateUntouched(t, swl) })
-	t.Run(NameFixedWindow, func(t *testing.T) { deniedLeavesStateUntouched(t, fw) })
-}
-
-func deniedLeavesStateUntouched[S any](t *testing.T, m Machine[S]) {
-	var st S
-	for i := range 3 {
-		d, err := m.AllowN(&st, time.Duration(i)*100*ms, 1)
-		require.NoError(t, err)
-		require.True(t, d.Allowed)
-	}
-	// At 250ms the log and the window are full and the bucket holds 3/4 of
-	// a token.
-	at := 250 * ms
-	before := reflect.ValueOf(st).Interface()
-	for _, n := range []int{2, 3, 0, -1, 4} {
-		d, _ := m.AllowN(&st, at, n)
-		require.False(t, d.Allowed, "n=%d", n)
-		assert.True(t, reflect.DeepEqual(before, st), "AllowN(t+%v, %d) changed the state: %+v -> %+v", at, n, before, st)
+	for _, name := range builtins {
+		t.Run(name, func(t *testing.T) {
+			alg, err := construct(name, Params{Limit: 3, Window: s})
+			require.NoError(t, err)
+			for i := range 3 {
+				d, err := alg.allowN(time.Duration(i)*100*ms, 1)
+				require.NoError(t, err)
+				require.True(t, d.Allowed)
+			}
+			// At 250ms the log and the windows are full and the buckets
+			// hold 3/4 of a token.
+			at := 250 * ms
+			before := alg.snapshot()
+			for _, n := range []int{2, 3, 0, -1, 4} {
+				d, _ := alg.allowN(at, n)
+				require.False(t, d.Allowed, "n=%d", n)
+				assert.Equal(t, before, alg.snapshot(), "AllowN(t+%v, %d) changed the state", at, n)
+			}
+			// PeekN changes nothing either, even when it says yes.
+			for _, later := range []time.Duration{at, 1100 * ms, 10 * s} {
+				_, _ = alg.peekN(later, 1)
+				assert.Equal(t, before, alg.snapshot(), "PeekN(t+%v, 1) changed the state", later)
+			}
+		})
 	}
 }
 
 // TestRefundUndoesTheGrant checks that AllowN followed by Refund decides
-// every later request as if neither call had been made.
+// every later request as if neither call had been made, also when the
+// AllowN came with a now behind the state's latest instant.
 func TestRefundUndoesTheGrant(t *testing.T) {
 	p := Params{Limit: 3, Window: s}
-	tb, _ := NewTokenBucket(p)
-	swl, _ := NewSlidingWindowLog(p)
-	fw, _ := NewFixedWindow(p)
-	t.Run(NameTokenBucket, func(t *testing.T) { refundUndoes(t, tb) })
-	t.Run(NameSlidingWindowLog, func(t *testing.T) { refundUndoes(t, swl) })
-	t.Run(NameFixedWindow, func(t *testing.T) { refundUndoes(t, fw) })
-}
-
-func refundUndoes[S any](t *testing.T, m Machine[S]) {
-	history := []step{{at: 0, n: 1}, {at: 300 * ms, n: 1}}
+	history := []call{{0, 1}, {300 * ms, 1}}
 	probes := []step{{at: 400 * ms, n: 1}, {at: 400 * ms, n: 1}, {at: 400 * ms, n: 1}, {at: 1100 * ms, n: 2}, {at: 1400 * ms, n: 3}}
-	for _, refunded := range []step{{at: 300 * ms, n: 1}, {at: 350 * ms, n: 1}} {
-		plain, withRefund := replay(m, history), replay(m, history)
-		d, err := m.AllowN(withRefund, refunded.at, refunded.n)
-		require.NoError(t, err)
-		require.True(t, d.Allowed)
-		m.Refund(withRefund, refunded.at, refunded.n)
-		for i, p := range probes {
-			want, _ := m.AllowN(plain, p.at, p.n)
-			got, _ := m.AllowN(withRefund, p.at, p.n)
-			assert.Equal(t, want, got, "refund of %d at %v, probe %d: AllowN(t+%v, %d)", refunded.n, refunded.at, i, p.at, p.n)
+	for _, name := range builtins {
+		for _, refunded := range []step{{at: 300 * ms, n: 1}, {at: 350 * ms, n: 1}, {at: 100 * ms, n: 1}} {
+			t.Run(fmt.Sprintf("%s/At%v", name, refunded.at), func(t *testing.T) {
+				plain, _ := construct(name, p)
+				withRefund, _ := construct(name, p)
+				now := time.Duration(0)
+				for _, c := range history {
+					now += c.dt
+					_, _ = plain.allowN(now, c.n)
+					_, _ = withRefund.allowN(now, c.n)
+				}
+				d, err := withRefund.allowN(refunded.at, refunded.n)
+				require.NoError(t, err)
+				require.True(t, d.Allowed)
+				withRefund.refund(refunded.at, refunded.n)
+				for i, p := range probes {
+					want, _ := plain.allowN(p.at, p.n)
+					got, _ := withRefund.allowN(p.at, p.n)
+					assert.Equal(t, want, got, "probe %d: AllowN(t+%v, %d)", i, p.at, p.n)
+				}
+			})
 		}
 	}
 }

@@ -42,6 +42,16 @@ func (w *FixedWindow) Capacity() int { return w.limit }
 
 // AllowN counts n units into the window open at now, opening one if none is.
 func (w *FixedWindow) AllowN(s *FixedWindowState, now time.Duration, n int) (Decision, error) {
+	return w.decide(s, now, n, true)
+}
+
+// PeekN returns what AllowN would, and changes nothing.
+func (w *FixedWindow) PeekN(s *FixedWindowState, now time.Duration, n int) (Decision, error) {
+	return w.decide(s, now, n, false)
+}
+
+// decide decides n at now, and counts it if it allows and commit is set.
+func (w *FixedWindow) decide(s *FixedWindowState, now time.Duration, n int, commit bool) (Decision, error) {
 	if err := CheckCount(n, w.limit); err != nil {
 		return Decision{}, err
 	}
@@ -49,11 +59,11 @@ func (w *FixedWindow) AllowN(s *FixedWindowState, now time.Duration, n int) (Dec
 	if s.count > 0 {
 		now, ahead = catchUp(now, s.start)
 	}
-	return w.allow(s, now, n).delayedBy(ahead), nil
+	return w.allow(s, now, n, commit).delayedBy(ahead), nil
 }
 
 // allow decides n at now, which is no earlier than an open window's start.
-func (w *FixedWindow) allow(s *FixedWindowState, now time.Duration, n int) Decision {
+func (w *FixedWindow) allow(s *FixedWindowState, now time.Duration, n int, commit bool) Decision {
 	start, count := now, 0
 	if s.count > 0 && since(now, s.start) < w.window {
 		start, count = s.start, s.count
@@ -67,11 +77,13 @@ func (w *FixedWindow) allow(s *FixedWindowState, now time.Duration, n int) Decis
 			ResetAfter: left,
 		}
 	}
-	s.start, s.count = start, count+n
+	if commit {
+		s.start, s.count = start, count+n
+	}
 	return Decision{
 		Allowed:    true,
 		Limit:      w.limit,
-		Remaining:  w.limit - s.count,
+		Remaining:  w.limit - count - n,
 		ResetAfter: left,
 	}
 }

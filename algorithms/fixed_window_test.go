@@ -52,7 +52,6 @@ func TestFixedWindowSevenPerTenSeconds(t *testing.T) {
 
 // TestFixedWindowHugeWindow: 100 years and the largest Limit.
 func TestFixedWindowHugeWindow(t *testing.T) {
-	const century = 100 * 365 * 24 * time.Hour
 	run(t, newFixedWindow(t, Params{Limit: math.MaxInt, Window: century}), []step{
 		{at: 0, n: math.MaxInt, want: Decision{Allowed: true, Limit: math.MaxInt, Remaining: 0, ResetAfter: century}},
 		{at: century - ns, n: 1, want: Decision{Limit: math.MaxInt, RetryAfter: ns, ResetAfter: ns}},

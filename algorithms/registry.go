@@ -11,9 +11,12 @@ import (
 
 // Names of the built-in algorithms.
 const (
-	NameTokenBucket      = "token_bucket"
-	NameSlidingWindowLog = "sliding_window_log"
-	NameFixedWindow      = "fixed_window"
+	NameTokenBucket          = "token_bucket"
+	NameSlidingWindowLog     = "sliding_window_log"
+	NameFixedWindow          = "fixed_window"
+	NameGCRA                 = "gcra"
+	NameSlidingWindowCounter = "sliding_window_counter"
+	NameLeakyBucket          = "leaky_bucket"
 )
 
 // Factory makes an Algorithm from Params, or says why it cannot: a Factory
@@ -26,9 +29,12 @@ var registry atomic.Pointer[map[string]Factory]
 
 func init() {
 	registry.Store(&map[string]Factory{
-		NameTokenBucket:      keyedFactory(NewTokenBucket),
-		NameSlidingWindowLog: keyedFactory(NewSlidingWindowLog),
-		NameFixedWindow:      keyedFactory(NewFixedWindow),
+		NameTokenBucket:          keyedFactory(NewTokenBucket),
+		NameSlidingWindowLog:     keyedFactory(NewSlidingWindowLog),
+		NameFixedWindow:          keyedFactory(NewFixedWindow),
+		NameGCRA:                 keyedFactory(NewGCRA),
+		NameSlidingWindowCounter: keyedFactory(NewSlidingWindowCounter),
+		NameLeakyBucket:          keyedFactory(NewLeakyBucket),
 	})
 }
 

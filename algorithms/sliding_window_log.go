@@ -49,6 +49,16 @@ func (l *SlidingWindowLog) Capacity() int { return l.limit }
 
 // AllowN logs n units at now if the last Window holds room for them.
 func (l *SlidingWindowLog) AllowN(s *SlidingWindowLogState, now time.Duration, n int) (Decision, error) {
+	return l.decide(s, now, n, true)
+}
+
+// PeekN returns what AllowN would, and changes nothing.
+func (l *SlidingWindowLog) PeekN(s *SlidingWindowLogState, now time.Duration, n int) (Decision, error) {
+	return l.decide(s, now, n, false)
+}
+
+// decide decides n at now, and logs it if it allows and commit is set.
+func (l *SlidingWindowLog) decide(s *SlidingWindowLogState, now time.Duration, n int, commit bool) (Decision, error) {
 	if err := CheckCount(n, l.limit); err != nil {
 		return Decision{}, err
 	}
@@ -56,11 +66,11 @@ func (l *SlidingWindowLog) AllowN(s *SlidingWindowLogState, now time.Duration, n
 	if k := len(s.entries); k > 0 {
 		now, ahead = catchUp(now, s.entries[k-1].at)
 	}
-	return l.allow(s, now, n).delayedBy(ahead), nil
+	return l.allow(s, now, n, commit).delayedBy(ahead), nil
 }
 
 // allow decides n at now, which is no earlier than the newest entry.
-func (l *SlidingWindowLog) allow(s *SlidingWindowLogState, now time.Duration, n int) Decision {
+func (l *SlidingWindowLog) allow(s *SlidingWindowLogState, now time.Duration, n int, commit bool) Decision {
 	first, expired := l.expired(s, now)
 	live := s.total - expired
 	if n > l.limit-live { // so live > 0: the newest entry is inside the window
@@ -71,24 +81,28 @@ func (l *SlidingWindowLog) allow(s *SlidingWindowLogState, now time.Duration, n 
 			ResetAfter: l.window - since(now, s.entries[len(s.entries)-1].at),
 		}
 	}
-	s.entries, s.total = l.prune(s.entries, first), live+n
-	if k := len(s.entries); k > 0 && s.entries[k-1].at == now {
-		s.entries[k-1].n += n
-	} else {
-		s.entries = append(s.entries, logEntry{at: now, n: n})
+	if commit {
+		s.entries, s.total = l.prune(s.entries, first), live+n
+		if k := len(s.entries); k > 0 && s.entries[k-1].at == now {
+			s.entries[k-1].n += n
+		} else {
+			s.entries = append(s.entries, logEntry{at: now, n: n})
+		}
 	}
 	return Decision{
 		Allowed:    true,
 		Limit:      l.limit,
-		Remaining:  l.limit - s.total,
+		Remaining:  l.limit - live - n,
 		ResetAfter: l.window,
 	}
 }
 
-// Refund removes the n units logged at now.
+// Refund removes the n units logged at now: in the newest entry, which is
+// where AllowN logged them, at now or, if now was behind, at that entry's
+// instant.
 func (l *SlidingWindowLog) Refund(s *SlidingWindowLogState, now time.Duration, n int) {
 	k := len(s.entries)
-	if k == 0 || s.entries[k-1].at != now {
+	if k == 0 {
 		return
 	}
 	last := &s.entries[k-1]

@@ -87,7 +87,6 @@ func TestSlidingWindowLogNEqualsCapacity(t *testing.T) {
 
 // TestSlidingWindowLogHugeWindow: 100 years and the largest Limit.
 func TestSlidingWindowLogHugeWindow(t *testing.T) {
-	const century = 100 * 365 * 24 * time.Hour
 	run(t, newSlidingWindowLog(t, Params{Limit: math.MaxInt, Window: century}), []step{
 		{at: 0, n: math.MaxInt - 1, want: Decision{Allowed: true, Limit: math.MaxInt, Remaining: 1, ResetAfter: century}},
 		{at: century - ns, n: 2, want: Decision{Limit: math.MaxInt, Remaining: 1, RetryAfter: ns, ResetAfter: ns}},
@@ -118,4 +117,19 @@ func TestSlidingWindowLogJumpBackwards(t *testing.T) {
 		{at: 4 * s, n: 1, want: Decision{Limit: 2, RetryAfter: 7 * s, ResetAfter: 7 * s}},
 		{at: 11 * s, n: 2, want: Decision{Allowed: true, Limit: 2, Remaining: 0, ResetAfter: s}},
 	})
+}
+
+// TestSlidingWindowLogRefundWhileBehind: units logged at the newest entry's
+// instant because now was behind it are refunded from that entry.
+func TestSlidingWindowLogRefundWhileBehind(t *testing.T) {
+	l := newSlidingWindowLog(t, Params{Limit: 2, Window: s})
+	var st SlidingWindowLogState
+	d, _ := l.AllowN(&st, 10*s, 1)
+	require.True(t, d.Allowed)
+	d, _ = l.AllowN(&st, 4*s, 1)
+	require.True(t, d.Allowed, "logged at 10s")
+	l.Refund(&st, 4*s, 1)
+	assert.Equal(t, 1, st.total)
+	d, _ = l.AllowN(&st, 10*s, 1)
+	assert.True(t, d.Allowed, "the refunded unit is back")
 }

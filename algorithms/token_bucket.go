@@ -1,7 +1,6 @@
 package algorithms
 
 import (
-	"math"
 	"time"
 
 	"github.com/chanlimit/chanlimit/algorithms/internal/wide"
@@ -15,23 +14,13 @@ import (
 // It polices: a full bucket lets Burst requests through at once, then Limit
 // per Window. A TokenBucket is immutable and safe for concurrent use; the
 // TokenBucketState of a key is not: one goroutine owns it.
-//
-// Tokens are counted exactly in units of 1/(Window/g) token, where g is
-// gcd(Limit, Window in ns): one nanosecond refills Limit/g units and one
-// token is Window/g units, so no ratio of Limit to Window drifts.
-type TokenBucket struct {
-	limit    int
-	burst    int
-	perNs    uint64       // units refilled per nanosecond: Limit/g
-	perToken uint64       // units in one token: Window/g
-	full     wide.Uint128 // units in a full bucket: Burst × perToken
-}
+type TokenBucket struct{ bucket }
 
-// TokenBucketState is the bucket of one key. The zero value is a full
-// bucket.
+// TokenBucketState is the bucket of one key: the units it missed when last
+// touched, and when that was. The zero value is a full bucket.
 type TokenBucketState struct {
-	used wide.Uint128  // units taken and not yet refilled at last
-	last time.Duration // when used was last brought up to date
+	used wide.Uint128
+	last time.Duration
 }
 
 var _ Machine[TokenBucketState] = (*TokenBucket)(nil)
@@ -41,22 +30,11 @@ var _ Machine[TokenBucketState] = (*TokenBucket)(nil)
 // most the largest Duration (about 292 years), so that every RetryAfter and
 // ResetAfter is exact.
 func NewTokenBucket(p Params) (*TokenBucket, error) {
-	if err := p.Validate(); err != nil {
+	b, err := newBucket(p)
+	if err != nil {
 		return nil, err
 	}
-	g := gcd(uint64(p.Limit), uint64(p.Window))
-	tb := &TokenBucket{
-		limit:    p.Limit,
-		burst:    p.burst(),
-		perNs:    uint64(p.Limit) / g,
-		perToken: uint64(p.Window) / g,
-	}
-	tb.full = wide.Mul(uint64(tb.burst), tb.perToken)
-	if t, ok := tb.full.DivCeil(tb.perNs); !ok || t > math.MaxInt64 {
-		return nil, invalid("Burst", "too large for Limit %d per %v: refilling %d tokens would take longer than the largest time.Duration (about 292 years)",
-			p.Limit, p.Window, tb.burst)
-	}
-	return tb, nil
+	return &TokenBucket{b}, nil
 }
 
 // Capacity returns Burst: a full bucket.
@@ -64,59 +42,30 @@ func (tb *TokenBucket) Capacity() int { return tb.burst }
 
 // AllowN takes n tokens from s at now if there are at least n.
 func (tb *TokenBucket) AllowN(s *TokenBucketState, now time.Duration, n int) (Decision, error) {
+	return tb.decide(s, now, n, true)
+}
+
+// PeekN returns what AllowN would, and changes nothing.
+func (tb *TokenBucket) PeekN(s *TokenBucketState, now time.Duration, n int) (Decision, error) {
+	return tb.decide(s, now, n, false)
+}
+
+// decide decides n at now, and takes the tokens if it allows and commit is
+// set. A now before s.last is read as s.last.
+func (tb *TokenBucket) decide(s *TokenBucketState, now time.Duration, n int, commit bool) (Decision, error) {
 	if err := CheckCount(n, tb.burst); err != nil {
 		return Decision{}, err
 	}
-	if s.used.IsZero() { // full: when it was last touched does not matter
-		return tb.allow(s, s.used, now, n), nil
-	}
 	at, ahead := catchUp(now, s.last)
 	used := s.used.SubFloor(wide.Mul(uint64(since(at, s.last)), tb.perNs))
-	return tb.allow(s, used, at, n).delayedBy(ahead), nil
-}
-
-// allow decides n at now, when the bucket misses used units.
-func (tb *TokenBucket) allow(s *TokenBucketState, used wide.Uint128, now time.Duration, n int) Decision {
-	free := tb.full.Sub(used)
-	need := wide.Mul(uint64(n), tb.perToken)
-	if free.Less(need) {
-		return Decision{
-			Limit:      tb.limit,
-			Remaining:  tb.tokens(free),
-			RetryAfter: tb.refillTime(need.Sub(free)),
-			ResetAfter: tb.refillTime(used),
-		}
+	d, after := tb.take(used, n)
+	if d.Allowed && commit {
+		s.used, s.last = after, at
 	}
-	s.used, s.last = used.Add(need), now
-	return Decision{
-		Allowed:    true,
-		Limit:      tb.limit,
-		Remaining:  tb.tokens(free.Sub(need)),
-		ResetAfter: tb.refillTime(s.used),
-	}
+	return d.delayedBy(ahead), nil
 }
 
 // Refund puts back the n tokens taken at now.
 func (tb *TokenBucket) Refund(s *TokenBucketState, now time.Duration, n int) {
 	s.used = s.used.SubFloor(wide.Mul(uint64(n), tb.perToken))
-}
-
-// tokens returns the whole tokens in units.
-func (tb *TokenBucket) tokens(units wide.Uint128) int {
-	t, _ := units.Div(tb.perToken) // at most Burst, checked by NewTokenBucket
-	return int(t)
-}
-
-// refillTime returns how long refilling units takes, rounded up to the
-// nanosecond: the first instant at which they are all back.
-func (tb *TokenBucket) refillTime(units wide.Uint128) time.Duration {
-	t, _ := units.DivCeil(tb.perNs) // at most a full bucket's, checked by NewTokenBucket
-	return time.Duration(t)
-}
-
-func gcd(a, b uint64) uint64 {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
 }

@@ -16,11 +16,23 @@ func newTokenBucket(t *testing.T, p Params) *TokenBucket {
 	return tb
 }
 
+// runBuckets plays steps on token_bucket and on gcra, which must decide
+// alike.
+func runBuckets(t *testing.T, p Params, steps []step) {
+	t.Helper()
+	t.Run(NameTokenBucket, func(t *testing.T) { run(t, newTokenBucket(t, p), steps) })
+	t.Run(NameGCRA, func(t *testing.T) {
+		g, err := NewGCRA(p)
+		require.NoError(t, err)
+		run(t, g, steps)
+	})
+}
+
 // TestTokenBucketThreePerSecond: a token every 333,333,333.3ns, a ratio no
 // integer nanosecond interval can hold; RetryAfter and ResetAfter round the
 // exact time up to the next nanosecond.
 func TestTokenBucketThreePerSecond(t *testing.T) {
-	run(t, newTokenBucket(t, Params{Limit: 3, Window: s}), []step{
+	runBuckets(t, Params{Limit: 3, Window: s}, []step{
 		{at: 0, n: 1, want: Decision{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: 333333334 * ns}},
 		{at: 0, n: 2, want: Decision{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: s}},
 		{at: 0, n: 1, want: Decision{Limit: 3, RetryAfter: 333333334 * ns, ResetAfter: s}},
@@ -38,7 +50,7 @@ func TestTokenBucketThreePerSecond(t *testing.T) {
 // TestTokenBucketSevenPerTenSecondsBurstTwo: Burst below Limit caps the
 // bucket at 2 while the refill stays 7 per 10s.
 func TestTokenBucketSevenPerTenSecondsBurstTwo(t *testing.T) {
-	run(t, newTokenBucket(t, Params{Limit: 7, Window: 10 * s, Burst: 2}), []step{
+	runBuckets(t, Params{Limit: 7, Window: 10 * s, Burst: 2}, []step{
 		{at: 0, n: 2, want: Decision{Allowed: true, Limit: 7, Remaining: 0, ResetAfter: 2857142858 * ns}},
 		{at: 0, n: 1, want: Decision{Limit: 7, RetryAfter: 1428571429 * ns, ResetAfter: 2857142858 * ns}},
 		{at: 1428571429 * ns, n: 1, want: Decision{Allowed: true, Limit: 7, Remaining: 0, ResetAfter: 2857142857 * ns}},
@@ -49,7 +61,7 @@ func TestTokenBucketSevenPerTenSecondsBurstTwo(t *testing.T) {
 
 // TestTokenBucketBurstAboveLimit: a bucket of 10 refilled at 2 per second.
 func TestTokenBucketBurstAboveLimit(t *testing.T) {
-	run(t, newTokenBucket(t, Params{Limit: 2, Window: s, Burst: 10}), []step{
+	runBuckets(t, Params{Limit: 2, Window: s, Burst: 10}, []step{
 		{at: 0, n: 10, want: Decision{Allowed: true, Limit: 2, Remaining: 0, ResetAfter: 5 * s}},
 		{at: s, n: 3, want: Decision{Limit: 2, Remaining: 2, RetryAfter: 500 * ms, ResetAfter: 4 * s}},
 		{at: s, n: 2, want: Decision{Allowed: true, Limit: 2, Remaining: 0, ResetAfter: 5 * s}},
@@ -60,7 +72,7 @@ func TestTokenBucketBurstAboveLimit(t *testing.T) {
 // TestTokenBucketNEqualsCapacity: n equal to the burst passes on a full
 // bucket only.
 func TestTokenBucketNEqualsCapacity(t *testing.T) {
-	run(t, newTokenBucket(t, Params{Limit: 5, Window: s}), []step{
+	runBuckets(t, Params{Limit: 5, Window: s}, []step{
 		{at: 0, n: 5, want: Decision{Allowed: true, Limit: 5, Remaining: 0, ResetAfter: s}},
 		{at: 999 * ms, n: 5, want: Decision{Limit: 5, Remaining: 4, RetryAfter: ms, ResetAfter: ms}},
 		{at: s, n: 5, want: Decision{Allowed: true, Limit: 5, Remaining: 0, ResetAfter: s}},
@@ -69,7 +81,7 @@ func TestTokenBucketNEqualsCapacity(t *testing.T) {
 
 // TestTokenBucketTinyRate: one token per 1000 hours.
 func TestTokenBucketTinyRate(t *testing.T) {
-	run(t, newTokenBucket(t, Params{Limit: 1, Window: 1000 * time.Hour}), []step{
+	runBuckets(t, Params{Limit: 1, Window: 1000 * time.Hour}, []step{
 		{at: 0, n: 1, want: Decision{Allowed: true, Limit: 1, ResetAfter: 1000 * time.Hour}},
 		{at: 999 * time.Hour, n: 1, want: Decision{Limit: 1, RetryAfter: time.Hour, ResetAfter: time.Hour}},
 		{at: 1000 * time.Hour, n: 1, want: Decision{Allowed: true, Limit: 1, ResetAfter: 1000 * time.Hour}},
@@ -79,8 +91,7 @@ func TestTokenBucketTinyRate(t *testing.T) {
 // TestTokenBucketHugeRate: a billion tokens per nanosecond, the largest int
 // as the burst: the units overflow 64 bits and must not wrap.
 func TestTokenBucketHugeRate(t *testing.T) {
-	tb := newTokenBucket(t, Params{Limit: 1e9, Window: ns, Burst: math.MaxInt})
-	run(t, tb, []step{
+	runBuckets(t, Params{Limit: 1e9, Window: ns, Burst: math.MaxInt}, []step{
 		{at: 0, n: math.MaxInt, want: Decision{Allowed: true, Limit: 1e9, Remaining: 0, ResetAfter: 9223372037 * ns}},
 		{at: 0, n: 1e9, want: Decision{Limit: 1e9, RetryAfter: ns, ResetAfter: 9223372037 * ns}},
 		{at: ns, n: 1e9, want: Decision{Allowed: true, Limit: 1e9, Remaining: 0, ResetAfter: 9223372037 * ns}},
@@ -91,8 +102,7 @@ func TestTokenBucketHugeRate(t *testing.T) {
 // TestTokenBucketLimitMaxInt: the largest Limit over a 100-year window; the
 // units are Limit × Window, about 2^124.
 func TestTokenBucketLimitMaxInt(t *testing.T) {
-	const century = 100 * 365 * 24 * time.Hour
-	run(t, newTokenBucket(t, Params{Limit: math.MaxInt, Window: century}), []step{
+	runBuckets(t, Params{Limit: math.MaxInt, Window: century}, []step{
 		{at: 0, n: math.MaxInt, want: Decision{Allowed: true, Limit: math.MaxInt, Remaining: 0, ResetAfter: century}},
 		{at: century / 2, n: math.MaxInt, want: Decision{Limit: math.MaxInt, Remaining: math.MaxInt / 2, RetryAfter: century / 2, ResetAfter: century / 2}},
 		{at: century / 2, n: math.MaxInt / 2, want: Decision{Allowed: true, Limit: math.MaxInt, Remaining: 0, ResetAfter: century}},
@@ -121,4 +131,20 @@ func TestTokenBucketJumpBackwards(t *testing.T) {
 		{at: 12 * s, n: 1, want: Decision{Allowed: true, Limit: 2, Remaining: 1, ResetAfter: 500 * ms}},
 		{at: 11 * s, n: 1, want: Decision{Allowed: true, Limit: 2, Remaining: 0, ResetAfter: 2 * s}},
 	})
+}
+
+// TestTokenBucketRefundThenJumpBackwards: a bucket refilled by a Refund
+// still remembers when it was last touched, so a now behind that is read as
+// that instant and grants nothing twice.
+func TestTokenBucketRefundThenJumpBackwards(t *testing.T) {
+	tb := newTokenBucket(t, Params{Limit: 1, Window: s})
+	var st TokenBucketState
+	d, _ := tb.AllowN(&st, 10*s, 1)
+	require.True(t, d.Allowed)
+	tb.Refund(&st, 10*s, 1)
+	d, _ = tb.AllowN(&st, 5*s, 1)
+	require.True(t, d.Allowed, "the refunded token is there")
+	assert.Equal(t, 6*s, d.ResetAfter, "read at 10s: full again at 11s, 6s after the caller's 5s")
+	d, _ = tb.AllowN(&st, 10*s, 1)
+	assert.False(t, d.Allowed, "one token per second: the one at 5s (read as 10s) took it")
 }

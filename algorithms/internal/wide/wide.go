@@ -72,3 +72,13 @@ func (x Uint128) DivCeil(d uint64) (q uint64, ok bool) {
 	}
 	return q + 1, true
 }
+
+// DivMod returns x / d rounded down and x mod d, and whether the quotient
+// fits in 64 bits. d must not be 0.
+func (x Uint128) DivMod(d uint64) (q, r uint64, ok bool) {
+	if x.hi >= d {
+		return 0, 0, false
+	}
+	q, r = bits.Div64(x.hi, x.lo, d)
+	return q, r, true
+}

@@ -49,6 +49,10 @@ func TestAgainstBig(t *testing.T) {
 				if ok != fits || (ok && got != q.Uint64()) {
 					t.Fatalf("%v / %d = %d, %v; want %v, %v", sum, c, got, ok, q, fits)
 				}
+				gotQ, gotR, ok := x.DivMod(c)
+				if ok != fits || (ok && (gotQ != q.Uint64() || gotR != r.Uint64())) {
+					t.Fatalf("%v divmod %d = %d, %d, %v; want %v, %v, %v", sum, c, gotQ, gotR, ok, q, r, fits)
+				}
 				if r.Sign() > 0 {
 					q.Add(q, big.NewInt(1))
 				}

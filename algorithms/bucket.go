@@ -1,0 +1,92 @@
+package algorithms
+
+import (
+	"math"
+	"time"
+
+	"github.com/chanlimit/chanlimit/algorithms/internal/wide"
+)
+
+// bucket is the arithmetic token_bucket, gcra and leaky_bucket share: a
+// bucket of burst tokens refilled continuously at limit per window.
+//
+// It counts exactly in units of 1/(Window/g) token, where g is
+// gcd(Limit, Window in ns): one nanosecond refills Limit/g units and one
+// token is Window/g units, so no ratio of Limit to Window drifts. Products
+// such as Burst × Window/g need 128 bits.
+type bucket struct {
+	limit    int
+	burst    int
+	perNs    uint64       // units refilled per nanosecond: Limit/g
+	perToken uint64       // units in one token: Window/g
+	full     wide.Uint128 // units in a full bucket: burst × perToken
+}
+
+// newBucket checks p and returns its bucket. Besides what Validate checks,
+// refilling a whole bucket, Burst × Window / Limit, must take at most the
+// largest Duration (about 292 years), so that every wait is exact.
+func newBucket(p Params) (bucket, error) {
+	if err := p.Validate(); err != nil {
+		return bucket{}, err
+	}
+	g := gcd(uint64(p.Limit), uint64(p.Window))
+	b := bucket{
+		limit:    p.Limit,
+		burst:    p.burst(),
+		perNs:    uint64(p.Limit) / g,
+		perToken: uint64(p.Window) / g,
+	}
+	b.full = wide.Mul(uint64(b.burst), b.perToken)
+	if t, ok := b.full.DivCeil(b.perNs); !ok || t > math.MaxInt64 {
+		return bucket{}, invalid("Burst", "too large for Limit %d per %v: refilling %d tokens would take longer than the largest time.Duration (about 292 years)",
+			p.Limit, p.Window, b.burst)
+	}
+	return b, nil
+}
+
+// take decides n tokens from a bucket that misses used units, and returns
+// the units it misses after the decision.
+func (b *bucket) take(used wide.Uint128, n int) (Decision, wide.Uint128) {
+	free := b.full.SubFloor(used)
+	need := wide.Mul(uint64(n), b.perToken)
+	if free.Less(need) {
+		return Decision{
+			Limit:      b.limit,
+			Remaining:  b.tokens(free),
+			RetryAfter: b.refillTime(used.Add(need).Sub(b.full)),
+			ResetAfter: b.refillTime(used),
+		}, used
+	}
+	used = used.Add(need)
+	return Decision{
+		Allowed:    true,
+		Limit:      b.limit,
+		Remaining:  b.tokens(free.Sub(need)),
+		ResetAfter: b.refillTime(used),
+	}, used
+}
+
+// tokens returns the whole tokens in units.
+func (b *bucket) tokens(units wide.Uint128) int {
+	t, _ := units.Div(b.perToken) // at most burst: units never exceed full
+	return int(t)
+}
+
+// refillTime returns how long refilling units takes, rounded up to the
+// nanosecond: the first instant at which they are all back. It saturates
+// at the largest Duration, which newBucket ensures a full bucket never
+// needs.
+func (b *bucket) refillTime(units wide.Uint128) time.Duration {
+	t, ok := units.DivCeil(b.perNs)
+	if !ok || t > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(t)
+}
+
+func gcd(a, b uint64) uint64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}

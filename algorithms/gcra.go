@@ -1,0 +1,91 @@
+package algorithms
+
+import (
+	"time"
+
+	"github.com/chanlimit/chanlimit/algorithms/internal/wide"
+)
+
+// GCRA is the gcra rule, the generic cell rate algorithm: the same decisions
+// as a TokenBucket with the same Params, kept as one timestamp per key, the
+// theoretical arrival time (TAT): the instant at which the key's bucket is
+// full again. At now the bucket misses (TAT - now) × Limit / Window tokens,
+// or none once TAT has passed; a request that fits moves TAT on by
+// n × Window / Limit from max(TAT, now).
+//
+// The TAT is exact to a fraction of a nanosecond, so gcra drifts no more
+// than token_bucket does. now must be >= 0 (a negative now is read as 0). A
+// now before an earlier call is not read as that call's instant, since the
+// state does not keep it: the bucket is read as it stood at now, which
+// grants nothing. A GCRA is immutable and safe for concurrent use; the
+// GCRAState of a key is not.
+type GCRA struct{ bucket }
+
+// GCRAState is the TAT of one key. The zero value is a full bucket.
+type GCRAState struct {
+	tat  uint64 // whole nanoseconds; may pass the largest Duration
+	frac uint64 // plus frac/(Limit/g) of a nanosecond
+}
+
+var _ Machine[GCRAState] = (*GCRA)(nil)
+
+// NewGCRA returns the rule for p, on the terms of NewTokenBucket.
+func NewGCRA(p Params) (*GCRA, error) {
+	b, err := newBucket(p)
+	if err != nil {
+		return nil, err
+	}
+	return &GCRA{b}, nil
+}
+
+// Capacity returns Burst.
+func (g *GCRA) Capacity() int { return g.burst }
+
+// AllowN takes n tokens at now if there are at least n.
+func (g *GCRA) AllowN(s *GCRAState, now time.Duration, n int) (Decision, error) {
+	d, _, err := g.decide(s, now, n, true)
+	return d, err
+}
+
+// PeekN returns what AllowN would, and changes nothing.
+func (g *GCRA) PeekN(s *GCRAState, now time.Duration, n int) (Decision, error) {
+	d, _, err := g.decide(s, now, n, false)
+	return d, err
+}
+
+// Refund puts back the n tokens taken at now: TAT moves back by
+// n × Window / Limit.
+func (g *GCRA) Refund(s *GCRAState, now time.Duration, n int) {
+	t := uint64(max(now, 0))
+	g.setTAT(s, t, g.usedAt(s, t).SubFloor(wide.Mul(uint64(n), g.perToken)))
+}
+
+// decide decides n at now, and moves TAT on if it allows and commit is set.
+// It also returns the units the bucket missed before the decision.
+func (g *GCRA) decide(s *GCRAState, now time.Duration, n int, commit bool) (Decision, wide.Uint128, error) {
+	if err := CheckCount(n, g.burst); err != nil {
+		return Decision{}, wide.Uint128{}, err
+	}
+	t := uint64(max(now, 0))
+	used := g.usedAt(s, t)
+	d, after := g.take(used, n)
+	if d.Allowed && commit {
+		g.setTAT(s, t, after)
+	}
+	return d, used, nil
+}
+
+// usedAt returns the units the bucket misses at t: (TAT - t) × perNs.
+func (g *GCRA) usedAt(s *GCRAState, t uint64) wide.Uint128 {
+	if s.tat < t { // TAT = tat + frac/perNs < tat + 1 <= t
+		return wide.Uint128{}
+	}
+	return wide.Mul(s.tat-t, g.perNs).Add(wide.From(s.frac))
+}
+
+// setTAT sets TAT to the instant a bucket missing used units at t is full:
+// t + used/perNs.
+func (g *GCRA) setTAT(s *GCRAState, t uint64, used wide.Uint128) {
+	q, r, _ := used.DivMod(g.perNs) // q <= a full bucket's refill time < 2^63
+	s.tat, s.frac = t+q, r
+}

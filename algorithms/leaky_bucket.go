@@ -1,0 +1,53 @@
+package algorithms
+
+import "time"
+
+// LeakyBucket is the leaky_bucket rule: each key has a queue of Burst units
+// (Limit if Burst is 0) that drains at Limit units per Window. A request for
+// n is admitted if its units fit in the queue, and its Decision.Delay is the
+// time until the units queued ahead of it have drained: its turn. Work that
+// starts when its Delay is up leaves evenly spaced, Window/Limit apart per
+// unit, however bunched it arrived.
+//
+// It shapes, where TokenBucket polices: both admit the same requests (a
+// queue of Burst draining at Limit per Window is a bucket of Burst refilling
+// at that rate), but the leaky bucket tells each admitted request when to go
+// instead of letting a burst through at once. Its state is a GCRAState: the
+// instant the queue will have drained. A LeakyBucket is immutable and safe
+// for concurrent use; the state of a key is not.
+type LeakyBucket struct{ gcra GCRA }
+
+var _ Machine[GCRAState] = (*LeakyBucket)(nil)
+
+// NewLeakyBucket returns the rule for p, on the terms of NewTokenBucket.
+func NewLeakyBucket(p Params) (*LeakyBucket, error) {
+	b, err := newBucket(p)
+	if err != nil {
+		return nil, err
+	}
+	return &LeakyBucket{GCRA{b}}, nil
+}
+
+// Capacity returns Burst: the queue's size.
+func (l *LeakyBucket) Capacity() int { return l.gcra.burst }
+
+// AllowN queues n units at now if they fit, and says when their turn comes.
+func (l *LeakyBucket) AllowN(s *GCRAState, now time.Duration, n int) (Decision, error) {
+	return l.decide(s, now, n, true)
+}
+
+// PeekN returns what AllowN would, and changes nothing.
+func (l *LeakyBucket) PeekN(s *GCRAState, now time.Duration, n int) (Decision, error) {
+	return l.decide(s, now, n, false)
+}
+
+// Refund takes the n units queued at now back out of the queue.
+func (l *LeakyBucket) Refund(s *GCRAState, now time.Duration, n int) { l.gcra.Refund(s, now, n) }
+
+func (l *LeakyBucket) decide(s *GCRAState, now time.Duration, n int, commit bool) (Decision, error) {
+	d, queued, err := l.gcra.decide(s, now, n, commit)
+	if d.Allowed {
+		d.Delay = l.gcra.refillTime(queued)
+	}
+	return d, err
+}

@@ -1,0 +1,308 @@
+package algorithms
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// Model tests: random schedules (random Params, random n, clock steps of
+// zero, one nanosecond, about a token, about a Window, and years), each
+// played on the real algorithm and on its reference model (model_test.go).
+// Every decision must match, PeekN must agree with AllowN, and what was
+// admitted must keep the algorithm's window invariant.
+
+// builtins are the algorithms with a model.
+var builtins = []string{NameTokenBucket, NameGCRA, NameLeakyBucket, NameSlidingWindowLog, NameFixedWindow, NameSlidingWindowCounter}
+
+const century = 100 * 365 * 24 * time.Hour
+
+// bound is one algorithm and a state of its own.
+type bound struct {
+	allowN, peekN func(now time.Duration, n int) (Decision, error)
+	refund        func(now time.Duration, n int)
+	snapshot      func() string // the state, deeply, as text
+	capacity      int
+}
+
+func bind[S any](m Machine[S]) bound {
+	var s S
+	return bound{
+		allowN:   func(now time.Duration, n int) (Decision, error) { return m.AllowN(&s, now, n) },
+		peekN:    func(now time.Duration, n int) (Decision, error) { return m.PeekN(&s, now, n) },
+		refund:   func(now time.Duration, n int) { m.Refund(&s, now, n) },
+		snapshot: func() string { return fmt.Sprintf("%#v", s) },
+		capacity: m.Capacity(),
+	}
+}
+
+// construct makes the named algorithm for p, with a fresh state.
+func construct(name string, p Params) (bound, error) {
+	var (
+		b   bound
+		err error
+	)
+	switch name {
+	case NameTokenBucket:
+		var m *TokenBucket
+		if m, err = NewTokenBucket(p); err == nil {
+			b = bind(m)
+		}
+	case NameGCRA:
+		var m *GCRA
+		if m, err = NewGCRA(p); err == nil {
+			b = bind(m)
+		}
+	case NameLeakyBucket:
+		var m *LeakyBucket
+		if m, err = NewLeakyBucket(p); err == nil {
+			b = bind(m)
+		}
+	case NameSlidingWindowLog:
+		var m *SlidingWindowLog
+		if m, err = NewSlidingWindowLog(p); err == nil {
+			b = bind(m)
+		}
+	case NameFixedWindow:
+		var m *FixedWindow
+		if m, err = NewFixedWindow(p); err == nil {
+			b = bind(m)
+		}
+	case NameSlidingWindowCounter:
+		var m *SlidingWindowCounter
+		if m, err = NewSlidingWindowCounter(p); err == nil {
+			b = bind(m)
+		}
+	default:
+		err = fmt.Errorf("no such algorithm %q", name)
+	}
+	return b, err
+}
+
+func takesBurst(name string) bool {
+	return name == NameTokenBucket || name == NameGCRA || name == NameLeakyBucket
+}
+
+// call is one request of a schedule: advance the clock by dt, ask for n.
+type call struct {
+	dt time.Duration
+	n  int
+}
+
+// play runs calls on the algorithm and its model. It returns the first
+// disagreement or broken invariant.
+func play(name string, p Params, calls []call) error {
+	alg, err := construct(name, p)
+	if err != nil {
+		return err
+	}
+	m := newModel(name, p)
+	maxNow := time.Duration(math.MaxInt64) - 2*p.Window // room for the models' sums
+	now := time.Duration(0)
+	for i, c := range calls {
+		if c.dt < 0 || c.dt > maxNow-now {
+			c.dt = 0
+		}
+		now += c.dt
+		peek, peekErr := alg.peekN(now, c.n)
+		got, err := alg.allowN(now, c.n)
+		want, wantErr := m.allowN(now, c.n)
+		switch {
+		case !sameError(err, wantErr):
+			return fmt.Errorf("call %d: AllowN(t+%v, %d) error = %v, want %v", i, now, c.n, err, wantErr)
+		case got != want:
+			return fmt.Errorf("call %d: AllowN(t+%v, %d) = %+v, want %+v", i, now, c.n, got, want)
+		case peek != got || !sameError(peekErr, err):
+			return fmt.Errorf("call %d: PeekN(t+%v, %d) = %+v, %v; AllowN = %+v, %v", i, now, c.n, peek, peekErr, got, err)
+		}
+		if err != nil {
+			if got != (Decision{}) {
+				return fmt.Errorf("call %d: AllowN(t+%v, %d) = %+v with error %v, want the zero Decision", i, now, c.n, got, err)
+			}
+			continue
+		}
+		if err := checkDecision(got, alg.capacity); err != nil {
+			return fmt.Errorf("call %d: AllowN(t+%v, %d) = %+v: %w", i, now, c.n, got, err)
+		}
+	}
+	if name == NameLeakyBucket {
+		return checkSpacing(p, m.admitted())
+	}
+	return checkWindowInvariant(name, p, m.admitted())
+}
+
+// checkDecision checks what holds of any decision.
+func checkDecision(d Decision, capacity int) error {
+	switch {
+	case d.Remaining < 0 || d.Remaining > capacity:
+		return fmt.Errorf("Remaining outside [0, %d]", capacity)
+	case d.Allowed && d.RetryAfter != 0:
+		return errors.New("allowed with a RetryAfter")
+	case !d.Allowed && d.RetryAfter <= 0:
+		return errors.New("denied without a RetryAfter")
+	case d.ResetAfter < 0 || d.Delay < 0:
+		return errors.New("negative wait")
+	}
+	return nil
+}
+
+// randomParams draws Params with awkward ratios, tiny and huge rates.
+func randomParams(rng *rand.Rand, name string) Params {
+	limits := []int{1, 2, 3, 7, 10, 1000, 1e9, math.MaxInt}
+	windows := []time.Duration{1, 7, time.Microsecond, time.Second, 10 * time.Second, 1000 * time.Hour, century}
+	p := Params{Limit: limits[rng.IntN(len(limits))], Window: windows[rng.IntN(len(windows))]}
+	if rng.IntN(3) == 0 {
+		p.Limit = 1 + rng.IntN(50)
+	}
+	if takesBurst(name) {
+		switch rng.IntN(4) {
+		case 0:
+			p.Burst = 1
+		case 1:
+			p.Burst = 1 + rng.IntN(2*min(p.Limit, 50))
+		case 2:
+			p.Burst = rng.IntN(math.MaxInt)
+		}
+	}
+	return p
+}
+
+// randomCalls draws a schedule for p on an algorithm of the given capacity.
+func randomCalls(rng *rand.Rand, p Params, capacity, count int) []call {
+	token := max(p.Window/time.Duration(min(p.Limit, math.MaxInt64)), 1)
+	calls := make([]call, count)
+	for i := range calls {
+		var dt time.Duration
+		switch r := rng.IntN(20); {
+		case r < 6:
+			dt = 0
+		case r < 8:
+			dt = 1
+		case r < 12:
+			dt = 1 + durN(rng, 2*token)
+		case r < 16:
+			dt = p.Window + time.Duration(rng.IntN(3)) - 1
+			if rng.IntN(2) == 0 {
+				dt = 1 + durN(rng, 2*p.Window)
+			}
+		case r < 19:
+			dt = 1 + durN(rng, p.Window)
+		default:
+			dt = 1 + durN(rng, 50*365*24*time.Hour)
+		}
+		var n int
+		switch r := rng.IntN(20); {
+		case r < 12:
+			n = 1 + rng.IntN(min(capacity, 4))
+		case r < 15:
+			n = capacity
+		case r < 18:
+			n = 1 + rng.IntN(capacity)
+		case r < 19:
+			n = -rng.IntN(2)
+		default:
+			n = capacity + 1 // ErrExceedsCapacity, or MinInt's wrap at MaxInt
+		}
+		calls[i] = call{dt: dt, n: n}
+	}
+	return calls
+}
+
+// durN returns a random Duration in [0, d), or 0 if d <= 0.
+func durN(rng *rand.Rand, d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(rng.Int64N(int64(d)))
+}
+
+// schedules returns how many random schedules each algorithm plays:
+// CHANLIMIT_SCHEDULES overrides the default.
+func schedules(t *testing.T, def int) int {
+	if v := os.Getenv("CHANLIMIT_SCHEDULES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("CHANLIMIT_SCHEDULES=%q: %v", v, err)
+		}
+		return n
+	}
+	return def
+}
+
+func TestModels(t *testing.T) {
+	count := schedules(t, 500)
+	for _, name := range builtins {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			for i := range count {
+				seed := uint64(i)
+				rng := rand.New(rand.NewPCG(seed, uint64(len(name))))
+				p := randomParams(rng, name)
+				alg, err := construct(name, p)
+				if err != nil {
+					if !errors.Is(err, ErrInvalidConfig) || !refillTooLong(p) {
+						t.Fatalf("schedule %d: %+v refused: %v", i, p, err)
+					}
+					continue
+				}
+				calls := randomCalls(rng, p, alg.capacity, 60)
+				if err := play(name, p, calls); err != nil {
+					t.Fatalf("schedule %d, %+v: %v", i, p, err)
+				}
+			}
+		})
+	}
+}
+
+// refillTooLong reports whether refilling a whole bucket of p takes longer
+// than the largest Duration: the one config a bucket refuses that
+// randomParams makes.
+func refillTooLong(p Params) bool {
+	x := new(big.Int).Mul(big.NewInt(int64(p.burst())), big.NewInt(int64(p.Window)))
+	x.Add(x, big.NewInt(int64(p.Limit)-1))
+	return !x.Quo(x, big.NewInt(int64(p.Limit))).IsInt64()
+}
+
+// TestGCRAMatchesTokenBucket: gcra, token_bucket and leaky_bucket (but for
+// Delay) give identical decisions on the same schedules.
+func TestGCRAMatchesTokenBucket(t *testing.T) {
+	for i := range schedules(t, 500) {
+		rng := rand.New(rand.NewPCG(uint64(i), 99))
+		p := randomParams(rng, NameGCRA)
+		tb, err := construct(NameTokenBucket, p)
+		if err != nil {
+			continue
+		}
+		g, err := construct(NameGCRA, p)
+		if err != nil {
+			t.Fatalf("%+v: token_bucket accepts it, gcra says %v", p, err)
+		}
+		lb, err := construct(NameLeakyBucket, p)
+		if err != nil {
+			t.Fatalf("%+v: token_bucket accepts it, leaky_bucket says %v", p, err)
+		}
+		now := time.Duration(0)
+		for j, c := range randomCalls(rng, p, tb.capacity, 100) {
+			if c.dt > math.MaxInt64/2-now {
+				c.dt = 0
+			}
+			now += c.dt
+			want, wantErr := tb.allowN(now, c.n)
+			got, err := g.allowN(now, c.n)
+			if got != want || !sameError(err, wantErr) {
+				t.Fatalf("schedule %d, %+v, call %d: gcra AllowN(t+%v, %d) = %+v, %v; token_bucket = %+v, %v", i, p, j, now, c.n, got, err, want, wantErr)
+			}
+			got, err = lb.allowN(now, c.n)
+			got.Delay = 0
+			if got != want || !sameError(err, wantErr) {
+				t.Fatalf("schedule %d, %+v, call %d: leaky_bucket AllowN(t+%v, %d) = %+v, %v; token_bucket = %+v, %v", i, p, j, now, c.n, got, err, want, wantErr)
+			}
+		}
+	}
+}

@@ -1,0 +1,177 @@
+package algorithms
+
+import (
+	"math"
+	"time"
+
+	"github.com/chanlimit/chanlimit/algorithms/internal/wide"
+)
+
+// SlidingWindowCounter is the sliding_window_counter rule: the sliding
+// window estimated from two fixed windows, in O(1) memory. A key's windows
+// follow one another, each Window long, from its first request (and again
+// from its first request after both its windows have emptied). At now,
+// elapsed into the current window, a request for n is allowed if
+//
+//	prev × (Window − elapsed) / Window + cur + n <= Limit
+//
+// where cur counts the units allowed in the current window and prev those
+// of the window before it: the previous window is assumed to have been
+// evenly spread, and weighed by how much of it the sliding window ending at
+// now still covers. The weighed part is rounded up to whole units.
+//
+// The error against sliding_window_log, the exact sliding window: the units
+// the previous window really put inside the last Window lie between 0 and
+// prev, so the estimate may count up to prev × elapsed / Window fewer than
+// the log does (and let that many more through) or up to
+// prev × (Window − elapsed) / Window more (and refuse them). Both are below
+// prev <= Limit, so no span of one Window ever holds 2 × Limit allowed
+// units: at most 2 × Limit − 1 (fixed_window can reach 2 × Limit). The error
+// is largest when traffic bunches at the edges of windows and near zero when
+// it is spread evenly.
+//
+// Window must be at most half the largest Duration (about 146 years), since
+// a key is untouched again only after two windows. A SlidingWindowCounter is
+// immutable and safe for concurrent use; the state of a key is not.
+type SlidingWindowCounter struct {
+	limit  int
+	window time.Duration
+}
+
+// SlidingWindowCounterState is the two windows of one key. The zero value
+// has both empty.
+type SlidingWindowCounterState struct {
+	start time.Duration // the current window's start; meaningful while prev or cur > 0
+	prev  int           // units allowed in the window before it
+	cur   int           // units allowed in the current window
+}
+
+var _ Machine[SlidingWindowCounterState] = (*SlidingWindowCounter)(nil)
+
+// NewSlidingWindowCounter returns the rule for p, which must have Limit > 0,
+// 0 < Window <= the largest Duration / 2, and no Burst.
+func NewSlidingWindowCounter(p Params) (*SlidingWindowCounter, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := p.noBurst(NameSlidingWindowCounter); err != nil {
+		return nil, err
+	}
+	if p.Window > math.MaxInt64/2 {
+		return nil, invalid("Window", "sliding_window_counter needs 2 × Window to fit a time.Duration: at most %v (got %v)",
+			time.Duration(math.MaxInt64/2), p.Window)
+	}
+	return &SlidingWindowCounter{limit: p.Limit, window: p.Window}, nil
+}
+
+// Capacity returns Limit.
+func (c *SlidingWindowCounter) Capacity() int { return c.limit }
+
+// AllowN counts n units into the current window if the estimate allows.
+func (c *SlidingWindowCounter) AllowN(s *SlidingWindowCounterState, now time.Duration, n int) (Decision, error) {
+	return c.decide(s, now, n, true)
+}
+
+// PeekN returns what AllowN would, and changes nothing.
+func (c *SlidingWindowCounter) PeekN(s *SlidingWindowCounterState, now time.Duration, n int) (Decision, error) {
+	return c.decide(s, now, n, false)
+}
+
+// Refund takes the n units allowed at now out of the current window.
+func (c *SlidingWindowCounter) Refund(s *SlidingWindowCounterState, now time.Duration, n int) {
+	s.cur -= min(n, s.cur)
+}
+
+// decide decides n at now, and counts it if it allows and commit is set. A
+// now before the current window's start is read as the start.
+func (c *SlidingWindowCounter) decide(s *SlidingWindowCounterState, now time.Duration, n int, commit bool) (Decision, error) {
+	if err := CheckCount(n, c.limit); err != nil {
+		return Decision{}, err
+	}
+	w, ahead := c.roll(s, now)
+	elapsed := since(w.now, w.start)
+	cur := w.cur
+	fits := c.limit - w.cur - c.weigh(w.prev, elapsed) // units that fit now
+	d := Decision{Limit: c.limit}
+	if n > fits {
+		d.Remaining = fits
+		d.RetryAfter = c.retryAfter(w.prev, w.cur, elapsed, n)
+	} else {
+		d.Allowed = true
+		d.Remaining = fits - n
+		cur += n
+		if commit {
+			s.start, s.prev, s.cur = w.start, w.prev, cur
+		}
+	}
+	switch {
+	case cur > 0: // cur weighs on through the next window
+		d.ResetAfter = c.window - elapsed + c.window
+	case w.prev > 0:
+		d.ResetAfter = c.window - elapsed
+	}
+	return d.delayedBy(ahead), nil
+}
+
+// windows is a key's state brought forward to now.
+type windows struct {
+	now, start time.Duration
+	prev, cur  int
+}
+
+// roll brings s forward to now, without changing s: a window that has ended
+// becomes the previous one, and once both are empty the next window starts
+// at now. It returns how far it read now ahead of the caller's.
+func (c *SlidingWindowCounter) roll(s *SlidingWindowCounterState, now time.Duration) (windows, time.Duration) {
+	w := windows{now: now, start: s.start, prev: s.prev, cur: s.cur}
+	var ahead time.Duration
+	if w.prev > 0 || w.cur > 0 {
+		w.now, ahead = catchUp(now, s.start)
+		switch elapsed := since(w.now, w.start); {
+		case elapsed < c.window:
+		case elapsed-c.window < c.window:
+			w.start += c.window
+			w.prev, w.cur = w.cur, 0
+		default:
+			w.prev, w.cur = 0, 0
+		}
+	}
+	if w.prev == 0 && w.cur == 0 {
+		w.start = w.now
+	}
+	return w, ahead
+}
+
+// weigh returns prev × (Window − elapsed) / Window, rounded up: the units of
+// the previous window counted at elapsed into the current one.
+func (c *SlidingWindowCounter) weigh(prev int, elapsed time.Duration) int {
+	q, _ := wide.Mul(uint64(prev), uint64(c.window-elapsed)).DivCeil(uint64(c.window))
+	return int(q) // at most prev
+}
+
+// retryAfter returns the wait, from elapsed into the current window, until
+// n units fit. The weighed previous count only shrinks with time, and is
+// continuous across the window's end (cur then weighs as the previous
+// window, in full), so the first instant that fits is exact.
+func (c *SlidingWindowCounter) retryAfter(prev, cur int, elapsed time.Duration, n int) time.Duration {
+	if room := c.limit - cur - n; room >= 0 {
+		if e := c.firstFit(prev, room); e < c.window {
+			return e - elapsed
+		}
+	}
+	return c.window - elapsed + c.firstFit(cur, c.limit-n)
+}
+
+// firstFit returns the first elapsed in a window at which weigh(prev,
+// elapsed) <= room: Window − floor(room × Window / prev), or 0 if it fits
+// from the start. It returns Window if it only fits once the window ends.
+func (c *SlidingWindowCounter) firstFit(prev, room int) time.Duration {
+	if prev == 0 {
+		return 0
+	}
+	k, _ := wide.Mul(uint64(room), uint64(c.window)).Div(uint64(prev))
+	if k >= uint64(c.window) {
+		return 0
+	}
+	return c.window - time.Duration(k)
+}
