@@ -41,6 +41,8 @@ type op uint8
 
 const (
 	opAllow op = iota + 1
+	opPeek
+	opReset
 )
 
 // request is one message in a mailbox, sent by value.
@@ -77,6 +79,13 @@ type Partition struct {
 // Start starts the goroutine of a partition that owns table, reads the time
 // from clk and queues up to mailboxSize requests (at least 0).
 func Start(table algorithms.Table, clk clock.Clock, mailboxSize int) *Partition {
+	p := newPartition(table, clk, mailboxSize)
+	go p.run()
+	return p
+}
+
+// newPartition returns a partition whose goroutine is not started.
+func newPartition(table algorithms.Table, clk clock.Clock, mailboxSize int) *Partition {
 	p := &Partition{
 		mailbox: make(chan request, max(mailboxSize, 0)),
 		stop:    make(chan struct{}),
@@ -86,7 +95,6 @@ func Start(table algorithms.Table, clk clock.Clock, mailboxSize int) *Partition 
 		last:    clk.Now(),
 	}
 	p.replies.New = func() any { return make(chan reply, 1) }
-	go p.run()
 	return p
 }
 
@@ -94,6 +102,17 @@ func Start(table algorithms.Table, clk clock.Clock, mailboxSize int) *Partition 
 // decision, ErrClosed, ctx.Err(), or the table's error for a bad n.
 func (p *Partition) AllowN(ctx context.Context, key string, n int) (algorithms.Decision, error) {
 	return p.call(ctx, request{op: opAllow, key: key, n: n})
+}
+
+// PeekN asks the partition what AllowN would answer now, changing nothing.
+func (p *Partition) PeekN(ctx context.Context, key string, n int) (algorithms.Decision, error) {
+	return p.call(ctx, request{op: opPeek, key: key, n: n})
+}
+
+// Reset asks the partition to forget key, so that it is untouched again.
+func (p *Partition) Reset(ctx context.Context, key string) error {
+	_, err := p.call(ctx, request{op: opReset, key: key})
+	return err
 }
 
 // Depth returns the number of requests waiting in the mailbox.
@@ -108,36 +127,54 @@ func (p *Partition) Done() <-chan struct{} { return p.done }
 
 // call sends req and waits for its answer.
 func (p *Partition) call(ctx context.Context, req request) (algorithms.Decision, error) {
-	if err := ctx.Err(); err != nil {
+	ch, err := p.send(ctx, req)
+	if err != nil {
 		return algorithms.Decision{}, err
+	}
+	return p.wait(ctx, ch)
+}
+
+// send puts req in the mailbox with a reply channel of its own, and returns
+// that channel.
+func (p *Partition) send(ctx context.Context, req request) (chan reply, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	// select picks at random among ready cases: look at stop first, so that
 	// a stopped partition takes no more requests.
 	select {
 	case <-p.stop:
-		return algorithms.Decision{}, ErrClosed
+		return nil, ErrClosed
 	default:
 	}
 	req.reply = p.replies.Get().(chan reply)
 	select {
 	case p.mailbox <- req:
+		return req.reply, nil
 	case <-p.stop:
 		p.replies.Put(req.reply)
-		return algorithms.Decision{}, ErrClosed
+		return nil, ErrClosed
 	case <-ctx.Done():
 		p.replies.Put(req.reply)
-		return algorithms.Decision{}, ctx.Err()
+		return nil, ctx.Err()
 	}
+}
+
+// wait returns the answer that arrives on ch, ctx.Err() if ctx is done
+// first, or ErrClosed if the goroutine exits without answering.
+func (p *Partition) wait(ctx context.Context, ch chan reply) (algorithms.Decision, error) {
 	select {
-	case r := <-req.reply:
-		p.replies.Put(req.reply)
+	case r := <-ch:
+		p.replies.Put(ch)
 		return r.d, r.err
 	case <-ctx.Done():
-		return p.abandon(ctx, req.reply)
+		return p.abandon(ctx, ch)
 	case <-p.done:
-		// The goroutine has exited; it may have answered just before.
+		// The goroutine has exited. If it drained our request, the
+		// answer is there; a request sent after the drain's last look
+		// was never read, and never will be.
 		select {
-		case r := <-req.reply:
+		case r := <-ch:
 			return r.d, r.err
 		default:
 			return algorithms.Decision{}, ErrClosed
@@ -184,7 +221,7 @@ func (p *Partition) drain() {
 	}
 }
 
-// serve decides one request and delivers the answer without blocking.
+// serve decides one request and delivers the answer.
 func (p *Partition) serve(req request) {
 	if len(req.reply) > 0 {
 		return // the caller gave up before its turn: apply nothing
@@ -194,12 +231,23 @@ func (p *Partition) serve(req request) {
 	switch req.op {
 	case opAllow:
 		r.d, r.err = p.table.AllowN(req.key, now, req.n)
+	case opPeek:
+		r.d, r.err = p.table.PeekN(req.key, now, req.n)
+	case opReset:
+		p.table.Reset(req.key)
 	}
+	p.deliver(req, now, r)
+}
+
+// deliver sends r without blocking. If the caller gave up while the request
+// was decided, its channel is full: a grant is then taken back. (A Reset
+// whose caller left stands: the caller cannot tell whether it happened, and
+// forgetting a key again is harmless.)
+func (p *Partition) deliver(req request, now time.Duration, r reply) {
 	select {
 	case req.reply <- r:
 	default:
-		// The caller gave up while we decided: take the grant back.
-		if r.d.Allowed {
+		if req.op == opAllow && r.d.Allowed {
 			p.table.Refund(req.key, now, req.n)
 		}
 	}
@@ -210,6 +258,12 @@ func (p *Partition) serve(req request) {
 // adds nothing, and time counts on from its new reading, so a backward step
 // neither grants quota nor locks anyone out. The timeline stops at the
 // largest Duration, about 292 years after Start.
+//
+// The clock is read only when a request arrives. clock.Real is monotonic,
+// so this changes nothing for it; for a clock that steps back and then
+// forward again (a Fake, a custom Clock), what the forward step counts
+// depends on whether a request read the clock in between: if one did, the
+// whole forward step counts as time passing.
 func (p *Partition) tick() time.Duration {
 	reading := p.clock.Now()
 	switch d := reading.Sub(p.last); {

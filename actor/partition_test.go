@@ -329,3 +329,35 @@ func keys(calls []call) []string {
 	}
 	return ks
 }
+
+func TestPeekAndReset(t *testing.T) {
+	pt := newProbe(t)
+	p := actor.Start(pt, clock.NewFake(epoch), 2)
+	ctx := context.Background()
+
+	d, err := p.PeekN(ctx, "k", 2)
+	require.NoError(t, err)
+	assert.Equal(t, algorithms.Decision{Allowed: true, Limit: 2, Remaining: 0, ResetAfter: time.Second}, d, "an unseen key is full")
+	d, err = p.AllowN(ctx, "k", 2)
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "the Peek took nothing")
+
+	d, err = p.PeekN(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, algorithms.Decision{Limit: 2, RetryAfter: time.Second, ResetAfter: time.Second}, d)
+
+	require.NoError(t, p.Reset(ctx, "k"))
+	require.NoError(t, p.Reset(ctx, "never-seen"), "resetting an unseen key is fine")
+	d, err = p.AllowN(ctx, "k", 2)
+	require.NoError(t, err)
+	assert.True(t, d.Allowed, "k was forgotten")
+
+	_, err = p.PeekN(ctx, "k", 3)
+	assert.ErrorIs(t, err, algorithms.ErrExceedsCapacity)
+
+	stop(p)
+	assert.ErrorIs(t, p.Reset(ctx, "k"), actor.ErrClosed)
+	_, err = p.PeekN(ctx, "k", 1)
+	assert.ErrorIs(t, err, actor.ErrClosed)
+	assert.Equal(t, 1, pt.Len(), "only k is held")
+}

@@ -1,0 +1,107 @@
+package actor
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chanlimit/chanlimit/algorithms"
+	"github.com/chanlimit/chanlimit/clock"
+)
+
+// These tests take the protocol's race branches one at a time, on a
+// partition whose goroutine is not running, so each interleaving is forced
+// rather than hoped for.
+
+func idle(t *testing.T) (*Partition, algorithms.Table) {
+	t.Helper()
+	w, err := algorithms.NewFixedWindow(algorithms.Params{Limit: 2, Window: time.Second})
+	require.NoError(t, err)
+	table := algorithms.Keyed[algorithms.FixedWindowState](w).NewTable()
+	return newPartition(table, clock.NewFake(time.Unix(0, 0)), 1), table
+}
+
+var answer = reply{d: algorithms.Decision{Allowed: true, Limit: 2, Remaining: 1}}
+
+// TestWaitAfterExitUnanswered: the goroutine exited without reading the
+// request (sent after the drain's last look): ErrClosed, not a hang.
+func TestWaitAfterExitUnanswered(t *testing.T) {
+	p, _ := idle(t)
+	close(p.done)
+	_, err := p.wait(context.Background(), make(chan reply, 1))
+	assert.ErrorIs(t, err, ErrClosed)
+}
+
+// TestWaitAfterExitAnswered: the goroutine answered, then exited; whichever
+// of the two the select sees first, the answer wins.
+func TestWaitAfterExitAnswered(t *testing.T) {
+	p, _ := idle(t)
+	close(p.done)
+	for range 100 {
+		ch := make(chan reply, 1)
+		ch <- answer
+		d, err := p.wait(context.Background(), ch)
+		require.NoError(t, err)
+		require.Equal(t, answer.d, d)
+	}
+}
+
+// TestAbandonTakesAnAnswerThatArrived: the context ended, but the answer was
+// already there: the decision was made and applied, so the caller gets it.
+func TestAbandonTakesAnAnswerThatArrived(t *testing.T) {
+	p, _ := idle(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ch := make(chan reply, 1)
+	ch <- answer
+	d, err := p.abandon(ctx, ch)
+	require.NoError(t, err)
+	assert.Equal(t, answer.d, d)
+	assert.Empty(t, ch)
+}
+
+// TestAbandonMarksTheChannel: with no answer yet, abandon fills the channel,
+// and the partition then skips the request.
+func TestAbandonMarksTheChannel(t *testing.T) {
+	p, table := idle(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ch := make(chan reply, 1)
+	_, err := p.abandon(ctx, ch)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Len(t, ch, 1, "the mark")
+
+	p.serve(request{op: opAllow, key: "k", n: 2, reply: ch})
+	assert.Equal(t, 0, table.Len(), "a marked request is not applied")
+}
+
+// TestServeRefundsAnUndeliveredGrant: the caller's mark arrives while the
+// partition decides; the send finds the channel full and the grant is
+// taken back. A Peek that cannot be delivered refunds nothing.
+func TestServeRefundsAnUndeliveredGrant(t *testing.T) {
+	p, table := idle(t)
+	full := func() chan reply {
+		ch := make(chan reply, 1)
+		ch <- reply{}
+		return ch
+	}
+	// serve skips a request whose channel is full before it decides, so
+	// call the delivery step as serve does after deciding.
+	d, err := table.AllowN("k", 0, 2)
+	require.NoError(t, err)
+	p.deliver(request{op: opAllow, key: "k", n: 2, reply: full()}, 0, reply{d: d})
+	d, err = table.AllowN("k", 0, 2)
+	require.NoError(t, err)
+	assert.True(t, d.Allowed, "the undelivered grant was given back")
+
+	d, err = table.PeekN("k", 0, 1)
+	require.NoError(t, err)
+	require.False(t, d.Allowed)
+	p.deliver(request{op: opPeek, key: "k", n: 1, reply: full()}, 0, reply{d: algorithms.Decision{Allowed: true}})
+	d, err = table.AllowN("k", 0, 1)
+	require.NoError(t, err)
+	assert.False(t, d.Allowed, "an undelivered Peek gives nothing back")
+}
