@@ -34,6 +34,9 @@ func TestConformance(t *testing.T) {
 		{"RetryAfterIsExact", retryAfterIsExact},
 		{"ResetAfterIsExact", resetAfterIsExact},
 		{"NoDoubleCounts", noDoubleCounts},
+		{"PeekAgreesAndChangesNothing", peekAgreesAndChangesNothing},
+		{"ResetForgets", resetForgets},
+		{"JumpBackwards", jumpBackwards},
 	}
 	require.NotEmpty(t, registered)
 	for _, algorithm := range registered {
@@ -122,7 +125,8 @@ func capacityErrors(t *testing.T, algorithm string) {
 	assert.ErrorIs(t, err, chanlimit.ErrExceedsCapacity)
 	d := allowN(t, r, "k", capacity)
 	assert.True(t, d.Allowed, "n equal to the capacity is allowed on an untouched key")
-	assert.Equal(t, chanlimit.Decision{Allowed: true, Limit: capacity, ResetAfter: time.Second}, d)
+	assert.Equal(t, 0, d.Remaining)
+	assert.Equal(t, capacity, d.Limit)
 }
 
 func retryAfterIsExact(t *testing.T, algorithm string) {
@@ -202,4 +206,66 @@ func noDoubleCounts(t *testing.T, algorithm string) {
 	}
 	wg.Wait()
 	assert.Equal(t, int64(limit), ones.Load())
+}
+
+// peekAgreesAndChangesNothing: on a random schedule, Peek answers what the
+// AllowN right after it answers; a router that only peeks stays untouched.
+func peekAgreesAndChangesNothing(t *testing.T, algorithm string) {
+	r, advance := conformanceRouter(t, algorithm)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 200 {
+		advance(time.Duration(rng.IntN(5)) * 77 * time.Millisecond)
+		n := 1 + rng.IntN(capacity)
+		peek, err := r.Peek(ctx, "k", n)
+		require.NoError(t, err)
+		require.Equal(t, peek, allowN(t, r, "k", n), "call %d: Peek(%d) then AllowN(%d)", i, n, n)
+	}
+
+	fresh, _ := conformanceRouter(t, algorithm)
+	for range 10 {
+		for n := 1; n <= capacity; n++ {
+			d, err := fresh.Peek(ctx, "unseen", n)
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+			require.Equal(t, capacity-n, d.Remaining)
+		}
+	}
+	_, err := fresh.Peek(ctx, "unseen", 0)
+	assert.ErrorIs(t, err, chanlimit.ErrInvalidCount)
+	_, err = fresh.Peek(ctx, "unseen", capacity+1)
+	assert.ErrorIs(t, err, chanlimit.ErrExceedsCapacity)
+	assert.Equal(t, allowN(t, r, "other", capacity), allowN(t, fresh, "unseen", capacity),
+		"after all those Peeks the key decides like an untouched one")
+}
+
+// resetForgets: a Reset key decides like one never seen; Reset of an unseen
+// key is fine.
+func resetForgets(t *testing.T, algorithm string) {
+	r, advance := conformanceRouter(t, algorithm)
+	ctx := context.Background()
+	allowN(t, r, "k", capacity)
+	advance(400 * time.Millisecond)
+	require.False(t, allowN(t, r, "k", capacity).Allowed)
+	require.NoError(t, r.Reset(ctx, "k"))
+	assert.Equal(t, allowN(t, r, "never-seen", capacity), allowN(t, r, "k", capacity))
+	assert.NoError(t, r.Reset(ctx, "unseen"))
+}
+
+// jumpBackwards: a clock that steps back an hour grants nothing, and locks
+// nobody out: the wait it was told before the step is still the wait.
+func jumpBackwards(t *testing.T, algorithm string) {
+	r, advance := conformanceRouter(t, algorithm)
+	allowN(t, r, "k", capacity)
+	advance(100 * time.Millisecond)
+	before := allowN(t, r, "k", 1)
+	require.False(t, before.Allowed)
+
+	advance(-time.Hour)
+	after := allowN(t, r, "k", 1)
+	assert.Equal(t, before, after, "the step back counts as no time: nothing granted, nothing owed")
+	advance(after.RetryAfter - 1)
+	assert.False(t, allowN(t, r, "k", 1).Allowed)
+	advance(1)
+	assert.True(t, allowN(t, r, "k", 1).Allowed, "allowed once the wait told before the step has passed")
 }

@@ -53,7 +53,8 @@ type Config struct {
 
 	// MailboxSize is the number of requests each partition queues before
 	// callers wait to send; 0 means DefaultMailboxSize. At most
-	// MaxMailboxSize.
+	// MaxMailboxSize, and Partitions × MailboxSize at most MaxQueued: each
+	// slot is allocated up front (about 40 bytes).
 	MailboxSize int
 
 	// Clock is where the router reads the time; nil means clock.Real().
@@ -65,7 +66,8 @@ const (
 	DefaultAlgorithm   = algorithms.NameTokenBucket
 	DefaultMailboxSize = 64
 	MaxPartitions      = 1 << 16
-	MaxMailboxSize     = 1 << 20
+	MaxMailboxSize     = 1 << 16
+	MaxQueued          = 1 << 20 // requests queued across all partitions
 )
 
 // DefaultPartitions returns the number of partitions a Config with
@@ -110,12 +112,10 @@ type Router struct {
 }
 
 // New validates cfg and starts the router's partitions. Every invalid field
-// is an error wrapping ErrInvalidConfig that names the field and the reason.
+// is an error wrapping ErrInvalidConfig that names the field and the reason;
+// a custom algorithm or clock that panics while New sets it up is reported
+// the same way.
 func New(cfg Config) (*Router, error) {
-	alg, err := newAlgorithm(cfg)
-	if err != nil {
-		return nil, err
-	}
 	partitions, mailbox := cfg.Partitions, cfg.MailboxSize
 	switch {
 	case partitions < 0 || partitions > MaxPartitions:
@@ -129,9 +129,19 @@ func New(cfg Config) (*Router, error) {
 	if mailbox == 0 {
 		mailbox = DefaultMailboxSize
 	}
+	if partitions*mailbox > MaxQueued {
+		return nil, fmt.Errorf("%w: Partitions × MailboxSize: must be at most %d (got %d × %d)", ErrInvalidConfig, MaxQueued, partitions, mailbox)
+	}
 	clk := cfg.Clock
 	if clk == nil {
 		clk = clock.Real()
+	}
+	if err := try("Clock", func() error { clk.Now(); return nil }); err != nil {
+		return nil, err
+	}
+	alg, tables, err := newTables(cfg, partitions)
+	if err != nil {
+		return nil, err
 	}
 
 	r := &Router{
@@ -140,36 +150,56 @@ func New(cfg Config) (*Router, error) {
 		capacity: alg.Capacity(),
 	}
 	for i := range r.parts {
-		r.parts[i] = actor.Start(alg.NewTable(), clk, mailbox)
+		r.parts[i] = actor.Start(tables[i], clk, mailbox)
 	}
 	return r, nil
 }
 
-// newAlgorithm makes the algorithm cfg names, after checking what every
-// algorithm needs, so a Factory only sees valid Params.
-func newAlgorithm(cfg Config) (algorithms.Algorithm, error) {
+// newTables makes the algorithm cfg names and one table per partition,
+// after checking what every algorithm needs, so a Factory only sees valid
+// Params.
+func newTables(cfg Config, partitions int) (alg algorithms.Algorithm, tables []algorithms.Table, err error) {
 	name := cfg.Algorithm
 	if name == "" {
 		name = DefaultAlgorithm
 	}
 	factory, err := algorithms.Lookup(name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	params := algorithms.Params{Limit: cfg.Limit, Window: cfg.Window, Burst: cfg.Burst}
 	if err := params.Validate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	alg, err := factory(params)
-	switch {
-	case err != nil && errors.Is(err, ErrInvalidConfig):
-		return nil, err
-	case err != nil:
-		return nil, fmt.Errorf("%w: Algorithm: %q refused the config: %w", ErrInvalidConfig, name, err)
-	case alg == nil || alg.Capacity() < 1:
-		return nil, fmt.Errorf("%w: Algorithm: %q made no usable algorithm (nil, or capacity below 1)", ErrInvalidConfig, name)
-	}
-	return alg, nil
+	err = try("Algorithm", func() error {
+		alg, err = factory(params)
+		switch {
+		case err != nil && errors.Is(err, ErrInvalidConfig):
+			return err
+		case err != nil:
+			return fmt.Errorf("%w: Algorithm: %q refused the config: %w", ErrInvalidConfig, name, err)
+		case alg == nil || alg.Capacity() < 1:
+			return fmt.Errorf("%w: Algorithm: %q made no usable algorithm (nil, or capacity below 1)", ErrInvalidConfig, name)
+		}
+		tables = make([]algorithms.Table, partitions)
+		for i := range tables {
+			if tables[i] = alg.NewTable(); tables[i] == nil {
+				return fmt.Errorf("%w: Algorithm: %q made a nil table", ErrInvalidConfig, name)
+			}
+		}
+		return nil
+	})
+	return alg, tables, err
+}
+
+// try runs f, and turns a panic in it into an ErrInvalidConfig about field.
+func try(field string, f func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%w: %s: panicked while the router was set up: %v", ErrInvalidConfig, field, v)
+		}
+	}()
+	return f()
 }
 
 // Allow reports whether one request on key is allowed now. It is
@@ -182,14 +212,33 @@ func (r *Router) Allow(key string) bool {
 
 // AllowN decides a request for n units on key: all n are allowed, or none.
 // It returns ErrInvalidCount for n <= 0 and ErrExceedsCapacity for an n no
-// key can ever be allowed, without touching any state; ErrClosed once the
-// router is closed; and ctx.Err() if ctx is done before the request is
-// answered, in which case the request uses up nothing.
+// key can ever be allowed, without touching any state; ctx.Err() if ctx is
+// done before the request is answered, in which case the request uses up
+// nothing; and ErrClosed once the router is closed. A bad n is reported
+// first, then a done ctx, then a closed router.
 func (r *Router) AllowN(ctx context.Context, key string, n int) (Decision, error) {
 	if err := algorithms.CheckCount(n, r.capacity); err != nil {
 		return Decision{}, err
 	}
 	return r.partition(key).AllowN(ctx, key, n)
+}
+
+// Peek returns what AllowN(ctx, key, n) would answer now, and changes
+// nothing: no units are taken, and an unseen key stays unseen. Errors are
+// those of AllowN.
+func (r *Router) Peek(ctx context.Context, key string, n int) (Decision, error) {
+	if err := algorithms.CheckCount(n, r.capacity); err != nil {
+		return Decision{}, err
+	}
+	return r.partition(key).PeekN(ctx, key, n)
+}
+
+// Reset puts key back to untouched, as if it had never been seen. It
+// returns ErrClosed once the router is closed, and ctx.Err() if ctx is done
+// before the partition has taken the request (then the key may or may not
+// have been reset).
+func (r *Router) Reset(ctx context.Context, key string) error {
+	return r.partition(key).Reset(ctx, key)
 }
 
 // Close stops every partition and returns once all of them have exited.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -42,7 +43,19 @@ func init() {
 	must(algorithms.Register("test_nil", func(algorithms.Params) (algorithms.Algorithm, error) {
 		return nil, nil
 	}))
+	must(algorithms.Register("test_panics", func(algorithms.Params) (algorithms.Algorithm, error) {
+		panic("boom")
+	}))
+	must(algorithms.Register("test_typed_nil", func(algorithms.Params) (algorithms.Algorithm, error) {
+		return (*nilAlgorithm)(nil), nil
+	}))
 }
+
+// nilAlgorithm is an Algorithm whose methods panic on a nil receiver.
+type nilAlgorithm struct{ capacity int }
+
+func (a *nilAlgorithm) Capacity() int              { return a.capacity }
+func (a *nilAlgorithm) NewTable() algorithms.Table { return nil }
 
 func must(err error) {
 	if err != nil {
@@ -73,6 +86,11 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"UnknownAlgorithm", chanlimit.Config{Algorithm: "leaky", Limit: 1, Window: time.Second}, chanlimit.ErrUnknownAlgorithm, "token_bucket"},
 		{"AlgorithmFactoryRefuses", chanlimit.Config{Algorithm: "test_refuses", Limit: 1, Window: time.Second}, chanlimit.ErrInvalidConfig, "not today"},
 		{"AlgorithmFactoryReturnsNil", chanlimit.Config{Algorithm: "test_nil", Limit: 1, Window: time.Second}, chanlimit.ErrInvalidConfig, "test_nil"},
+		{"AlgorithmFactoryPanics", chanlimit.Config{Algorithm: "test_panics", Limit: 1, Window: time.Second}, chanlimit.ErrInvalidConfig, "boom"},
+		{"AlgorithmIsATypedNil", chanlimit.Config{Algorithm: "test_typed_nil", Limit: 1, Window: time.Second}, chanlimit.ErrInvalidConfig, "Algorithm"},
+		{"ClockIsATypedNil", chanlimit.Config{Limit: 1, Window: time.Second, Clock: (*clock.Fake)(nil)}, chanlimit.ErrInvalidConfig, "Clock"},
+		{"MailboxesTooLargeTogether", chanlimit.Config{Limit: 1, Window: time.Second, Partitions: 64, MailboxSize: chanlimit.MaxMailboxSize}, chanlimit.ErrInvalidConfig, "Partitions × MailboxSize"},
+		{"WindowTooLongForTheCounter", chanlimit.Config{Algorithm: "sliding_window_counter", Limit: 1, Window: math.MaxInt64/2 + 1}, chanlimit.ErrInvalidConfig, "Window"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,12 +150,20 @@ func TestAllowIsAllowNOfOne(t *testing.T) {
 	assert.True(t, r.Allow(""), "the empty string is a key like any other")
 }
 
+// TestRealClockByDefault runs in a synctest bubble, where the real clock is
+// synctest's: its Sleep moves time without waiting on the wall clock.
 func TestRealClockByDefault(t *testing.T) {
-	r, err := chanlimit.New(chanlimit.Config{Limit: 1, Window: time.Hour})
-	require.NoError(t, err)
-	defer r.Close()
-	assert.True(t, r.Allow("k"))
-	assert.False(t, r.Allow("k"), "an hour does not pass between two calls")
+	synctest.Test(t, func(t *testing.T) {
+		r, err := chanlimit.New(chanlimit.Config{Limit: 1, Window: time.Hour})
+		require.NoError(t, err)
+		defer r.Close()
+		assert.True(t, r.Allow("k"))
+		assert.False(t, r.Allow("k"))
+		time.Sleep(time.Hour - time.Nanosecond) // synctest time
+		assert.False(t, r.Allow("k"))
+		time.Sleep(time.Nanosecond)
+		assert.True(t, r.Allow("k"), "an hour on the real clock refilled the bucket")
+	})
 }
 
 func TestContextDone(t *testing.T) {
