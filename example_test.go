@@ -117,3 +117,53 @@ func Example_testingWithAFakeClock() {
 	// 200 hello ann
 	// 503 chanlimit: router closed
 }
+
+func ExampleRouter_Peek() {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	r, _ := chanlimit.New(chanlimit.Config{Algorithm: "fixed_window", Limit: 3, Window: time.Hour, Clock: clk})
+	defer r.Close()
+	ctx := context.Background()
+
+	d, _ := r.Peek(ctx, "export-job", 3) // would a batch of 3 pass? nothing is taken
+	fmt.Println(d.Allowed, d.Remaining)
+	r.AllowN(ctx, "export-job", 2)
+	d, _ = r.Peek(ctx, "export-job", 3)
+	fmt.Println(d.Allowed, d.Remaining, d.RetryAfter)
+
+	r.Reset(ctx, "export-job") // an operator lifts the limit
+	d, _ = r.Peek(ctx, "export-job", 3)
+	fmt.Println(d.Allowed)
+	// Output:
+	// true 0
+	// false 1 1h0m0s
+	// true
+}
+
+// A leaky bucket shapes instead of dropping: ten jobs arriving together are
+// all admitted, each told when to start so that they leave 100ms apart.
+func ExampleRouter_AllowN_leakyBucket() {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	r, _ := chanlimit.New(chanlimit.Config{Algorithm: "leaky_bucket", Limit: 10, Window: time.Second, Clock: clk})
+	defer r.Close()
+
+	for i := range 11 {
+		d, _ := r.AllowN(context.Background(), "worker-pool", 1)
+		if !d.Allowed {
+			fmt.Printf("job %d: queue full, retry in %v\n", i, d.RetryAfter)
+			continue
+		}
+		fmt.Printf("job %d: start in %v\n", i, d.Delay)
+	}
+	// Output:
+	// job 0: start in 0s
+	// job 1: start in 100ms
+	// job 2: start in 200ms
+	// job 3: start in 300ms
+	// job 4: start in 400ms
+	// job 5: start in 500ms
+	// job 6: start in 600ms
+	// job 7: start in 700ms
+	// job 8: start in 800ms
+	// job 9: start in 900ms
+	// job 10: queue full, retry in 100ms
+}

@@ -37,7 +37,8 @@ type Decision struct {
 	Limit int
 
 	// Remaining is the number of single-unit requests that would be
-	// allowed right now, after this decision.
+	// allowed right now, after this decision. For the buckets it can exceed
+	// Limit when Burst does.
 	Remaining int
 
 	// RetryAfter is 0 if the request was allowed. Otherwise the same request

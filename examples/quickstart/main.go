@@ -37,7 +37,7 @@ func main() {
 	every := flag.Duration("every", 5*time.Millisecond, "how often each worker asks")
 	flag.Parse()
 
-	algorithms := []string{"token_bucket", "sliding_window_log", "fixed_window"}
+	algorithms := chanlimit.RegisteredAlgorithms()
 	results := make([][]*tally, len(algorithms))
 	var wg sync.WaitGroup
 	for i, algorithm := range algorithms {
@@ -69,9 +69,12 @@ func main() {
 		}
 	}
 	w.Flush()
-	fmt.Printf("\nEvery key gets the same however many workers push on it. token_bucket\n"+
-		"lets a full bucket (%d) through at once, then %d per %v; the windows let\n"+
-		"%d through per %v.\n", *limit, *limit, *window, *limit, *window)
+	fmt.Printf("\nEvery key gets the same however many workers push on it. The buckets\n"+
+		"(token_bucket, gcra, leaky_bucket) let a full bucket of %d through at once,\n"+
+		"then %d per %v; the windows let %d through per %v (the counter a little\n"+
+		"less or more, by its estimate). leaky_bucket admits what token_bucket does\n"+
+		"but tells each request how long to wait for its turn (Decision.Delay).\n",
+		*limit, *limit, *window, *limit, *window)
 }
 
 // push asks for one unit on key every tick until runFor has passed.
