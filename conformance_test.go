@@ -37,6 +37,7 @@ func TestConformance(t *testing.T) {
 		{"PeekAgreesAndChangesNothing", peekAgreesAndChangesNothing},
 		{"ResetForgets", resetForgets},
 		{"JumpBackwards", jumpBackwards},
+		{"BatchMatchesSequential", batchMatchesSequential},
 	}
 	require.NotEmpty(t, registered)
 	for _, algorithm := range registered {

@@ -16,6 +16,7 @@
 package chanlimit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -102,6 +103,12 @@ var (
 	ErrUnknownAlgorithm = algorithms.ErrUnknownAlgorithm
 )
 
+// Request is one request of a batch: N units on Key.
+type Request struct {
+	Key string
+	N   int
+}
+
 // Router is a per-key rate limiter. It is safe for simultaneous use by many
 // goroutines. The zero Router is not usable: call New.
 type Router struct {
@@ -109,6 +116,16 @@ type Router struct {
 	seed      maphash.Seed
 	capacity  int
 	closeOnce sync.Once
+	batches   sync.Pool // of *batch
+}
+
+// batch is AllowBatch's scratch space, kept for the next call unless a
+// partition may still hold part of it.
+type batch struct {
+	items   [][]actor.Item // per partition, in request order
+	at      [][]int        // per partition: the index in reqs of each item
+	pending []actor.Pending
+	sent    []int // the partitions sent to, in order
 }
 
 // New validates cfg and starts the router's partitions. Every invalid field
@@ -148,6 +165,13 @@ func New(cfg Config) (*Router, error) {
 		parts:    make([]*actor.Partition, partitions),
 		seed:     maphash.MakeSeed(),
 		capacity: alg.Capacity(),
+	}
+	r.batches.New = func() any {
+		return &batch{
+			items:   make([][]actor.Item, partitions),
+			at:      make([][]int, partitions),
+			pending: make([]actor.Pending, partitions),
+		}
 	}
 	for i := range r.parts {
 		r.parts[i] = actor.Start(tables[i], clk, mailbox)
@@ -223,6 +247,78 @@ func (r *Router) AllowN(ctx context.Context, key string, n int) (Decision, error
 	return r.partition(key).AllowN(ctx, key, n)
 }
 
+// ErrShortOutput is returned by AllowBatch when out has fewer slots than
+// reqs has requests.
+var ErrShortOutput = errors.New("chanlimit: AllowBatch: out is shorter than reqs")
+
+// AllowBatch decides every request of reqs, as AllowN would one by one, and
+// writes the decision for reqs[i] into out[i]. The requests for each
+// partition travel as one message, and the partitions work in parallel, so
+// a batch pays the channel round trip once per partition instead of once
+// per request. Requests for one key are decided in their order in reqs.
+//
+// Every N is checked before anything is sent: a bad one fails the whole
+// batch with ErrInvalidCount or ErrExceedsCapacity (wrapped with its index)
+// and nothing is applied. If ctx is done, or the router closes, before every
+// partition has answered, AllowBatch returns ctx.Err() or ErrClosed; the
+// partitions that had not decided their part take nothing, and the parts
+// that were decided stand, with their decisions in out. A zero Decision (its
+// Limit is 0) marks a request that was not decided.
+func (r *Router) AllowBatch(ctx context.Context, reqs []Request, out []Decision) error {
+	if len(out) < len(reqs) {
+		return fmt.Errorf("%w (%d slots for %d requests)", ErrShortOutput, len(out), len(reqs))
+	}
+	for i, req := range reqs {
+		if err := algorithms.CheckCount(req.N, r.capacity); err != nil {
+			return fmt.Errorf("chanlimit: AllowBatch: request %d: %w", i, err)
+		}
+	}
+	b := r.batches.Get().(*batch)
+	for i, req := range reqs {
+		pi := r.partitionIndex(req.Key)
+		b.items[pi] = append(b.items[pi], actor.Item{Key: req.Key, N: req.N})
+		b.at[pi] = append(b.at[pi], i)
+	}
+	clear(out[:len(reqs)]) // a request left undecided keeps a zero Decision
+
+	var err error
+	for pi := range b.items {
+		if len(b.items[pi]) == 0 {
+			continue
+		}
+		if b.pending[pi], err = r.parts[pi].SendBatch(ctx, &b.items[pi]); err != nil {
+			break // the parts sent are still waited for: their decisions stand
+		}
+		b.sent = append(b.sent, pi)
+	}
+	reusable := true
+	for _, pi := range b.sent {
+		if werr := b.pending[pi].Wait(ctx); werr != nil {
+			// The partition may still hold this part: never reuse b.
+			err, reusable = cmp.Or(err, werr), false
+			continue
+		}
+		for k, i := range b.at[pi] {
+			out[i] = b.items[pi][k].D
+		}
+	}
+	if reusable {
+		b.reset()
+		r.batches.Put(b)
+	}
+	return err
+}
+
+// reset empties b for the next batch, dropping its references to keys.
+func (b *batch) reset() {
+	for pi := range b.items {
+		clear(b.items[pi])
+		b.items[pi] = b.items[pi][:0]
+		b.at[pi] = b.at[pi][:0]
+	}
+	b.sent = b.sent[:0]
+}
+
 // Peek returns what AllowN(ctx, key, n) would answer now, and changes
 // nothing: no units are taken, and an unseen key stays unseen. Errors are
 // those of AllowN.
@@ -259,11 +355,16 @@ func (r *Router) Close() error {
 
 // partition returns the partition that owns key.
 func (r *Router) partition(key string) *actor.Partition {
+	return r.parts[r.partitionIndex(key)]
+}
+
+// partitionIndex returns the index of the partition that owns key.
+func (r *Router) partitionIndex(key string) int {
 	if len(r.parts) == 1 {
-		return r.parts[0]
+		return 0
 	}
 	h := maphash.String(r.seed, key) >> 32 // the high bits mix best
-	return r.parts[h*uint64(len(r.parts))>>32]
+	return int(h * uint64(len(r.parts)) >> 32)
 }
 
 // RegisteredAlgorithms returns the names Config.Algorithm accepts, sorted.

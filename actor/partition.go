@@ -43,6 +43,7 @@ const (
 	opAllow op = iota + 1
 	opPeek
 	opReset
+	opBatch
 )
 
 // request is one message in a mailbox, sent by value.
@@ -50,7 +51,16 @@ type request struct {
 	op    op
 	key   string
 	n     int
+	batch *[]Item // opBatch: the items, decided in order, answered in place
 	reply chan reply
+}
+
+// Item is one request of a batch: N units on Key. The partition writes the
+// decision into D.
+type Item struct {
+	Key string
+	N   int
+	D   algorithms.Decision
 }
 
 // reply is the answer to one request.
@@ -112,6 +122,33 @@ func (p *Partition) PeekN(ctx context.Context, key string, n int) (algorithms.De
 // Reset asks the partition to forget key, so that it is untouched again.
 func (p *Partition) Reset(ctx context.Context, key string) error {
 	_, err := p.call(ctx, request{op: opReset, key: key})
+	return err
+}
+
+// Pending is a batch in a partition's mailbox, to be waited on.
+type Pending struct {
+	p  *Partition
+	ch chan reply
+}
+
+// SendBatch puts items in the mailbox as one message, to be decided in
+// order with one reading of the clock, and returns at once; Wait waits for
+// the answers. Each item's N must already be checked: the partition does not
+// refuse a bad one, it records the table's error as a zero decision. Until
+// Wait has returned nil, items belong to the partition: the caller must not
+// touch them, and after a Wait that returned an error, never again.
+func (p *Partition) SendBatch(ctx context.Context, items *[]Item) (Pending, error) {
+	ch, err := p.send(ctx, request{op: opBatch, batch: items})
+	return Pending{p, ch}, err
+}
+
+// Wait returns nil once every item of the batch holds its decision. If ctx
+// is done first it returns ctx.Err() and the batch takes nothing (or gives
+// back what it took), unless the answer beat the cancellation, in which case
+// Wait returns nil. It returns ErrClosed if the partition stopped without
+// deciding the batch.
+func (pd Pending) Wait(ctx context.Context) error {
+	_, err := pd.p.wait(ctx, pd.ch)
 	return err
 }
 
@@ -235,20 +272,36 @@ func (p *Partition) serve(req request) {
 		r.d, r.err = p.table.PeekN(req.key, now, req.n)
 	case opReset:
 		p.table.Reset(req.key)
+	case opBatch:
+		items := *req.batch
+		for i := range items {
+			items[i].D, _ = p.table.AllowN(items[i].Key, now, items[i].N)
+		}
 	}
 	p.deliver(req, now, r)
 }
 
 // deliver sends r without blocking. If the caller gave up while the request
-// was decided, its channel is full: a grant is then taken back. (A Reset
-// whose caller left stands: the caller cannot tell whether it happened, and
-// forgetting a key again is harmless.)
+// was decided, its channel is full: the grants are then taken back, a
+// batch's latest first. (A Reset whose caller left stands: the caller cannot
+// tell whether it happened, and forgetting a key again is harmless.)
 func (p *Partition) deliver(req request, now time.Duration, r reply) {
 	select {
 	case req.reply <- r:
+		return
 	default:
-		if req.op == opAllow && r.d.Allowed {
+	}
+	switch req.op {
+	case opAllow:
+		if r.d.Allowed {
 			p.table.Refund(req.key, now, req.n)
+		}
+	case opBatch:
+		items := *req.batch
+		for i := len(items) - 1; i >= 0; i-- {
+			if items[i].D.Allowed {
+				p.table.Refund(items[i].Key, now, items[i].N)
+			}
 		}
 	}
 }

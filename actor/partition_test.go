@@ -361,3 +361,52 @@ func TestPeekAndReset(t *testing.T) {
 	assert.ErrorIs(t, err, actor.ErrClosed)
 	assert.Equal(t, 1, pt.Len(), "only k is held")
 }
+
+// TestBatchDecidesInOrder: a batch is decided in order, on one reading of
+// the clock, each answer written into its item.
+func TestBatchDecidesInOrder(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	pt := newProbe(t)
+	p := actor.Start(pt, clk, 1)
+	defer stop(p)
+	ctx := context.Background()
+
+	clk.Advance(time.Second)
+	items := []actor.Item{{Key: "a", N: 1}, {Key: "b", N: 2}, {Key: "a", N: 1}, {Key: "a", N: 1}}
+	pending, err := p.SendBatch(ctx, &items)
+	require.NoError(t, err)
+	require.NoError(t, pending.Wait(ctx))
+	allowed := []bool{}
+	for _, it := range items {
+		allowed = append(allowed, it.D.Allowed)
+	}
+	assert.Equal(t, []bool{true, true, true, false}, allowed, "a: 2 per second, in the order asked")
+	assert.Equal(t, time.Second, items[3].D.RetryAfter)
+}
+
+// TestBatchGivenUpIsTakenBack: a batch whose caller gives up while it is
+// decided takes nothing: every grant is given back.
+func TestBatchGivenUpIsTakenBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pt := newProbe(t, "slow")
+		p := actor.Start(pt, clock.NewFake(epoch), 1)
+		bg := context.Background()
+
+		ctx, cancel := context.WithCancel(bg)
+		items := []actor.Item{{Key: "a", N: 2}, {Key: "slow", N: 1}, {Key: "b", N: 1}}
+		pending, err := p.SendBatch(ctx, &items)
+		require.NoError(t, err)
+		synctest.Wait() // the partition is held inside the batch, at "slow"
+		cancel()
+		require.ErrorIs(t, pending.Wait(ctx), context.Canceled)
+		release(pt, "slow")
+
+		for _, key := range []string{"a", "slow", "b"} {
+			d, err := p.AllowN(bg, key, 2)
+			require.NoError(t, err)
+			assert.True(t, d.Allowed, "%s got its units back", key)
+		}
+		stop(p)
+		assert.Equal(t, []call{{"b", 0, 1}, {"slow", 0, 1}, {"a", 0, 2}}, pt.refunds, "latest first")
+	})
+}
