@@ -148,17 +148,40 @@ func retryAfterIsExact(t *testing.T, algorithm string) {
 	}
 }
 
+// resetAfterIsExact: at now + ResetAfter the key decides like a key never
+// seen, and a nanosecond earlier it does not.
 func resetAfterIsExact(t *testing.T, algorithm string) {
-	r, advance := conformanceRouter(t, algorithm)
-	allowN(t, r, "k", 1)
-	advance(333 * time.Millisecond)
-	d := allowN(t, r, "k", 1)
+	use := func(r *chanlimit.Router, advance func(time.Duration)) chanlimit.Decision {
+		allowN(t, r, "k", 1)
+		advance(333 * time.Millisecond)
+		return allowN(t, r, "k", 1)
+	}
+	early, advanceEarly := conformanceRouter(t, algorithm)
+	d := use(early, advanceEarly)
 	require.Positive(t, d.ResetAfter)
-	advance(d.ResetAfter - 1)
-	require.False(t, allowN(t, r, "k", capacity).Allowed, "full 1ns before ResetAfter %v", d.ResetAfter)
-	advance(1)
-	d = allowN(t, r, "k", capacity)
-	require.True(t, d.Allowed, "not full at ResetAfter")
+	advanceEarly(d.ResetAfter - 1)
+	assert.False(t, likeNeverSeen(t, early, advanceEarly, "k"), "untouched 1ns before ResetAfter %v", d.ResetAfter)
+
+	onTime, advanceOnTime := conformanceRouter(t, algorithm)
+	use(onTime, advanceOnTime)
+	advanceOnTime(d.ResetAfter)
+	assert.True(t, likeNeverSeen(t, onTime, advanceOnTime, "k"), "not untouched at ResetAfter %v", d.ResetAfter)
+}
+
+// likeNeverSeen reports whether key decides a few probing requests (the
+// whole capacity now, then single units half a Window apart) as a key never
+// seen does at the same instants.
+func likeNeverSeen(t *testing.T, r *chanlimit.Router, advance func(time.Duration), key string) bool {
+	t.Helper()
+	for i, n := range []int{capacity, 1, 1, 1} {
+		if i > 0 {
+			advance(500 * time.Millisecond)
+		}
+		if allowN(t, r, key, n) != allowN(t, r, "never-seen-"+key, n) {
+			return false
+		}
+	}
+	return true
 }
 
 // noDoubleCounts: with time frozen, 64 goroutines hammering one key are

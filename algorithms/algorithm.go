@@ -9,10 +9,13 @@
 // Time is an argument, never read: every method takes now, a point on the
 // caller's monotonic timeline, given as the time since an origin the caller
 // picks (a router partition starts its timeline at 0 and never lets it go
-// back). A now earlier than the latest instant a state has seen is read as
-// that instant, so a backward step grants nothing, and the waits in the
-// decision count from the caller's now, so they stay exact; chanlimit's
-// router keeps its timelines monotonic and never relies on this.
+// back). For a now that does go back, every algorithm grants nothing it
+// would not grant at the latest instant it has seen. token_bucket,
+// sliding_window_log and fixed_window read such a now as that instant, and
+// their waits count from the caller's now, so they stay exact; gcra,
+// leaky_bucket and sliding_window_counter keep no such instant and read
+// their state as it stood at now, which may refuse more and whose waits are
+// then not exact. chanlimit's router never relies on any of this.
 //
 // Arithmetic is exact: integers only, 128 bits wide where products need it,
 // so that Limit per Window is honoured to the nanosecond at any ratio

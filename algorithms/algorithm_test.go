@@ -74,9 +74,9 @@ func allowedAt[S any](t *testing.T, m Machine[S], history []step, at time.Durati
 }
 
 // checkExact checks the last step of history: a denied request is allowed at
-// now + RetryAfter and not a nanosecond before; the key is back to full at
-// now + ResetAfter (a request for the whole capacity passes) and not a
-// nanosecond before.
+// now + RetryAfter and not a nanosecond before; the key is untouched at
+// now + ResetAfter (it decides like a key never seen) and not a nanosecond
+// before.
 func checkExact[S any](t *testing.T, m Machine[S], history []step) {
 	t.Helper()
 	last := history[len(history)-1]
@@ -93,12 +93,40 @@ func checkExact[S any](t *testing.T, m Machine[S], history []step) {
 		}
 	}
 	reset := last.want.ResetAfter
-	if !allowedAt(t, m, history, last.at+reset, m.Capacity()) {
-		t.Errorf("after AllowN(t+%v, %d): not full at ResetAfter %v", last.at, last.n, reset)
+	if !untouchedAt(m, history, last.at+reset) {
+		t.Errorf("after AllowN(t+%v, %d): not untouched at ResetAfter %v", last.at, last.n, reset)
 	}
-	if reset > 0 && allowedAt(t, m, history, last.at+reset-ns, m.Capacity()) {
-		t.Errorf("after AllowN(t+%v, %d): full 1ns before ResetAfter %v", last.at, last.n, reset)
+	if reset > 0 && untouchedAt(m, history, last.at+reset-ns) {
+		t.Errorf("after AllowN(t+%v, %d): untouched 1ns before ResetAfter %v", last.at, last.n, reset)
 	}
+}
+
+// untouchedAt reports whether the key, after history, decides a few probing
+// requests from at on exactly as a key never seen would: the whole capacity
+// at at, then single units half a window apart.
+func untouchedAt[S any](m Machine[S], history []step, at time.Duration) bool {
+	w := time.Second
+	switch r := any(m).(type) {
+	case *SlidingWindowCounter:
+		w = r.window
+	case *SlidingWindowLog:
+		w = r.window
+	case *FixedWindow:
+		w = r.window
+	}
+	seen, fresh := replay(m, history), new(S)
+	for i, n := range []int{m.Capacity(), 1, 1, 1} {
+		offset := time.Duration(i) * (w / 2)
+		if at > math.MaxInt64-offset {
+			break // past the end of the timeline
+		}
+		a, _ := m.AllowN(seen, at+offset, n)
+		b, _ := m.AllowN(fresh, at+offset, n)
+		if a != b {
+			return false
+		}
+	}
+	return true
 }
 
 func TestParamsValidation(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 // Fuzz targets, one per algorithm: arbitrary Params and an arbitrary
 // schedule, played on the algorithm and its reference model (play): no
 // panic, identical decisions, PeekN agreeing with AllowN, and the window
-// invariants. Their seeds run with the normal tests; to search further:
+// invariants; then again with the clock stepping back (playBackwards). Their seeds run with the normal tests; to search further:
 //
 //	go test ./algorithms -run '^$' -fuzz FuzzSlidingWindowCounter -fuzztime 1m
 
@@ -52,8 +52,12 @@ func fuzzAlgorithm(f *testing.F, name string) {
 		if p.Window > century {
 			return // the models keep sums of instants and windows in a Duration
 		}
-		if err := play(name, p, decodeCalls(data, p, alg.capacity)); err != nil {
+		calls := decodeCalls(data, p, alg.capacity)
+		if err := play(name, p, calls); err != nil {
 			t.Fatalf("%+v: %v", p, err)
+		}
+		if err := playBackwards(name, p, calls); err != nil {
+			t.Fatalf("%+v, stepping back: %v", p, err)
 		}
 	})
 }

@@ -14,11 +14,13 @@ import (
 // n × Window / Limit from max(TAT, now).
 //
 // The TAT is exact to a fraction of a nanosecond, so gcra drifts no more
-// than token_bucket does. now must be >= 0 (a negative now is read as 0). A
-// now before an earlier call is not read as that call's instant, since the
-// state does not keep it: the bucket is read as it stood at now, which
-// grants nothing. A GCRA is immutable and safe for concurrent use; the
-// GCRAState of a key is not.
+// than token_bucket does. The decisions are token_bucket's for any now that
+// does not decrease, which is all the router ever passes. The state keeps no
+// instant of its last call, so a now behind it reads the bucket as it stood
+// at now: that grants nothing token_bucket would not, but may refuse what
+// token_bucket (which reads such a now as its last instant) allows. A now
+// before 0 is read as 0. A GCRA is immutable and safe for concurrent use;
+// the GCRAState of a key is not.
 type GCRA struct{ bucket }
 
 // GCRAState is the TAT of one key. The zero value is a full bucket.
@@ -66,13 +68,14 @@ func (g *GCRA) decide(s *GCRAState, now time.Duration, n int, commit bool) (Deci
 	if err := CheckCount(n, g.burst); err != nil {
 		return Decision{}, wide.Uint128{}, err
 	}
-	t := uint64(max(now, 0))
+	at, ahead := catchUp(now, 0)
+	t := uint64(at)
 	used := g.usedAt(s, t)
 	d, after := g.take(used, n)
 	if d.Allowed && commit {
 		g.setTAT(s, t, after)
 	}
-	return d, used, nil
+	return d.delayedBy(ahead), used, nil
 }
 
 // usedAt returns the units the bucket misses at t: (TAT - t) × perNs.

@@ -54,11 +54,15 @@ func TestGCRAEndOfTimeline(t *testing.T) {
 	}
 }
 
-// TestGCRANegativeNow: a now before the origin is read as the origin.
+// TestGCRANegativeNow: a now before the origin is read as the origin, and
+// the waits count from the caller's now.
 func TestGCRANegativeNow(t *testing.T) {
-	g := newGCRA(t, Params{Limit: 1, Window: s})
-	var st GCRAState
-	d, err := g.AllowN(&st, -5*s, 1)
-	require.NoError(t, err)
-	require.Equal(t, Decision{Allowed: true, Limit: 1, ResetAfter: s}, d)
+	run(t, newGCRA(t, Params{Limit: 1, Window: s}), []step{
+		{at: -5 * s, n: 1, want: Decision{Allowed: true, Limit: 1, ResetAfter: 6 * s}},
+		{at: -5 * s, n: 1, want: Decision{Limit: 1, RetryAfter: 6 * s, ResetAfter: 6 * s}},
+	})
+	run(t, newLeakyBucket(t, Params{Limit: 1, Window: s, Burst: 2}), []step{
+		{at: -5 * s, n: 1, want: Decision{Allowed: true, Limit: 1, Remaining: 1, ResetAfter: 6 * s, Delay: 5 * s}},
+		{at: -5 * s, n: 1, want: Decision{Allowed: true, Limit: 1, Remaining: 0, ResetAfter: 7 * s, Delay: 6 * s}},
+	})
 }

@@ -1,13 +1,17 @@
 package algorithms
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // LeakyBucket is the leaky_bucket rule: each key has a queue of Burst units
 // (Limit if Burst is 0) that drains at Limit units per Window. A request for
 // n is admitted if its units fit in the queue, and its Decision.Delay is the
 // time until the units queued ahead of it have drained: its turn. Work that
-// starts when its Delay is up leaves evenly spaced, Window/Limit apart per
-// unit, however bunched it arrived.
+// starts when its Delay is up leaves evenly spaced, however bunched it
+// arrived: a request of n units starts n × Window/Limit after the one before
+// it (its own units start together).
 //
 // It shapes, where TokenBucket polices: both admit the same requests (a
 // queue of Burst draining at Limit per Window is a bucket of Burst refilling
@@ -47,7 +51,8 @@ func (l *LeakyBucket) Refund(s *GCRAState, now time.Duration, n int) { l.gcra.Re
 func (l *LeakyBucket) decide(s *GCRAState, now time.Duration, n int, commit bool) (Decision, error) {
 	d, queued, err := l.gcra.decide(s, now, n, commit)
 	if d.Allowed {
-		d.Delay = l.gcra.refillTime(queued)
+		_, ahead := catchUp(now, 0) // a now before 0 is read as 0: its turn is that much later
+		d.Delay = min(l.gcra.refillTime(queued), math.MaxInt64-ahead) + ahead
 	}
 	return d, err
 }

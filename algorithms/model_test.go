@@ -237,16 +237,21 @@ func (m *counterModel) at(now time.Duration) (elapsed time.Duration, prev, cur i
 	return now - start, prev, cur, prev > 0 || cur > 0
 }
 
-// fits reports whether n units fit at now: prev × (T-e)/T + cur + n <= N.
+// fits reports whether n units fit at now: the previous window's units, as
+// if spread evenly over its T nanoseconds, counted for the nanoseconds
+// t - T < i <= now still inside the sliding window (T - 1 - e of them), in
+// whole units rounded down, plus cur plus n, at most N.
 func (m *counterModel) fits(now time.Duration, n int) bool {
 	elapsed, prev, cur, ok := m.at(now)
 	if !ok {
 		return true
 	}
-	est := new(big.Rat).Mul(rat(int64(prev)), new(big.Rat).SetFrac64(int64(m.t-elapsed), int64(m.t)))
-	est.Add(est, rat(int64(cur)))
-	est.Add(est, rat(int64(n)))
-	return est.Cmp(rat(int64(m.n))) <= 0
+	covered := int64(m.t - 1 - elapsed)
+	weighed := new(big.Rat).Mul(rat(int64(prev)), new(big.Rat).SetFrac64(covered, int64(m.t)))
+	est := new(big.Int).Quo(weighed.Num(), weighed.Denom()) // floor: both are >= 0
+	est.Add(est, big.NewInt(int64(cur)))
+	est.Add(est, big.NewInt(int64(n)))
+	return est.Cmp(big.NewInt(int64(m.n))) <= 0
 }
 
 // remaining returns the most units that fit at now.
@@ -337,7 +342,7 @@ func checkWindowInvariant(name string, p Params, adm []admission) error {
 	most := map[string]int{
 		NameSlidingWindowLog:     p.Limit,
 		NameFixedWindow:          2 * p.Limit,
-		NameSlidingWindowCounter: 2*p.Limit - 1,
+		NameSlidingWindowCounter: 2 * p.Limit,
 	}
 	bound, ok := most[name]
 	if !ok || p.Limit > math.MaxInt/2 {

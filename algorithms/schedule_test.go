@@ -137,6 +137,40 @@ func play(name string, p Params, calls []call) error {
 	return checkWindowInvariant(name, p, m.admitted())
 }
 
+// playBackwards plays calls on the algorithm alone, stepping the clock back
+// on every third call, and checks what holds for any now: no panic, sane
+// decisions, and that a now behind the latest grants nothing that the
+// latest instant would not.
+func playBackwards(name string, p Params, calls []call) error {
+	alg, err := construct(name, p)
+	if err != nil {
+		return err
+	}
+	now, latest := time.Duration(0), time.Duration(0)
+	maxNow := time.Duration(math.MaxInt64) - 2*p.Window
+	for i, c := range calls {
+		switch {
+		case i%3 == 2:
+			now -= min(c.dt, now) // back, but not before 0
+		case c.dt >= 0 && c.dt <= maxNow-now:
+			now += c.dt
+		}
+		latest = max(latest, now)
+		atLatest, _ := alg.peekN(latest, c.n)
+		got, err := alg.allowN(now, c.n)
+		if err != nil {
+			continue
+		}
+		if err := checkDecision(got, alg.capacity); err != nil {
+			return fmt.Errorf("call %d: AllowN(t+%v, %d) = %+v: %w", i, now, c.n, got, err)
+		}
+		if got.Allowed && !atLatest.Allowed {
+			return fmt.Errorf("call %d: AllowN(t+%v, %d) allowed, behind t+%v, which would refuse it", i, now, c.n, latest)
+		}
+	}
+	return nil
+}
+
 // checkDecision checks what holds of any decision.
 func checkDecision(d Decision, capacity int) error {
 	switch {
@@ -254,6 +288,9 @@ func TestModels(t *testing.T) {
 				calls := randomCalls(rng, p, alg.capacity, 60)
 				if err := play(name, p, calls); err != nil {
 					t.Fatalf("schedule %d, %+v: %v", i, p, err)
+				}
+				if err := playBackwards(name, p, calls); err != nil {
+					t.Fatalf("schedule %d, %+v, stepping back: %v", i, p, err)
 				}
 			}
 		})

@@ -13,25 +13,30 @@ import (
 // from its first request after both its windows have emptied). At now,
 // elapsed into the current window, a request for n is allowed if
 //
-//	prev × (Window − elapsed) / Window + cur + n <= Limit
+//	floor(prev × (Window − 1ns − elapsed) / Window) + cur + n <= Limit
 //
 // where cur counts the units allowed in the current window and prev those
-// of the window before it: the previous window is assumed to have been
-// evenly spread, and weighed by how much of it the sliding window ending at
-// now still covers. The weighed part is rounded up to whole units.
+// of the window before it. The previous window is assumed to have been
+// evenly spread over its Window nanoseconds, and counted for the
+// Window − 1ns − elapsed of them that the sliding window (now − Window, now]
+// still covers, in whole units. Rounding down is what lets steady traffic
+// through at Limit per Window: rounded up, a window after a full one could
+// never fill, and a Limit of 1 would pass one request per two Windows.
 //
 // The error against sliding_window_log, the exact sliding window: the units
-// the previous window really put inside the last Window lie between 0 and
-// prev, so the estimate may count up to prev × elapsed / Window fewer than
-// the log does (and let that many more through) or up to
-// prev × (Window − elapsed) / Window more (and refuse them). Both are below
-// prev <= Limit, so no span of one Window ever holds 2 × Limit allowed
-// units: at most 2 × Limit − 1 (fixed_window can reach 2 × Limit). The error
-// is largest when traffic bunches at the edges of windows and near zero when
-// it is spread evenly.
+// the previous window really put inside the sliding window lie between 0
+// and prev, so the counter can count up to about prev × elapsed / Window
+// fewer than the log (and let that many more through) when the previous
+// window's traffic came at its end, or up to about prev × (Window −
+// elapsed) / Window more (and refuse them) when it came at its start. A
+// span of one Window can thus hold up to 2 × Limit allowed units, as with
+// fixed_window, but only when traffic bunches at a window's edge; traffic
+// spread evenly passes at Limit per Window, as with the log.
 //
 // Window must be at most half the largest Duration (about 146 years), since
-// a key is untouched again only after two windows. A SlidingWindowCounter is
+// a key is untouched again only after two windows. now must not decrease for
+// a given state (the router never lets it); a now behind the latest one
+// grants nothing, but its waits are not exact. A SlidingWindowCounter is
 // immutable and safe for concurrent use; the state of a key is not.
 type SlidingWindowCounter struct {
 	limit  int
@@ -94,7 +99,7 @@ func (c *SlidingWindowCounter) decide(s *SlidingWindowCounterState, now time.Dur
 	fits := c.limit - w.cur - c.weigh(w.prev, elapsed) // units that fit now
 	d := Decision{Limit: c.limit}
 	if n > fits {
-		d.Remaining = fits
+		d.Remaining = max(fits, 0) // below 0 only for a now behind the latest
 		d.RetryAfter = c.retryAfter(w.prev, w.cur, elapsed, n)
 	} else {
 		d.Allowed = true
@@ -142,36 +147,34 @@ func (c *SlidingWindowCounter) roll(s *SlidingWindowCounterState, now time.Durat
 	return w, ahead
 }
 
-// weigh returns prev × (Window − elapsed) / Window, rounded up: the units of
-// the previous window counted at elapsed into the current one.
+// weigh returns floor(prev × (Window − 1ns − elapsed) / Window): the whole
+// units of the previous window counted at elapsed into the current one.
 func (c *SlidingWindowCounter) weigh(prev int, elapsed time.Duration) int {
-	q, _ := wide.Mul(uint64(prev), uint64(c.window-elapsed)).DivCeil(uint64(c.window))
+	q, _ := wide.Mul(uint64(prev), uint64(c.window-1-elapsed)).Div(uint64(c.window))
 	return int(q) // at most prev
 }
 
 // retryAfter returns the wait, from elapsed into the current window, until
-// n units fit. The weighed previous count only shrinks with time, and is
-// continuous across the window's end (cur then weighs as the previous
-// window, in full), so the first instant that fits is exact.
+// n units fit. What fits only grows with time, within a window (the
+// previous one weighs less and less) and across its end (cur then weighs as
+// the previous window, by a unit less than in full), so the first instant
+// that fits is exact.
 func (c *SlidingWindowCounter) retryAfter(prev, cur int, elapsed time.Duration, n int) time.Duration {
 	if room := c.limit - cur - n; room >= 0 {
-		if e := c.firstFit(prev, room); e < c.window {
-			return e - elapsed
-		}
+		return c.firstFit(prev, room) - elapsed
 	}
 	return c.window - elapsed + c.firstFit(cur, c.limit-n)
 }
 
 // firstFit returns the first elapsed in a window at which weigh(prev,
-// elapsed) <= room: Window − floor(room × Window / prev), or 0 if it fits
-// from the start. It returns Window if it only fits once the window ends.
+// elapsed) <= room, for room >= 0. weigh <= room exactly when
+// prev × (Window − 1 − elapsed) < (room + 1) × Window, that is from
+// Window − ceil((room + 1) × Window / prev) on: always before the window's
+// end.
 func (c *SlidingWindowCounter) firstFit(prev, room int) time.Duration {
-	if prev == 0 {
-		return 0
+	if prev <= room {
+		return 0 // weigh never exceeds prev
 	}
-	k, _ := wide.Mul(uint64(room), uint64(c.window)).Div(uint64(prev))
-	if k >= uint64(c.window) {
-		return 0
-	}
+	k, _ := wide.Mul(uint64(room)+1, uint64(c.window)).DivCeil(uint64(prev)) // in [1, Window]: room < prev
 	return c.window - time.Duration(k)
 }
