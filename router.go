@@ -43,13 +43,14 @@ type Config struct {
 	// Window is T. It must be > 0.
 	Window time.Duration
 
-	// Burst is the capacity of each key's bucket for token_bucket (0 means
-	// Limit). Setting it for an algorithm whose capacity is its Limit is an
-	// ErrInvalidConfig.
+	// Burst is the capacity of each key's bucket for the bucket algorithms
+	// (token_bucket, gcra, leaky_bucket; 0 means Limit). Setting it for an
+	// algorithm whose capacity is its Limit is an ErrInvalidConfig.
 	Burst int
 
 	// Partitions is the number of partition goroutines; 0 means
-	// DefaultPartitions(). At most MaxPartitions.
+	// DefaultPartitions(), or fewer if MailboxSize is so large that
+	// Partitions × MailboxSize would pass MaxQueued. At most MaxPartitions.
 	Partitions int
 
 	// MailboxSize is the number of requests each partition queues before
@@ -90,7 +91,7 @@ var (
 	ErrInvalidCount = algorithms.ErrInvalidCount
 
 	// ErrExceedsCapacity is returned for an n larger than any key can ever
-	// be allowed (Burst for token_bucket, Limit for the others).
+	// be allowed (Burst for the bucket algorithms, Limit for the others).
 	ErrExceedsCapacity = algorithms.ErrExceedsCapacity
 
 	// ErrInvalidConfig is returned by New, wrapped with the field and the
@@ -140,13 +141,14 @@ func New(cfg Config) (*Router, error) {
 	case mailbox < 0 || mailbox > MaxMailboxSize:
 		return nil, fmt.Errorf("%w: MailboxSize: must be between 0 (the default) and %d (got %d)", ErrInvalidConfig, MaxMailboxSize, mailbox)
 	}
-	if partitions == 0 {
-		partitions = DefaultPartitions()
-	}
 	if mailbox == 0 {
 		mailbox = DefaultMailboxSize
 	}
-	if partitions*mailbox > MaxQueued {
+	if partitions == 0 {
+		// The default never makes a config invalid, whatever the machine.
+		partitions = min(DefaultPartitions(), MaxQueued/mailbox)
+	}
+	if int64(partitions)*int64(mailbox) > MaxQueued {
 		return nil, fmt.Errorf("%w: Partitions × MailboxSize: must be at most %d (got %d × %d)", ErrInvalidConfig, MaxQueued, partitions, mailbox)
 	}
 	clk := cfg.Clock

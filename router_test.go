@@ -103,6 +103,14 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 }
 
+// TestDefaultPartitionsFitAnyMailbox: with Partitions left to the default,
+// the largest MailboxSize is valid on any machine.
+func TestDefaultPartitionsFitAnyMailbox(t *testing.T) {
+	r, err := chanlimit.New(chanlimit.Config{Limit: 1, Window: time.Second, MailboxSize: chanlimit.MaxMailboxSize})
+	require.NoError(t, err)
+	assert.NoError(t, r.Close())
+}
+
 func TestAllowNRejectsBadCount(t *testing.T) {
 	r, _ := newRouter(t, chanlimit.Config{Limit: 3, Window: time.Second, Burst: 5})
 	tests := []struct {
