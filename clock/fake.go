@@ -36,6 +36,9 @@ func (f *Fake) Now() time.Time {
 	return f.now
 }
 
+// Since returns Now().Sub(t).
+func (f *Fake) Since(t time.Time) time.Duration { return f.Now().Sub(t) }
+
 // Advance moves the clock forward by d and fires every timer whose deadline
 // is reached, earliest first (equal deadlines in the order the timers were
 // set), each with its own deadline as the time sent. A negative d steps the

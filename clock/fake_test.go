@@ -38,6 +38,7 @@ func TestFakeNowMovesOnlyWhenTold(t *testing.T) {
 
 	f.Advance(0)
 	assert.Equal(t, epoch.Add(1500*time.Millisecond), f.Now())
+	assert.Equal(t, 1500*time.Millisecond, f.Since(epoch))
 }
 
 func TestFakeJumpBackwards(t *testing.T) {
@@ -229,6 +230,7 @@ func TestRealClock(t *testing.T) {
 	a := c.Now()
 	b := c.Now()
 	assert.GreaterOrEqual(t, b.Sub(a), time.Duration(0), "the monotonic reading never goes back")
+	assert.GreaterOrEqual(t, c.Since(a), b.Sub(a))
 
 	tm := c.NewTimer(0)
 	<-tm.C()
