@@ -15,9 +15,14 @@
 //     channel by filling it. The partition skips a request whose channel is
 //     already full, and takes back a grant it could not deliver, so a
 //     cancelled call uses up no quota.
-//   - Stop closes the stop channel; the goroutine answers what is already in
-//     the mailbox, then exits and closes done. A caller that finds stop
-//     closed, or is still waiting when done closes, gets ErrClosed.
+//   - Stop closes the stop channel, which turns new callers away with
+//     ErrClosed, then sends a stop message; the goroutine answers what is
+//     queued and exits, closing done. A caller that sees stop still open
+//     after its send knows its request is ahead of the stop message, so it
+//     waits on its reply alone; one that sees stop closed also watches done,
+//     since its request may have come after the goroutine's last look.
+//   - The goroutine's own state lives apart from what callers read, so its
+//     writes never make callers' cache lines bounce.
 package actor
 
 import (
@@ -44,6 +49,7 @@ const (
 	opPeek
 	opReset
 	opBatch
+	opStop // sent by Stop: answer what is queued, then exit
 )
 
 // request is one message in a mailbox, sent by value.
@@ -70,20 +76,23 @@ type reply struct {
 }
 
 // Partition is one goroutine and the keys it owns. Its methods are safe for
-// simultaneous use by many goroutines; its table and timeline are touched
-// only by its own goroutine.
+// simultaneous use by many goroutines.
 type Partition struct {
 	mailbox  chan request
 	stop     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
 	replies  sync.Pool // of chan reply, each with a buffer of one
+	loop     *loop     // touched only by the partition goroutine
+}
 
-	// Owned by the partition goroutine.
-	table algorithms.Table
-	clock clock.Clock
-	last  time.Time     // the clock's reading at the latest request
-	now   time.Duration // the timeline: time since Start, never going back
+// loop is the partition goroutine's own state.
+type loop struct {
+	table   algorithms.Table
+	clock   clock.Clock
+	origin  time.Time     // the clock's reading at Start
+	reading time.Duration // the clock's latest reading, as time since origin
+	now     time.Duration // the timeline: time since Start, never going back
 }
 
 // Start starts the goroutine of a partition that owns table, reads the time
@@ -100,9 +109,7 @@ func newPartition(table algorithms.Table, clk clock.Clock, mailboxSize int) *Par
 		mailbox: make(chan request, max(mailboxSize, 0)),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
-		table:   table,
-		clock:   clk,
-		last:    clk.Now(),
+		loop:    &loop{table: table, clock: clk, origin: clk.Now()},
 	}
 	p.replies.New = func() any { return make(chan reply, 1) }
 	return p
@@ -127,8 +134,9 @@ func (p *Partition) Reset(ctx context.Context, key string) error {
 
 // Pending is a batch in a partition's mailbox, to be waited on.
 type Pending struct {
-	p  *Partition
-	ch chan reply
+	p        *Partition
+	ch       chan reply
+	stopping bool
 }
 
 // SendBatch puts items in the mailbox as one message, to be decided in
@@ -138,8 +146,8 @@ type Pending struct {
 // Wait has returned nil, items belong to the partition: the caller must not
 // touch them, and after a Wait that returned an error, never again.
 func (p *Partition) SendBatch(ctx context.Context, items *[]Item) (Pending, error) {
-	ch, err := p.send(ctx, request{op: opBatch, batch: items})
-	return Pending{p, ch}, err
+	ch, stopping, err := p.send(ctx, request{op: opBatch, batch: items})
+	return Pending{p, ch, stopping}, err
 }
 
 // Wait returns nil once every item of the batch holds its decision. If ctx
@@ -148,74 +156,107 @@ func (p *Partition) SendBatch(ctx context.Context, items *[]Item) (Pending, erro
 // Wait returns nil. It returns ErrClosed if the partition stopped without
 // deciding the batch.
 func (pd Pending) Wait(ctx context.Context) error {
-	_, err := pd.p.wait(ctx, pd.ch)
+	_, err := pd.p.wait(ctx, pd.ch, pd.stopping)
 	return err
 }
 
 // Depth returns the number of requests waiting in the mailbox.
 func (p *Partition) Depth() int { return len(p.mailbox) }
 
-// Stop tells the goroutine to answer what is queued and exit. It does not
-// wait; Done is closed once the goroutine has exited. Stop is idempotent.
-func (p *Partition) Stop() { p.stopOnce.Do(func() { close(p.stop) }) }
+// Stop turns new calls away with ErrClosed and tells the goroutine to answer
+// what is queued and exit. It may wait for room in the mailbox, not for the
+// goroutine to exit: Done is closed once it has. Stop is idempotent.
+func (p *Partition) Stop() {
+	p.stopOnce.Do(func() {
+		close(p.stop)
+		p.mailbox <- request{op: opStop}
+	})
+}
 
 // Done returns a channel that is closed once the goroutine has exited.
 func (p *Partition) Done() <-chan struct{} { return p.done }
 
 // call sends req and waits for its answer.
 func (p *Partition) call(ctx context.Context, req request) (algorithms.Decision, error) {
-	ch, err := p.send(ctx, req)
+	ch, stopping, err := p.send(ctx, req)
 	if err != nil {
 		return algorithms.Decision{}, err
 	}
-	return p.wait(ctx, ch)
+	return p.wait(ctx, ch, stopping)
 }
 
 // send puts req in the mailbox with a reply channel of its own, and returns
-// that channel.
-func (p *Partition) send(ctx context.Context, req request) (chan reply, error) {
+// that channel, and whether the partition was stopping once it was sent.
+func (p *Partition) send(ctx context.Context, req request) (ch chan reply, stopping bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	// select picks at random among ready cases: look at stop first, so that
 	// a stopped partition takes no more requests.
-	select {
-	case <-p.stop:
-		return nil, ErrClosed
-	default:
+	if closed(p.stop) {
+		return nil, false, ErrClosed
 	}
 	req.reply = p.replies.Get().(chan reply)
 	select {
-	case p.mailbox <- req:
-		return req.reply, nil
-	case <-p.stop:
-		p.replies.Put(req.reply)
-		return nil, ErrClosed
-	case <-ctx.Done():
-		p.replies.Put(req.reply)
-		return nil, ctx.Err()
+	case p.mailbox <- req: // room in the mailbox: the common case
+	default:
+		select {
+		case p.mailbox <- req:
+		case <-p.stop:
+			p.replies.Put(req.reply)
+			return nil, false, ErrClosed
+		case <-ctx.Done():
+			p.replies.Put(req.reply)
+			return nil, false, ctx.Err()
+		}
 	}
+	// If stop is still open, Stop's message will come after req.
+	return req.reply, closed(p.stop), nil
 }
 
-// wait returns the answer that arrives on ch, ctx.Err() if ctx is done
-// first, or ErrClosed if the goroutine exits without answering.
-func (p *Partition) wait(ctx context.Context, ch chan reply) (algorithms.Decision, error) {
-	select {
-	case r := <-ch:
+// wait returns the answer that arrives on ch, ctx.Err() if ctx is done first
+// or, if the partition was stopping when the request was sent, ErrClosed if
+// the goroutine exits without answering.
+func (p *Partition) wait(ctx context.Context, ch chan reply, stopping bool) (algorithms.Decision, error) {
+	done := ctx.Done()
+	switch {
+	case !stopping && done == nil: // context.Background and the like
+		r := <-ch
 		p.replies.Put(ch)
 		return r.d, r.err
-	case <-ctx.Done():
+	case !stopping:
+		select {
+		case r := <-ch:
+			p.replies.Put(ch)
+			return r.d, r.err
+		case <-done:
+			return p.abandon(ctx, ch)
+		}
+	}
+	select {
+	case r := <-ch:
+		return r.d, r.err
+	case <-done:
 		return p.abandon(ctx, ch)
 	case <-p.done:
 		// The goroutine has exited. If it drained our request, the
-		// answer is there; a request sent after the drain's last look
-		// was never read, and never will be.
+		// answer is there; one sent after its last look never will be.
 		select {
 		case r := <-ch:
 			return r.d, r.err
 		default:
 			return algorithms.Decision{}, ErrClosed
 		}
+	}
+}
+
+// closed reports whether c is closed, without waiting.
+func closed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -235,14 +276,14 @@ func (p *Partition) abandon(ctx context.Context, ch chan reply) (algorithms.Deci
 
 func (p *Partition) run() {
 	defer close(p.done)
+	l := p.loop
 	for {
-		select {
-		case req := <-p.mailbox:
-			p.serve(req)
-		case <-p.stop:
+		req := <-p.mailbox
+		if req.op == opStop {
 			p.drain()
 			return
 		}
+		l.serve(req)
 	}
 }
 
@@ -251,7 +292,7 @@ func (p *Partition) drain() {
 	for {
 		select {
 		case req := <-p.mailbox:
-			p.serve(req)
+			p.loop.serve(req)
 		default:
 			return
 		}
@@ -259,33 +300,33 @@ func (p *Partition) drain() {
 }
 
 // serve decides one request and delivers the answer.
-func (p *Partition) serve(req request) {
+func (l *loop) serve(req request) {
 	if len(req.reply) > 0 {
 		return // the caller gave up before its turn: apply nothing
 	}
-	now := p.tick()
+	now := l.tick()
 	var r reply
 	switch req.op {
 	case opAllow:
-		r.d, r.err = p.table.AllowN(req.key, now, req.n)
+		r.d, r.err = l.table.AllowN(req.key, now, req.n)
 	case opPeek:
-		r.d, r.err = p.table.PeekN(req.key, now, req.n)
+		r.d, r.err = l.table.PeekN(req.key, now, req.n)
 	case opReset:
-		p.table.Reset(req.key)
+		l.table.Reset(req.key)
 	case opBatch:
 		items := *req.batch
 		for i := range items {
-			items[i].D, _ = p.table.AllowN(items[i].Key, now, items[i].N)
+			items[i].D, _ = l.table.AllowN(items[i].Key, now, items[i].N)
 		}
 	}
-	p.deliver(req, now, r)
+	l.deliver(req, now, r)
 }
 
 // deliver sends r without blocking. If the caller gave up while the request
 // was decided, its channel is full: the grants are then taken back, a
 // batch's latest first. (A Reset whose caller left stands: the caller cannot
 // tell whether it happened, and forgetting a key again is harmless.)
-func (p *Partition) deliver(req request, now time.Duration, r reply) {
+func (l *loop) deliver(req request, now time.Duration, r reply) {
 	select {
 	case req.reply <- r:
 		return
@@ -294,13 +335,13 @@ func (p *Partition) deliver(req request, now time.Duration, r reply) {
 	switch req.op {
 	case opAllow:
 		if r.d.Allowed {
-			p.table.Refund(req.key, now, req.n)
+			l.table.Refund(req.key, now, req.n)
 		}
 	case opBatch:
 		items := *req.batch
 		for i := len(items) - 1; i >= 0; i-- {
 			if items[i].D.Allowed {
-				p.table.Refund(items[i].Key, now, items[i].N)
+				l.table.Refund(items[i].Key, now, items[i].N)
 			}
 		}
 	}
@@ -317,15 +358,16 @@ func (p *Partition) deliver(req request, now time.Duration, r reply) {
 // forward again (a Fake, a custom Clock), what the forward step counts
 // depends on whether a request read the clock in between: if one did, the
 // whole forward step counts as time passing.
-func (p *Partition) tick() time.Duration {
-	reading := p.clock.Now()
-	switch d := reading.Sub(p.last); {
-	case d <= 0:
-	case d > math.MaxInt64-p.now:
-		p.now = math.MaxInt64
-	default:
-		p.now += d
+func (l *loop) tick() time.Duration {
+	reading := l.clock.Since(l.origin)
+	if reading > l.reading {
+		d := reading - l.reading // below 0 if the step passed the largest Duration
+		if d < 0 || d > math.MaxInt64-l.now {
+			l.now = math.MaxInt64
+		} else {
+			l.now += d
+		}
 	}
-	p.last = reading
-	return p.now
+	l.reading = reading
+	return l.now
 }

@@ -26,12 +26,12 @@ func idle(t *testing.T) (*Partition, algorithms.Table) {
 
 var answer = reply{d: algorithms.Decision{Allowed: true, Limit: 2, Remaining: 1}}
 
-// TestWaitAfterExitUnanswered: the goroutine exited without reading the
-// request (sent after the drain's last look): ErrClosed, not a hang.
+// TestWaitAfterExitUnanswered: a request sent while the partition was
+// stopping, after its last look: ErrClosed once it exits, not a hang.
 func TestWaitAfterExitUnanswered(t *testing.T) {
 	p, _ := idle(t)
 	close(p.done)
-	_, err := p.wait(context.Background(), make(chan reply, 1))
+	_, err := p.wait(context.Background(), make(chan reply, 1), true)
 	assert.ErrorIs(t, err, ErrClosed)
 }
 
@@ -43,10 +43,30 @@ func TestWaitAfterExitAnswered(t *testing.T) {
 	for range 100 {
 		ch := make(chan reply, 1)
 		ch <- answer
-		d, err := p.wait(context.Background(), ch)
+		d, err := p.wait(context.Background(), ch, true)
 		require.NoError(t, err)
 		require.Equal(t, answer.d, d)
 	}
+}
+
+// TestWaitWithoutContext: with a context that can never be done and no stop
+// in sight, wait is a plain receive.
+func TestWaitWithoutContext(t *testing.T) {
+	p, _ := idle(t)
+	ch := make(chan reply, 1)
+	ch <- answer
+	d, err := p.wait(context.Background(), ch, false)
+	require.NoError(t, err)
+	assert.Equal(t, answer.d, d)
+}
+
+// TestSendAfterStop: a stopped partition takes no more requests.
+func TestSendAfterStop(t *testing.T) {
+	p, _ := idle(t)
+	close(p.stop)
+	_, _, err := p.send(context.Background(), request{op: opAllow, key: "k", n: 1})
+	assert.ErrorIs(t, err, ErrClosed)
+	assert.Empty(t, p.mailbox)
 }
 
 // TestAbandonTakesAnAnswerThatArrived: the context ended, but the answer was
@@ -74,7 +94,7 @@ func TestAbandonMarksTheChannel(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.Len(t, ch, 1, "the mark")
 
-	p.serve(request{op: opAllow, key: "k", n: 2, reply: ch})
+	p.loop.serve(request{op: opAllow, key: "k", n: 2, reply: ch})
 	assert.Equal(t, 0, table.Len(), "a marked request is not applied")
 }
 
@@ -92,7 +112,7 @@ func TestServeRefundsAnUndeliveredGrant(t *testing.T) {
 	// call the delivery step as serve does after deciding.
 	d, err := table.AllowN("k", 0, 2)
 	require.NoError(t, err)
-	p.deliver(request{op: opAllow, key: "k", n: 2, reply: full()}, 0, reply{d: d})
+	p.loop.deliver(request{op: opAllow, key: "k", n: 2, reply: full()}, 0, reply{d: d})
 	d, err = table.AllowN("k", 0, 2)
 	require.NoError(t, err)
 	assert.True(t, d.Allowed, "the undelivered grant was given back")
@@ -100,7 +120,7 @@ func TestServeRefundsAnUndeliveredGrant(t *testing.T) {
 	d, err = table.PeekN("k", 0, 1)
 	require.NoError(t, err)
 	require.False(t, d.Allowed)
-	p.deliver(request{op: opPeek, key: "k", n: 1, reply: full()}, 0, reply{d: algorithms.Decision{Allowed: true}})
+	p.loop.deliver(request{op: opPeek, key: "k", n: 1, reply: full()}, 0, reply{d: algorithms.Decision{Allowed: true}})
 	d, err = table.AllowN("k", 0, 1)
 	require.NoError(t, err)
 	assert.False(t, d.Allowed, "an undelivered Peek gives nothing back")
