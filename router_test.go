@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -56,6 +57,10 @@ type nilAlgorithm struct{ capacity int }
 
 func (a *nilAlgorithm) Capacity() int              { return a.capacity }
 func (a *nilAlgorithm) NewTable() algorithms.Table { return nil }
+
+// registrations numbers the names tests register, so that -count=N runs
+// never meet a name an earlier run took.
+var registrations atomic.Int64
 
 func must(err error) {
 	if err != nil {
@@ -186,7 +191,8 @@ func TestContextDone(t *testing.T) {
 // TestCustomAlgorithmThroughTheRouter: a registered algorithm is used by
 // name, with no change to the router.
 func TestCustomAlgorithmThroughTheRouter(t *testing.T) {
-	require.NoError(t, algorithms.Register("test_double_burst", func(p algorithms.Params) (algorithms.Algorithm, error) {
+	name := fmt.Sprint("test_double_burst_", registrations.Add(1)) // a name of its own each run
+	require.NoError(t, algorithms.Register(name, func(p algorithms.Params) (algorithms.Algorithm, error) {
 		p.Burst = 2 * p.Limit
 		m, err := algorithms.NewTokenBucket(p)
 		if err != nil {
@@ -194,7 +200,7 @@ func TestCustomAlgorithmThroughTheRouter(t *testing.T) {
 		}
 		return algorithms.Keyed[algorithms.TokenBucketState](m), nil
 	}))
-	r, _ := newRouter(t, chanlimit.Config{Algorithm: "test_double_burst", Limit: 2, Window: time.Second})
+	r, _ := newRouter(t, chanlimit.Config{Algorithm: name, Limit: 2, Window: time.Second})
 	d, err := r.AllowN(context.Background(), "k", 4)
 	require.NoError(t, err)
 	assert.True(t, d.Allowed)

@@ -79,13 +79,17 @@ var (
 // CheckCount returns ErrInvalidCount if n < 1, ErrExceedsCapacity if n >
 // capacity, and nil otherwise.
 func CheckCount(n, capacity int) error {
+	if n >= 1 && n <= capacity {
+		return nil // small enough to inline on every request's path
+	}
+	return countError(n, capacity)
+}
+
+func countError(n, capacity int) error {
 	if n < 1 {
 		return fmt.Errorf("%w (got %d)", ErrInvalidCount, n)
 	}
-	if n > capacity {
-		return fmt.Errorf("%w: n = %d, capacity %d", ErrExceedsCapacity, n, capacity)
-	}
-	return nil
+	return fmt.Errorf("%w: n = %d, capacity %d", ErrExceedsCapacity, n, capacity)
 }
 
 // Params configure one algorithm: Limit requests per Window, and for the
@@ -247,11 +251,16 @@ func catchUp(now, latest time.Duration) (at, ahead time.Duration) {
 // delayedBy returns d as seen from ahead earlier: every wait it gives grows
 // by ahead, saturating at the largest Duration.
 func (d Decision) delayedBy(ahead time.Duration) Decision {
-	if ahead > 0 {
-		d.RetryAfter = extend(d.RetryAfter, ahead)
-		d.ResetAfter = extend(d.ResetAfter, ahead)
-		d.Delay = extend(d.Delay, ahead)
+	if ahead == 0 {
+		return d // the common case, small enough to inline
 	}
+	return d.extendedBy(ahead)
+}
+
+func (d Decision) extendedBy(ahead time.Duration) Decision {
+	d.RetryAfter = extend(d.RetryAfter, ahead)
+	d.ResetAfter = extend(d.ResetAfter, ahead)
+	d.Delay = extend(d.Delay, ahead)
 	return d
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -262,10 +263,10 @@ func TestRefundUndoesTheGrant(t *testing.T) {
 
 func TestRegistry(t *testing.T) {
 	names := Names()
-	assert.Subset(t, names, []string{NameTokenBucket, NameSlidingWindowLog, NameFixedWindow})
+	assert.Subset(t, names, builtins)
 	assert.IsIncreasing(t, names)
 
-	for _, name := range names {
+	for _, name := range builtins {
 		f, err := Lookup(name)
 		require.NoError(t, err)
 		alg, err := f(Params{Limit: 2, Window: s})
@@ -279,6 +280,10 @@ func TestRegistry(t *testing.T) {
 	assert.Equal(t, `chanlimit: invalid config: Algorithm: "leaky" is not registered (registered: `+strings.Join(names, ", ")+`)`, err.Error())
 }
 
+// registrations numbers the names tests register, so that -count=N runs
+// never meet a name an earlier run took.
+var registrations atomic.Int64
+
 func TestRegisterNewAlgorithm(t *testing.T) {
 	// A new algorithm registers under its own name without touching
 	// anything else; here, a token bucket that always holds 2 tokens more.
@@ -290,15 +295,16 @@ func TestRegisterNewAlgorithm(t *testing.T) {
 		}
 		return Keyed[TokenBucketState](m), nil
 	}
-	require.NoError(t, Register("test_roomy_bucket", f))
-	assert.Contains(t, Names(), "test_roomy_bucket")
-	got, err := Lookup("test_roomy_bucket")
+	name := fmt.Sprint("test_roomy_bucket_", registrations.Add(1)) // a name of its own each run
+	require.NoError(t, Register(name, f))
+	assert.Contains(t, Names(), name)
+	got, err := Lookup(name)
 	require.NoError(t, err)
 	alg, err := got(Params{Limit: 1, Window: s})
 	require.NoError(t, err)
 	assert.Equal(t, 3, alg.Capacity())
 
-	assert.ErrorIs(t, Register("test_roomy_bucket", f), ErrDuplicateName)
+	assert.ErrorIs(t, Register(name, f), ErrDuplicateName)
 	assert.ErrorIs(t, Register(NameTokenBucket, f), ErrDuplicateName)
 	assert.Error(t, Register("", f))
 	assert.Error(t, Register("test_nil", nil))
