@@ -279,32 +279,43 @@ func (p *Partition) run() {
 	l := p.loop
 	for {
 		req := <-p.mailbox
-		if req.op == opStop {
-			p.drain()
-			return
+		// The requests queued behind req were all sent before the clock is
+		// read, so one reading serves them all: never a time before a
+		// caller's send, and one clock read per burst under load.
+		queued := len(p.mailbox)
+		now := l.tick()
+		for {
+			if req.op == opStop {
+				p.drain(now)
+				return
+			}
+			l.serve(req, now)
+			if queued == 0 {
+				break
+			}
+			req, queued = <-p.mailbox, queued-1 // there: only this goroutine receives
 		}
-		l.serve(req)
 	}
 }
 
-// drain answers the requests already in the mailbox.
-func (p *Partition) drain() {
+// drain answers the requests still in the mailbox; now is the latest clock
+// reading, taken before any of them.
+func (p *Partition) drain(now time.Duration) {
 	for {
 		select {
 		case req := <-p.mailbox:
-			p.loop.serve(req)
+			p.loop.serve(req, now)
 		default:
 			return
 		}
 	}
 }
 
-// serve decides one request and delivers the answer.
-func (l *loop) serve(req request) {
+// serve decides one request at now and delivers the answer.
+func (l *loop) serve(req request, now time.Duration) {
 	if len(req.reply) > 0 {
 		return // the caller gave up before its turn: apply nothing
 	}
-	now := l.tick()
 	var r reply
 	switch req.op {
 	case opAllow:

@@ -94,7 +94,7 @@ func TestAbandonMarksTheChannel(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.Len(t, ch, 1, "the mark")
 
-	p.loop.serve(request{op: opAllow, key: "k", n: 2, reply: ch})
+	p.loop.serve(request{op: opAllow, key: "k", n: 2, reply: ch}, 0)
 	assert.Equal(t, 0, table.Len(), "a marked request is not applied")
 }
 
