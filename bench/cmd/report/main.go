@@ -1,0 +1,259 @@
+// Command report turns the raw output of the benchmarks in this module into
+// RESULTS.md: medians of every run, ratios to the floor (the bare channel
+// round trip) and to the best peer, and the machine they ran on.
+//
+//	go run ./cmd/report results/raw/*.txt > RESULTS.md
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/perf/benchfmt"
+)
+
+// sample is every value measured for one benchmark and unit.
+type sample struct {
+	bench string            // BenchmarkAllow, ...
+	conf  map[string]string // the key=value parts of its name
+	unit  string
+	vals  []float64
+}
+
+func main() {
+	samples := map[string]*sample{}
+	var order []string
+	for _, path := range os.Args[1:] {
+		f, err := os.Open(path)
+		if err != nil {
+			log.Fatal(err)
+		}
+		r := benchfmt.NewReader(f, path)
+		for r.Scan() {
+			res, ok := r.Result().(*benchfmt.Result)
+			if !ok {
+				continue
+			}
+			base, parts := res.Name.Parts()
+			conf := map[string]string{}
+			for _, p := range parts {
+				k, v, _ := strings.Cut(strings.TrimPrefix(string(p), "/"), "=")
+				conf[k] = strings.TrimSuffix(v, "-"+fmt.Sprint(runtime.GOMAXPROCS(0)))
+			}
+			for _, v := range res.Values {
+				id := fmt.Sprint(string(base), conf, v.Unit)
+				s, ok := samples[id]
+				if !ok {
+					s = &sample{bench: string(base), conf: conf, unit: v.Unit}
+					samples[id] = s
+					order = append(order, id)
+				}
+				s.vals = append(s.vals, v.Value)
+			}
+		}
+		if err := r.Err(); err != nil {
+			log.Fatal(err)
+		}
+		f.Close()
+	}
+	var all []*sample
+	for _, id := range order {
+		all = append(all, samples[id])
+	}
+	write(os.Stdout, all)
+}
+
+// median returns the median of vals.
+func median(vals []float64) float64 {
+	v := slices.Clone(vals)
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// find returns the median of the sample of bench and unit whose config
+// holds every pair in want, and whether there is one.
+func find(all []*sample, bench, unit string, want map[string]string) (float64, bool) {
+	for _, s := range all {
+		if s.bench != bench || s.unit != unit {
+			continue
+		}
+		match := true
+		for k, v := range want {
+			if s.conf[k] != v {
+				match = false
+				break
+			}
+		}
+		if match {
+			return median(s.vals), true
+		}
+	}
+	return 0, false
+}
+
+var peers = []string{"xrate", "sethvargo", "ulule", "throttled"}
+
+func write(w io.Writer, all []*sample) {
+	fmt.Fprintf(w, "# chanlimit beside its peers\n\n")
+	fmt.Fprintf(w, "Written by `bench/run` on %s. Machine: %s. Medians of every run; the\n", time.Now().UTC().Format("2006-01-02"), machine())
+	fmt.Fprintf(w, "raw output is in `results/raw/` when the script ran (not committed).\n\n")
+	fmt.Fprintf(w, "`floor` is the bare channel round trip chanlimit is built on: the same\n")
+	fmt.Fprintf(w, "partitions, hash, pooled reply channels and request by value, with no\n")
+	fmt.Fprintf(w, "limiter. Peers: `xrate` is golang.org/x/time/rate with one Limiter per key\n")
+	fmt.Fprintf(w, "in a sync.Map; `sethvargo` is sethvargo/go-limiter's memorystore; `ulule`\n")
+	fmt.Fprintf(w, "is ulule/limiter/v3's memory store; `throttled` is throttled/v2's GCRA on\n")
+	fmt.Fprintf(w, "its memstore. Modes: `seq` one goroutine; `par` RunParallel (GOMAXPROCS\n")
+	fmt.Fprintf(w, "goroutines); `par32` RunParallel with SetParallelism(32).\n\n")
+
+	allowTable(w, all)
+	batchTable(w, all)
+	memoryTable(w, all)
+	latencyTable(w, all)
+	defaultsTable(w, all)
+}
+
+func allowTable(w io.Writer, all []*sample) {
+	fmt.Fprintf(w, "## Allow: ns per call\n\n")
+	fmt.Fprintf(w, "| keys | limit | mode | chanlimit | floor | %s | chanlimit / floor | chanlimit / best peer |\n", strings.Join(peers, " | "))
+	fmt.Fprintf(w, "|---|---|---|---:|---:|%s---:|---:|\n", strings.Repeat("---:|", len(peers)))
+	for _, keys := range []string{"1", "1k", "1M"} {
+		for _, limit := range []string{"admit", "deny"} {
+			for _, mode := range []string{"seq", "par", "par32"} {
+				at := func(impl string) (float64, bool) {
+					return find(all, "Allow", "sec/op", map[string]string{"keys": keys, "limit": limit, "mode": mode, "impl": impl})
+				}
+				c, ok := at("chanlimit")
+				if !ok {
+					continue
+				}
+				f, _ := at("floor")
+				row := []string{keys, limit, mode, ns(c), ns(f)}
+				best := 0.0
+				for _, p := range peers {
+					v, _ := at(p)
+					row = append(row, ns(v))
+					if v > 0 && (best == 0 || v < best) {
+						best = v
+					}
+				}
+				row = append(row, ratio(c, f), ratio(c, best))
+				fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+			}
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+func batchTable(w io.Writer, all []*sample) {
+	bestSeq, bestName := 0.0, ""
+	for _, p := range peers {
+		if v, ok := find(all, "Allow", "sec/op", map[string]string{"keys": "1k", "limit": "admit", "mode": "seq", "impl": p}); ok && (bestSeq == 0 || v < bestSeq) {
+			bestSeq, bestName = v, p
+		}
+	}
+	fmt.Fprintf(w, "## AllowBatch: ns per decision (1,000 keys, one goroutine)\n\n")
+	fmt.Fprintf(w, "Compared with the fastest peer's sequential Allow on 1,000 keys (%s, %s ns).\n\n", bestName, ns(bestSeq))
+	fmt.Fprintf(w, "| limit | batch size | ns/decision | / fastest peer's Allow |\n|---|---:|---:|---:|\n")
+	for _, limit := range []string{"admit", "deny"} {
+		for _, size := range []string{"16", "64", "256"} {
+			if v, ok := find(all, "AllowBatch", "ns/decision", map[string]string{"limit": limit, "size": size}); ok {
+				fmt.Fprintf(w, "| %s | %s | %.0f | %s |\n", limit, size, v, ratio(v, bestSeq*1e9))
+			}
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+func memoryTable(w io.Writer, all []*sample) {
+	fmt.Fprintf(w, "## Bytes per key with 1,000,000 keys\n\n| implementation | B/key |\n|---|---:|\n")
+	for _, impl := range append([]string{"chanlimit"}, peers...) {
+		if v, ok := find(all, "BytesPerKey", "B/key", map[string]string{"impl": impl}); ok {
+			fmt.Fprintf(w, "| %s | %.0f |\n", impl, v)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+func latencyTable(w io.Writer, all []*sample) {
+	qs := []string{"p50", "p90", "p99", "p99.9", "p99.99"}
+	fmt.Fprintf(w, "## Latency with 64 goroutines hammering 1,000 keys (µs)\n\n")
+	fmt.Fprintf(w, "| implementation | %s |\n|---|%s\n", strings.Join(qs, " | "), strings.Repeat("---:|", len(qs)))
+	for _, impl := range append([]string{"chanlimit", "floor"}, peers...) {
+		row := []string{impl}
+		found := false
+		for _, q := range qs {
+			v, ok := find(all, "Latency", q+"-ns", map[string]string{"impl": impl})
+			found = found || ok
+			row = append(row, fmt.Sprintf("%.1f", v/1e3))
+		}
+		if found {
+			fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+func defaultsTable(w io.Writer, all []*sample) {
+	fmt.Fprintf(w, "## Partitions and MailboxSize (chanlimit Allow, 1,000 keys, ns per call)\n\n")
+	fmt.Fprintf(w, "| mode | partitions | mailbox 1 | mailbox 16 | mailbox 64 | mailbox 256 |\n|---|---|---:|---:|---:|---:|\n")
+	for _, mode := range []string{"seq", "par", "par32"} {
+		for _, parts := range []string{"1xprocs", "2xprocs", "4xprocs", "16xprocs"} {
+			row := []string{mode, strings.TrimSuffix(parts, "xprocs") + " × GOMAXPROCS"}
+			found := false
+			for _, mb := range []string{"1", "16", "64", "256"} {
+				v, ok := find(all, "Defaults", "sec/op", map[string]string{"mode": mode, "partitions": parts, "mailbox": mb})
+				found = found || ok
+				row = append(row, ns(v))
+			}
+			if found {
+				fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+			}
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// ns formats seconds as nanoseconds.
+func ns(sec float64) string {
+	if sec == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", sec*1e9)
+}
+
+func ratio(a, b float64) string {
+	if a == 0 || b == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+// machine describes where this ran: the CPU, its count, and Go.
+func machine() string {
+	model := "unknown CPU"
+	if out, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range bytes.Split(out, []byte("\n")) {
+			if k, v, ok := bytes.Cut(line, []byte(":")); ok && strings.TrimSpace(string(k)) == "model name" {
+				model = strings.TrimSpace(string(v))
+				break
+			}
+		}
+	}
+	goVersion := runtime.Version()
+	if out, err := exec.Command("go", "env", "GOVERSION").Output(); err == nil {
+		goVersion = strings.TrimSpace(string(out))
+	}
+	return cmp.Or(fmt.Sprintf("%s, %d CPUs (GOMAXPROCS %d), %s, %s/%s", model, runtime.NumCPU(), runtime.GOMAXPROCS(0), goVersion, runtime.GOOS, runtime.GOARCH))
+}

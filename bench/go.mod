@@ -1,0 +1,20 @@
+module github.com/chanlimit/chanlimit/bench
+
+go 1.26.0
+
+require (
+	github.com/chanlimit/chanlimit v0.0.0
+	github.com/sethvargo/go-limiter v0.7.1
+	github.com/throttled/throttled/v2 v2.15.0
+	github.com/ulule/limiter/v3 v3.11.2
+	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da
+	golang.org/x/time v0.16.0
+)
+
+require (
+	github.com/aclements/go-moremath v0.0.0-20210112150236-f10218a38794 // indirect
+	github.com/hashicorp/golang-lru v0.5.4 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
+)
+
+replace github.com/chanlimit/chanlimit => ../

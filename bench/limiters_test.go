@@ -1,0 +1,208 @@
+package bench
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"testing"
+	"time"
+
+	sethvargo "github.com/sethvargo/go-limiter"
+	"github.com/sethvargo/go-limiter/memorystore"
+	"github.com/throttled/throttled/v2"
+	"github.com/throttled/throttled/v2/store/memstore"
+	ulule "github.com/ulule/limiter/v3"
+	ululememory "github.com/ulule/limiter/v3/drivers/store/memory"
+	"golang.org/x/time/rate"
+
+	"github.com/chanlimit/chanlimit"
+)
+
+// limiter is what every implementation measured here offers: one decision
+// on one key.
+type limiter interface {
+	Allow(key string) bool
+	Close()
+}
+
+// policy is the limit every implementation is configured with: perSecond
+// requests per second per key, in bursts of up to perSecond.
+type policy struct {
+	name      string
+	perSecond int
+}
+
+var (
+	// admitAll never denies: every call does the full work of an allowed
+	// request.
+	admitAll = policy{"admit", 1 << 30}
+	// denyMost allows one request per key, then denies for a long while.
+	denyMost = policy{"deny", 1}
+)
+
+// impl names an implementation and makes one for a policy.
+type impl struct {
+	name string
+	make func(tb testing.TB, p policy) limiter
+}
+
+var impls = []impl{
+	{"chanlimit", newChanlimit},
+	{"floor", newFloor},
+	{"xrate", newXRate},
+	{"sethvargo", newSethvargo},
+	{"ulule", newUlule},
+	{"throttled", newThrottled},
+}
+
+// chanlimit with its defaults (token_bucket).
+
+type chanlimitLimiter struct{ r *chanlimit.Router }
+
+func newChanlimit(tb testing.TB, p policy) limiter {
+	return newChanlimitWith(tb, chanlimit.Config{Limit: p.perSecond, Window: time.Second})
+}
+
+func newChanlimitWith(tb testing.TB, cfg chanlimit.Config) limiter {
+	r, err := chanlimit.New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return chanlimitLimiter{r}
+}
+
+func (c chanlimitLimiter) Allow(key string) bool { return c.r.Allow(key) }
+func (c chanlimitLimiter) Close()                { c.r.Close() }
+
+// floor is the bare channel round trip this design pays per call: the same
+// partitions chosen by the same hash, the same pooled reply channels and
+// the same request by value, and no limiter at all. It allows everything.
+
+type floorRequest struct {
+	key   string
+	n     int
+	reply chan bool
+}
+
+type floorLimiter struct {
+	mailboxes []chan floorRequest
+	seed      maphash.Seed
+	replies   sync.Pool
+	wg        sync.WaitGroup
+}
+
+func newFloor(testing.TB, policy) limiter {
+	f := &floorLimiter{mailboxes: make([]chan floorRequest, chanlimit.DefaultPartitions()), seed: maphash.MakeSeed()}
+	f.replies.New = func() any { return make(chan bool, 1) }
+	for i := range f.mailboxes {
+		mb := make(chan floorRequest, chanlimit.DefaultMailboxSize)
+		f.mailboxes[i] = mb
+		f.wg.Go(func() {
+			for req := range mb {
+				req.reply <- true
+			}
+		})
+	}
+	return f
+}
+
+func (f *floorLimiter) Allow(key string) bool {
+	h := maphash.String(f.seed, key) >> 32
+	mb := f.mailboxes[h*uint64(len(f.mailboxes))>>32]
+	reply := f.replies.Get().(chan bool)
+	mb <- floorRequest{key: key, n: 1, reply: reply}
+	ok := <-reply
+	f.replies.Put(reply)
+	return ok
+}
+
+func (f *floorLimiter) Close() {
+	for _, mb := range f.mailboxes {
+		close(mb) // only the benchmark sends, and it has stopped
+	}
+	f.wg.Wait()
+}
+
+// xrate is golang.org/x/time/rate: one Limiter per key in a sync.Map.
+
+type xrateLimiter struct {
+	keys  sync.Map
+	limit rate.Limit
+	burst int
+}
+
+func newXRate(_ testing.TB, p policy) limiter {
+	return &xrateLimiter{limit: rate.Limit(p.perSecond), burst: p.perSecond}
+}
+
+func (x *xrateLimiter) Allow(key string) bool {
+	l, ok := x.keys.Load(key)
+	if !ok {
+		l, _ = x.keys.LoadOrStore(key, rate.NewLimiter(x.limit, x.burst))
+	}
+	return l.(*rate.Limiter).Allow()
+}
+
+func (x *xrateLimiter) Close() {}
+
+// sethvargo is github.com/sethvargo/go-limiter's memorystore.
+
+type sethvargoLimiter struct{ store sethvargo.Store }
+
+func newSethvargo(tb testing.TB, p policy) limiter {
+	store, err := memorystore.New(&memorystore.Config{Tokens: uint64(p.perSecond), Interval: time.Second})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return sethvargoLimiter{store}
+}
+
+func (s sethvargoLimiter) Allow(key string) bool {
+	_, _, _, ok, _ := s.store.Take(context.Background(), key)
+	return ok
+}
+
+func (s sethvargoLimiter) Close() { _ = s.store.Close(context.Background()) }
+
+// ulule is github.com/ulule/limiter/v3 with its memory store.
+
+type ululeLimiter struct{ l *ulule.Limiter }
+
+func newUlule(_ testing.TB, p policy) limiter {
+	store := ululememory.NewStore()
+	return ululeLimiter{ulule.New(store, ulule.Rate{Period: time.Second, Limit: int64(p.perSecond)})}
+}
+
+func (u ululeLimiter) Allow(key string) bool {
+	c, err := u.l.Get(context.Background(), key)
+	return err == nil && !c.Reached
+}
+
+func (u ululeLimiter) Close() {}
+
+// throttled is github.com/throttled/throttled/v2's GCRA limiter on its
+// memstore, without a key cap.
+
+type throttledLimiter struct{ l *throttled.GCRARateLimiterCtx }
+
+func newThrottled(tb testing.TB, p policy) limiter {
+	store, err := memstore.NewCtx(0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// PerSec(n) is a period of 1s/n: n must stay below 1e9 for the period
+	// to be at least a nanosecond.
+	perSecond := min(p.perSecond, 1_000_000)
+	l, err := throttled.NewGCRARateLimiterCtx(store, throttled.RateQuota{MaxRate: throttled.PerSec(perSecond), MaxBurst: perSecond - 1})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return throttledLimiter{l}
+}
+
+func (t throttledLimiter) Allow(key string) bool {
+	limited, _, err := t.l.RateLimit(key, 1)
+	return err == nil && !limited
+}
+
+func (t throttledLimiter) Close() {}
