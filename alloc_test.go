@@ -8,8 +8,11 @@ package chanlimit_test
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 
@@ -43,4 +46,29 @@ func TestAllocs(t *testing.T) {
 			assert.Zero(t, testing.AllocsPerRun(200, func() { _ = r.AllowBatch(ctx, reqs, out) }), "AllowBatch")
 		})
 	}
+}
+
+// TestKeysDoNotPinBuffers: a key sliced from a large buffer is copied when
+// the router keeps it, so the buffer can be collected.
+func TestKeysDoNotPinBuffers(t *testing.T) {
+	r, _ := newRouter(t, chanlimit.Config{Limit: 10, Window: time.Second})
+	freed := make(chan struct{})
+	func() {
+		buf := strings.Repeat("k", 1<<20) // a request body, say
+		runtime.SetFinalizer(unsafe.StringData(buf), func(*byte) { close(freed) })
+		key := buf[:16]
+		assert.True(t, r.Allow(key))
+		_, err := r.AllowN(context.Background(), key, 2) // an update, not only the insert
+		assert.NoError(t, err)
+	}()
+	for range 20 {
+		runtime.GC()
+		select {
+		case <-freed:
+			return
+		default:
+			runtime.Gosched() // let the finalizer goroutine run
+		}
+	}
+	t.Fatal("the buffer a key was sliced from is still reachable: the router kept the caller's string")
 }

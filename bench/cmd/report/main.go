@@ -21,7 +21,9 @@ import (
 	"golang.org/x/perf/benchfmt"
 )
 
-// sample is every value measured for one benchmark and unit.
+// sample is every value measured for one benchmark and unit. benchfmt
+// reports every unit in ns as one in sec: ns/op is sec/op, p50-ns is
+// p50-sec.
 type sample struct {
 	bench string            // BenchmarkAllow, ...
 	conf  map[string]string // the key=value parts of its name
@@ -168,8 +170,8 @@ func batchTable(w io.Writer, all []*sample) {
 	fmt.Fprintf(w, "| limit | batch size | ns/decision | / fastest peer's Allow |\n|---|---:|---:|---:|\n")
 	for _, limit := range []string{"admit", "deny"} {
 		for _, size := range []string{"16", "64", "256"} {
-			if v, ok := find(all, "AllowBatch", "ns/decision", map[string]string{"limit": limit, "size": size}); ok {
-				fmt.Fprintf(w, "| %s | %s | %.0f | %s |\n", limit, size, v, ratio(v, bestSeq*1e9))
+			if v, ok := find(all, "AllowBatch", "sec/decision", map[string]string{"limit": limit, "size": size}); ok {
+				fmt.Fprintf(w, "| %s | %s | %s | %s |\n", limit, size, ns(v), ratio(v, bestSeq))
 			}
 		}
 	}
@@ -194,9 +196,9 @@ func latencyTable(w io.Writer, all []*sample) {
 		row := []string{impl}
 		found := false
 		for _, q := range qs {
-			v, ok := find(all, "Latency", q+"-ns", map[string]string{"impl": impl})
+			v, ok := find(all, "Latency", q+"-sec", map[string]string{"impl": impl}) // benchfmt turns ns into sec
 			found = found || ok
-			row = append(row, fmt.Sprintf("%.1f", v/1e3))
+			row = append(row, fmt.Sprintf("%.1f", v*1e6))
 		}
 		if found {
 			fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
