@@ -49,9 +49,10 @@ type Config struct {
 	Burst int
 
 	// Partitions is the number of partition goroutines; 0 means
-	// DefaultPartitions() (4 × GOMAXPROCS), or fewer if MailboxSize is so
-	// large that Partitions × MailboxSize would pass MaxQueued. At most
-	// MaxPartitions.
+	// DefaultPartitions() (GOMAXPROCS), or fewer if MailboxSize is so large
+	// that Partitions × MailboxSize would pass MaxQueued. At most
+	// MaxPartitions. More spread contention among many callers; fewer make
+	// batches cheaper.
 	Partitions int
 
 	// MailboxSize is the number of requests each partition queues before
@@ -74,13 +75,15 @@ const (
 )
 
 // DefaultPartitions returns the number of partitions a Config with
-// Partitions 0 gets: four per processor Go may use (4 × GOMAXPROCS), at most
-// MaxPartitions. Measured on 2 cores (bench/RESULTS.md), four per processor
-// cut the cost of Allow under 64 hammering goroutines by about 9% against
-// one per processor, for 1-4% more with one or two callers; sixteen cut it
-// by 15% but cost 6-10% with few callers. The mailbox size made no
-// measurable difference between 1 and 256.
-func DefaultPartitions() int { return min(4*runtime.GOMAXPROCS(0), MaxPartitions) }
+// Partitions 0 gets: one per processor Go may use (GOMAXPROCS), at most
+// MaxPartitions. The trade-off, measured on 2 cores (bench/RESULTS.md):
+// more partitions spread contention, so four per processor cut Allow under
+// 64 hammering goroutines by about 14%; but a batch travels as one message
+// per partition it touches, so four per processor made AllowBatch cost 40%
+// more per decision for 64 requests (twice as much for 16), and one or two
+// callers paid 2-4% more. The mailbox size made no measurable difference
+// between 1 and 256.
+func DefaultPartitions() int { return min(runtime.GOMAXPROCS(0), MaxPartitions) }
 
 // Decision is the answer to one request; see algorithms.Decision for what
 // each field means.

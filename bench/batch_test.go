@@ -3,25 +3,38 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/chanlimit/chanlimit"
 )
 
-// BenchmarkAllowBatch: AllowBatch with 64 requests over 1,000 keys; one op
-// is one batch, and ns/decision is what each of the 64 decisions cost.
+// BenchmarkAllowBatch: AllowBatch with 16, 64 and 256 requests over 1,000
+// keys, with the default partitions and with fewer (a batch travels as one
+// message per partition it touches); one op is one batch, and ns/decision
+// is what each decision cost.
 func BenchmarkAllowBatch(b *testing.B) {
 	for _, p := range []policy{admitAll, denyMost} {
 		for _, size := range []int{16, 64, 256} {
-			b.Run(fmt.Sprintf("limit=%s/size=%d", p.name, size), func(b *testing.B) {
-				benchAllowBatch(b, p, size)
-			})
+			for _, parts := range []int{0, 1, 2} { // 0: the default
+				name := fmt.Sprintf("limit=%s/size=%d/partitions=%s", p.name, size, partitionsName(parts))
+				b.Run(name, func(b *testing.B) {
+					benchAllowBatch(b, p, size, parts*runtime.GOMAXPROCS(0))
+				})
+			}
 		}
 	}
 }
 
-func benchAllowBatch(b *testing.B, p policy, size int) {
-	r, err := chanlimit.New(chanlimit.Config{Limit: p.perSecond, Window: 1e9})
+func partitionsName(perProc int) string {
+	if perProc == 0 {
+		return "default"
+	}
+	return fmt.Sprintf("%dxprocs", perProc)
+}
+
+func benchAllowBatch(b *testing.B, p policy, size, partitions int) {
+	r, err := chanlimit.New(chanlimit.Config{Limit: p.perSecond, Window: 1e9, Partitions: partitions})
 	if err != nil {
 		b.Fatal(err)
 	}
