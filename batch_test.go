@@ -16,14 +16,11 @@ import (
 // batchMatchesSequential: AllowBatch decides as AllowN one by one would, on
 // random batches over keys spread across partitions, repeated keys included.
 func batchMatchesSequential(t *testing.T, algorithm string) {
-	batched, advanceBatched := conformanceRouter(t, algorithm)
-	single, advanceSingle := conformanceRouter(t, algorithm)
+	batched, single, advance := twinRouters(t, algorithm)
 	rng := rand.New(rand.NewPCG(5, 6))
 	ctx := context.Background()
 	for round := range 50 {
-		step := time.Duration(rng.IntN(6)) * 111 * time.Millisecond
-		advanceBatched(step)
-		advanceSingle(step)
+		advance(time.Duration(rng.IntN(6)) * 111 * time.Millisecond)
 		reqs := make([]chanlimit.Request, rng.IntN(40))
 		for i := range reqs {
 			reqs[i] = chanlimit.Request{Key: fmt.Sprint("key-", rng.IntN(12)), N: 1 + rng.IntN(capacity)}

@@ -54,6 +54,13 @@ func conformanceRouter(t *testing.T, algorithm string) (*chanlimit.Router, func(
 	return r, clk.Advance
 }
 
+// twinRouters returns two routers of algorithm whose clocks move together.
+func twinRouters(t *testing.T, algorithm string) (a, b *chanlimit.Router, advance func(time.Duration)) {
+	a, advanceA := conformanceRouter(t, algorithm)
+	b, advanceB := conformanceRouter(t, algorithm)
+	return a, b, func(d time.Duration) { advanceA(d); advanceB(d) }
+}
+
 func allowN(t *testing.T, r *chanlimit.Router, key string, n int) chanlimit.Decision {
 	t.Helper()
 	d, err := r.AllowN(context.Background(), key, n)
@@ -88,14 +95,11 @@ func allOrNothing(t *testing.T, algorithm string) {
 // them also gets calls that are denied or refused. Every call both get must
 // be answered the same.
 func refusedCallsChangeNothing(t *testing.T, algorithm string) {
-	plain, advancePlain := conformanceRouter(t, algorithm)
-	noisy, advanceNoisy := conformanceRouter(t, algorithm)
+	plain, noisy, advance := twinRouters(t, algorithm)
 	rng := rand.New(rand.NewPCG(1, 2))
 	ctx := context.Background()
 	for i := range 300 {
-		step := time.Duration(rng.IntN(4)) * 100 * time.Millisecond
-		advancePlain(step)
-		advanceNoisy(step)
+		advance(time.Duration(rng.IntN(4)) * 100 * time.Millisecond)
 		key := []string{"x", "y"}[rng.IntN(2)]
 		n := 1 + rng.IntN(capacity)
 
