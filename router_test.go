@@ -174,7 +174,7 @@ func TestRealClockByDefault(t *testing.T) {
 		assert.False(t, r.Allow("k"))
 		time.Sleep(time.Hour - time.Nanosecond) // synctest time
 		assert.False(t, r.Allow("k"))
-		time.Sleep(time.Nanosecond)
+		time.Sleep(time.Nanosecond) // synctest time
 		assert.True(t, r.Allow("k"), "an hour on the real clock refilled the bucket")
 	})
 }

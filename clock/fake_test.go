@@ -133,7 +133,7 @@ func TestFakeStopMatchesRealTimer(t *testing.T) {
 		fake.Reset(time.Second)
 		real.Reset(time.Second)
 		f.Advance(2 * time.Second)
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) // synctest time again
 		assert.Equal(t, real.Reset(time.Hour), fake.Reset(time.Hour), "Reset of a fired, unread timer")
 		assert.Equal(t, real.Stop(), fake.Stop(), "Stop of a reset, waiting timer")
 	})

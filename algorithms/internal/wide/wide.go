@@ -44,9 +44,6 @@ func (x Uint128) Less(y Uint128) bool {
 	return x.hi < y.hi || (x.hi == y.hi && x.lo < y.lo)
 }
 
-// IsZero reports whether x == 0.
-func (x Uint128) IsZero() bool { return x.hi == 0 && x.lo == 0 }
-
 // Div returns x / d rounded down, and whether the quotient fits in 64 bits.
 // d must not be 0.
 func (x Uint128) Div(d uint64) (q uint64, ok bool) {

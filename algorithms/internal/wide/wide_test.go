@@ -67,7 +67,7 @@ func TestAgainstBig(t *testing.T) {
 }
 
 func TestSubFloor(t *testing.T) {
-	if got := From(3).SubFloor(From(5)); !got.IsZero() {
+	if got := From(3).SubFloor(From(5)); got != (Uint128{}) {
 		t.Fatalf("3 - 5 floored = %v, want 0", toBig(got))
 	}
 	if got := Mul(math.MaxUint64, 2).SubFloor(From(1)); toBig(got).Cmp(new(big.Int).Sub(toBig(Mul(math.MaxUint64, 2)), big.NewInt(1))) != 0 {
