@@ -26,7 +26,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 )
 
@@ -167,77 +166,6 @@ type Algorithm interface {
 	// NewTable returns an empty table of keys under this rule.
 	NewTable() Table
 }
-
-// Table holds the state of many keys under one rule. Not safe for concurrent
-// use: one partition goroutine owns it.
-type Table interface {
-	// AllowN decides a request for n units on key at now, as the rule's
-	// AllowN does on the key's state. A key is stored only once it is
-	// allowed something, under a copy of key the table owns.
-	AllowN(key string, now time.Duration, n int) (Decision, error)
-
-	// PeekN returns what AllowN would, and changes nothing.
-	PeekN(key string, now time.Duration, n int) (Decision, error)
-
-	// Refund gives back n units that the AllowN just before it, on the same
-	// key at the same now, allowed.
-	Refund(key string, now time.Duration, n int)
-
-	// Reset forgets key: its next request finds it untouched.
-	Reset(key string)
-
-	// Len returns the number of keys held.
-	Len() int
-}
-
-// Keyed returns an Algorithm whose tables keep one S per key, decided by m.
-func Keyed[S any](m Machine[S]) Algorithm { return keyed[S]{m} }
-
-type keyed[S any] struct{ m Machine[S] }
-
-func (k keyed[S]) Capacity() int { return k.m.Capacity() }
-
-func (k keyed[S]) NewTable() Table {
-	return &table[S]{m: k.m, states: make(map[string]*S)}
-}
-
-// table maps keys to their states by pointer: an update then never writes
-// the map, which would store the caller's key string (and pin whatever
-// buffer it was sliced from) in place of the table's own copy.
-type table[S any] struct {
-	m         Machine[S]
-	states    map[string]*S
-	untouched S // the state of every key not in states; PeekN reads it
-}
-
-func (t *table[S]) AllowN(key string, now time.Duration, n int) (Decision, error) {
-	if s, ok := t.states[key]; ok {
-		return t.m.AllowN(s, now, n)
-	}
-	s := new(S)
-	d, err := t.m.AllowN(s, now, n)
-	if d.Allowed {
-		t.states[strings.Clone(key)] = s
-	}
-	return d, err
-}
-
-func (t *table[S]) PeekN(key string, now time.Duration, n int) (Decision, error) {
-	if s, ok := t.states[key]; ok {
-		return t.m.PeekN(s, now, n)
-	}
-	return t.m.PeekN(&t.untouched, now, n)
-}
-
-func (t *table[S]) Refund(key string, now time.Duration, n int) {
-	if s, ok := t.states[key]; ok {
-		t.m.Refund(s, now, n)
-	}
-}
-
-func (t *table[S]) Reset(key string) { delete(t.states, key) }
-
-func (t *table[S]) Len() int { return len(t.states) }
 
 // catchUp reads a now before latest as latest. It returns the instant to
 // decide at and how far that is ahead of now.

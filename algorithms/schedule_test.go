@@ -29,6 +29,13 @@ type bound struct {
 	refund        func(now time.Duration, n int)
 	snapshot      func() string // the state, deeply, as text
 	capacity      int
+
+	// resetAfter is the rule's Expiring.ResetAfter on the state.
+	resetAfter func(now time.Duration) time.Duration
+
+	// reload saves the state at then and loads it back in its place at
+	// now, as a snapshot taken at then and restored now-then later would.
+	reload func(then, now time.Duration) error
 }
 
 func bind[S any](m Machine[S]) bound {
@@ -39,6 +46,19 @@ func bind[S any](m Machine[S]) bound {
 		refund:   func(now time.Duration, n int) { m.Refund(&s, now, n) },
 		snapshot: func() string { return fmt.Sprintf("%#v", s) },
 		capacity: m.Capacity(),
+		resetAfter: func(now time.Duration) time.Duration {
+			return any(m).(Expiring[S]).ResetAfter(&s, now)
+		},
+		reload: func(then, now time.Duration) error {
+			codec := any(m).(StateCodec[S])
+			saved := codec.AppendState(nil, &s, then)
+			var loaded S
+			if err := codec.ParseState(saved, &loaded, now, now-then); err != nil {
+				return fmt.Errorf("ParseState(%x) of %#v: %w", saved, s, err)
+			}
+			s = loaded
+			return nil
+		},
 	}
 }
 
@@ -96,7 +116,9 @@ type call struct {
 }
 
 // play runs calls on the algorithm and its model. It returns the first
-// disagreement or broken invariant.
+// disagreement or broken invariant. Before every third call it saves the
+// algorithm's state and loads it back after the clock step, as a snapshot
+// and a restore would, which must change no decision.
 func play(name string, p Params, calls []call) error {
 	alg, err := construct(name, p)
 	if err != nil {
@@ -109,7 +131,13 @@ func play(name string, p Params, calls []call) error {
 		if c.dt < 0 || c.dt > maxNow-now {
 			c.dt = 0
 		}
+		then := now
 		now += c.dt
+		if i%3 == 2 {
+			if err := alg.reload(then, now); err != nil {
+				return fmt.Errorf("call %d: reload from t+%v at t+%v: %w", i, then, now, err)
+			}
+		}
 		peek, peekErr := alg.peekN(now, c.n)
 		got, err := alg.allowN(now, c.n)
 		want, wantErr := m.allowN(now, c.n)
@@ -129,6 +157,9 @@ func play(name string, p Params, calls []call) error {
 		}
 		if err := checkDecision(got, alg.capacity); err != nil {
 			return fmt.Errorf("call %d: AllowN(t+%v, %d) = %+v: %w", i, now, c.n, got, err)
+		}
+		if wait := alg.resetAfter(now); wait != got.ResetAfter {
+			return fmt.Errorf("call %d: after AllowN(t+%v, %d) = %+v, ResetAfter(state) = %v", i, now, c.n, got, wait)
 		}
 	}
 	if name == NameLeakyBucket {
@@ -163,6 +194,9 @@ func playBackwards(name string, p Params, calls []call) error {
 		}
 		if err := checkDecision(got, alg.capacity); err != nil {
 			return fmt.Errorf("call %d: AllowN(t+%v, %d) = %+v: %w", i, now, c.n, got, err)
+		}
+		if wait := alg.resetAfter(now); wait != got.ResetAfter {
+			return fmt.Errorf("call %d: after AllowN(t+%v, %d) = %+v, ResetAfter(state) = %v", i, now, c.n, got, wait)
 		}
 		if got.Allowed && !atLatest.Allowed {
 			return fmt.Errorf("call %d: AllowN(t+%v, %d) allowed, behind t+%v, which would refuse it", i, now, c.n, latest)

@@ -79,3 +79,9 @@ func (x Uint128) DivMod(d uint64) (q, r uint64, ok bool) {
 	q, r = bits.Div64(x.hi, x.lo, d)
 	return q, r, true
 }
+
+// Make returns hi × 2^64 + lo.
+func Make(hi, lo uint64) Uint128 { return Uint128{hi, lo} }
+
+// Parts returns the high and low 64 bits of x.
+func (x Uint128) Parts() (hi, lo uint64) { return x.hi, x.lo }

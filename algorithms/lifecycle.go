@@ -1,0 +1,180 @@
+package algorithms
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// Errors of a key's lifecycle. package chanlimit exports the same values.
+var (
+	// ErrTooManyKeys is returned for a request on a new key when the tables
+	// sharing a KeyLimit hold as many keys as it allows and none can make
+	// room: no key held is untouched, and eviction is off.
+	ErrTooManyKeys = errors.New("chanlimit: too many keys")
+
+	// ErrBadSnapshot is wrapped with the reason a snapshot was refused.
+	ErrBadSnapshot = errors.New("chanlimit: bad snapshot")
+)
+
+// Expiring is implemented by a Machine that can tell when a state will be
+// untouched. A Keyed table uses it to forget a key exactly when it becomes
+// untouched again after a Refund, and to load snapshots; without it a
+// refunded key is kept until the deadline of the grant it gave back.
+type Expiring[S any] interface {
+	// ResetAfter returns the time from now until s is untouched, 0 if it
+	// already is. It is the ResetAfter of a denied decision on s at now.
+	ResetAfter(s *S, now time.Duration) time.Duration
+}
+
+// StateCodec is implemented by a Machine whose states can be saved in a
+// snapshot and loaded again, maybe in another process. Times are saved
+// relative to the now of the snapshot, so they mean the same on any
+// timeline.
+type StateCodec[S any] interface {
+	// AppendState appends s, as it stands at now, to dst.
+	AppendState(dst []byte, s *S, now time.Duration) []byte
+
+	// ParseState sets s to the state src holds, as it stands at now after
+	// age more has passed since it was saved. It returns an error, and
+	// leaves s as it was, if src is not a state AppendState could have
+	// written for this rule.
+	ParseState(src []byte, s *S, now, age time.Duration) error
+}
+
+// KeyLimit caps the keys that a set of tables hold together. The tables
+// count their keys in it with atomic operations, so the cap holds across
+// partitions without a lock.
+type KeyLimit struct {
+	max   int64
+	evict bool
+	held  atomic.Int64
+}
+
+// NewKeyLimit returns a cap of max keys (max >= 1). When the tables are full,
+// a new key takes the place of an untouched one if its table holds one;
+// otherwise, if evict is set, of the table's least recently used key, and
+// if not, it is refused with ErrTooManyKeys.
+func NewKeyLimit(max int, evict bool) *KeyLimit {
+	return &KeyLimit{max: int64(max), evict: evict}
+}
+
+// Held returns the number of keys the tables hold.
+func (l *KeyLimit) Held() int { return int(l.held.Load()) }
+
+// Counts are what a table has done with its keys since it was made.
+type Counts struct {
+	Expired uint64 // keys forgotten because their state was untouched again
+	Evicted uint64 // keys dropped, with their state, to make room for a new key
+}
+
+// A snapshot of a table is a sequence of entries, each a key and the state
+// its StateCodec wrote, both preceded by their length as a uvarint.
+
+// appendEntry appends one entry of a snapshot to dst.
+func appendEntry(dst []byte, key string, state []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(key)))
+	dst = append(dst, key...)
+	dst = binary.AppendUvarint(dst, uint64(len(state)))
+	return append(dst, state...)
+}
+
+// NextEntry splits the first entry off src, a sequence that
+// Table.AppendSnapshot wrote. The key and state alias src.
+func NextEntry(src []byte) (key string, state, rest []byte, err error) {
+	k, rest, err := nextBytes(src)
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("key: %w", err)
+	}
+	state, rest, err = nextBytes(rest)
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("state of key %q: %w", k, err)
+	}
+	return string(k), state, rest, nil
+}
+
+// nextBytes splits a uvarint length and that many bytes off src.
+func nextBytes(src []byte) (b, rest []byte, err error) {
+	n, k := binary.Uvarint(src)
+	switch {
+	case k <= 0:
+		return nil, nil, errors.New("truncated length")
+	case n > uint64(len(src)-k):
+		return nil, nil, fmt.Errorf("length %d runs past the end", n)
+	}
+	return src[k : k+int(n)], src[k+int(n):], nil
+}
+
+// stateReader reads the fields of one saved state, remembering the first
+// error, so a codec reads every field and checks once.
+type stateReader struct {
+	src []byte
+	err error
+}
+
+func (r *stateReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, k := binary.Uvarint(r.src)
+	if k <= 0 {
+		r.err = errors.New("truncated state")
+		return 0
+	}
+	r.src = r.src[k:]
+	return v
+}
+
+func (r *stateReader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, k := binary.Varint(r.src)
+	if k <= 0 {
+		r.err = errors.New("truncated state")
+		return 0
+	}
+	r.src = r.src[k:]
+	return v
+}
+
+// count reads a uvarint that must lie in [lo, hi].
+func (r *stateReader) count(what string, lo, hi int) int {
+	v := r.uvarint()
+	if r.err == nil && (v < uint64(lo) || v > uint64(hi)) {
+		r.err = fmt.Errorf("%s %d outside [%d, %d]", what, v, lo, hi)
+	}
+	return int(v)
+}
+
+// past reads a time saved relative to the now of the snapshot, which must
+// not be after it.
+func (r *stateReader) past(what string) int64 {
+	v := r.varint()
+	if r.err == nil && v > 0 {
+		r.err = fmt.Errorf("%s %v after the snapshot", what, time.Duration(v))
+	}
+	return v
+}
+
+// done returns the first error, or one for bytes left over.
+func (r *stateReader) done() error {
+	if r.err == nil && len(r.src) > 0 {
+		r.err = fmt.Errorf("%d bytes after the state", len(r.src))
+	}
+	return r.err
+}
+
+// rebase returns, for a time rel before a snapshot taken age ago, how long
+// before now it lies, and false if that is further back than window or than
+// the timeline reaches, so the time no longer matters.
+func rebase(rel int64, age, window time.Duration) (time.Duration, bool) {
+	if rel <= math.MinInt64+int64(max(age, 0)) {
+		return 0, false
+	}
+	back := max(age, 0) - time.Duration(rel) // >= 0: rel <= 0
+	return back, back < window
+}

@@ -1,0 +1,419 @@
+package algorithms
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// Table holds the state of many keys under one rule. Not safe for concurrent
+// use: one partition goroutine owns it. Its now never goes back from one
+// call to the next.
+type Table interface {
+	// AllowN decides a request for n units on key at now, as the rule's
+	// AllowN does on the key's state. A key is stored only once it is
+	// allowed something, under a copy of key the table owns. A new key the
+	// table has no room for is refused with ErrTooManyKeys.
+	AllowN(key string, now time.Duration, n int) (Decision, error)
+
+	// PeekN returns what AllowN would, and changes nothing.
+	PeekN(key string, now time.Duration, n int) (Decision, error)
+
+	// Refund gives back n units that the AllowN just before it, on the same
+	// key at the same now, allowed.
+	Refund(key string, now time.Duration, n int)
+
+	// Reset forgets key: its next request finds it untouched.
+	Reset(key string)
+
+	// Len returns the number of keys held.
+	Len() int
+
+	// Expire forgets keys whose state is untouched at now, in the order
+	// they became untouched, doing at most budget steps of work, and
+	// returns how many it forgot.
+	Expire(now time.Duration, budget int) int
+
+	// Bound counts the table's keys in limit from now on, with those of
+	// the other tables it bounds, and makes room by its rules.
+	Bound(limit *KeyLimit)
+
+	// Counts returns what the table has done with its keys.
+	Counts() Counts
+
+	// AppendSnapshot appends to dst an entry (see NextEntry) for every key
+	// not untouched at now, and returns how many. Its error wraps
+	// errors.ErrUnsupported if the rule cannot save its states.
+	AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, error)
+
+	// Load adds key, with a state that AppendSnapshot saved age before now,
+	// unless by now it is untouched. Its error wraps ErrBadSnapshot, and
+	// then the table is as it was.
+	Load(key string, state []byte, now, age time.Duration) error
+}
+
+// Keyed returns an Algorithm whose tables keep one S per key, decided by m.
+// If m is also an Expiring[S], a key is forgotten the moment a Refund
+// leaves it untouched; if it is an Expiring[S] and a StateCodec[S], its
+// tables can be saved in a snapshot and loaded.
+func Keyed[S any](m Machine[S]) Algorithm { return keyed[S]{m} }
+
+type keyed[S any] struct{ m Machine[S] }
+
+func (k keyed[S]) Capacity() int { return k.m.Capacity() }
+
+func (k keyed[S]) NewTable() Table {
+	t := &table[S]{m: k.m, index: make(map[string]uint32), newest: none, oldest: none}
+	t.expiring, _ = k.m.(Expiring[S])
+	t.codec, _ = k.m.(StateCodec[S])
+	return t
+}
+
+// none is the slot index that stands for no slot.
+const none = ^uint32(0)
+
+// slot is one key held, with its state inline.
+type slot[S any] struct {
+	state    S
+	key      string        // the table's own copy; also the index's key
+	deadline time.Duration // from then on the state is untouched
+	due      uint32        // the slot's place in the table's due heap
+	newer    uint32        // the recency list, kept while evicting
+	older    uint32
+}
+
+// due is an entry of the heap that orders keys by deadline. at is never
+// after its slot's deadline: a deadline that moves later is caught up
+// with lazily, when the entry reaches the top.
+type due struct {
+	at   time.Duration
+	slot uint32
+}
+
+// table keeps each key's state in a slot of one slice, found through an
+// index map. A min-heap of deadlines says which key becomes untouched
+// next, so Expire and making room are exact and cost O(log n) per key;
+// with eviction on, a list through the slots keeps them in order of use.
+type table[S any] struct {
+	m        Machine[S]
+	expiring Expiring[S]   // nil if m cannot tell
+	codec    StateCodec[S] // nil if m cannot save states
+	index    map[string]uint32
+	slots    []slot[S]
+	free     []uint32 // slots to reuse
+	due      []due
+	limit    *KeyLimit // nil: no cap
+	newest   uint32    // the recency list's ends
+	oldest   uint32
+	counts   Counts
+	scratch  []byte
+}
+
+func (t *table[S]) AllowN(key string, now time.Duration, n int) (Decision, error) {
+	i, ok := t.index[key]
+	if !ok {
+		return t.allowNew(key, now, n)
+	}
+	sl := &t.slots[i]
+	if sl.deadline <= now {
+		var untouched S
+		sl.state = untouched // it decides the same; and drops what it held
+	}
+	d, err := t.m.AllowN(&sl.state, now, n)
+	if d.Allowed {
+		t.setDeadline(i, after(now, d.ResetAfter))
+	}
+	if t.evicting() {
+		t.unlink(i)
+		t.link(i)
+	}
+	return d, err
+}
+
+// allowNew decides a request on a key the table does not hold.
+func (t *table[S]) allowNew(key string, now time.Duration, n int) (Decision, error) {
+	var s S
+	d, err := t.m.AllowN(&s, now, n)
+	if !d.Allowed || d.ResetAfter <= 0 {
+		return d, err // nothing to keep
+	}
+	if err := t.admit(now); err != nil {
+		return Decision{}, err
+	}
+	t.insert(strings.Clone(key), s, after(now, d.ResetAfter))
+	return d, err
+}
+
+func (t *table[S]) PeekN(key string, now time.Duration, n int) (Decision, error) {
+	if i, ok := t.index[key]; ok && t.slots[i].deadline > now {
+		return t.m.PeekN(&t.slots[i].state, now, n)
+	}
+	var untouched S
+	return t.m.PeekN(&untouched, now, n)
+}
+
+func (t *table[S]) Refund(key string, now time.Duration, n int) {
+	i, ok := t.index[key]
+	if !ok {
+		return
+	}
+	t.m.Refund(&t.slots[i].state, now, n)
+	if t.expiring == nil {
+		return // the deadline stays that of the grant: late, never early
+	}
+	if wait := t.expiring.ResetAfter(&t.slots[i].state, now); wait > 0 {
+		t.setDeadline(i, after(now, wait))
+	} else {
+		t.remove(i)
+		t.counts.Expired++
+	}
+}
+
+func (t *table[S]) Reset(key string) {
+	if i, ok := t.index[key]; ok {
+		t.remove(i)
+	}
+}
+
+func (t *table[S]) Len() int { return len(t.index) }
+
+func (t *table[S]) Counts() Counts { return t.counts }
+
+func (t *table[S]) Expire(now time.Duration, budget int) (forgot int) {
+	for ; budget > 0 && len(t.due) > 0 && t.due[0].at <= now; budget-- {
+		if t.expireTop(now) {
+			forgot++
+		}
+	}
+	return forgot
+}
+
+// expireTop forgets the key at the top of the due heap if it is untouched
+// at now, and reports whether it did; if the key's deadline has moved on,
+// it moves its entry down instead.
+func (t *table[S]) expireTop(now time.Duration) bool {
+	i := t.due[0].slot
+	if d := t.slots[i].deadline; d > now {
+		t.due[0].at = d
+		t.down(0)
+		return false
+	}
+	t.remove(i)
+	t.counts.Expired++
+	return true
+}
+
+func (t *table[S]) Bound(limit *KeyLimit) {
+	t.limit = limit
+	if t.evicting() && t.newest == none {
+		for _, d := range t.due { // the order of use is unknown: take the heap's
+			t.link(d.slot)
+		}
+	}
+}
+
+// evicting reports whether the table keeps its keys in order of use.
+func (t *table[S]) evicting() bool { return t.limit != nil && t.limit.evict }
+
+// admit counts a new key in the limit, making room if the limit is full:
+// first by forgetting an untouched key, then, if eviction is on, by
+// dropping the least recently used one. It returns ErrTooManyKeys if
+// neither can be done.
+func (t *table[S]) admit(now time.Duration) error {
+	l := t.limit
+	if l == nil {
+		return nil
+	}
+	for {
+		if l.held.Add(1) <= l.max {
+			return nil
+		}
+		l.held.Add(-1)
+		switch {
+		case t.dropUntouched(now):
+		case l.evict && t.oldest != none:
+			t.remove(t.oldest)
+			t.counts.Evicted++
+		default:
+			return ErrTooManyKeys
+		}
+	}
+}
+
+// dropUntouched forgets one key untouched at now, if the table holds one.
+func (t *table[S]) dropUntouched(now time.Duration) bool {
+	for len(t.due) > 0 && t.due[0].at <= now {
+		if t.expireTop(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// insert stores a new key, which admit has counted.
+func (t *table[S]) insert(key string, s S, deadline time.Duration) {
+	var i uint32
+	if k := len(t.free); k > 0 {
+		i, t.free = t.free[k-1], t.free[:k-1]
+	} else {
+		i = uint32(len(t.slots))
+		t.slots = append(t.slots, slot[S]{})
+	}
+	t.slots[i] = slot[S]{state: s, key: key, deadline: deadline, due: uint32(len(t.due)), newer: none, older: none}
+	t.index[key] = i
+	t.due = append(t.due, due{at: deadline, slot: i})
+	t.up(len(t.due) - 1)
+	if t.evicting() {
+		t.link(i)
+	}
+}
+
+// remove forgets the key in slot i.
+func (t *table[S]) remove(i uint32) {
+	sl := &t.slots[i]
+	delete(t.index, sl.key)
+	if t.evicting() {
+		t.unlink(i)
+	}
+	h := int(sl.due)
+	last := len(t.due) - 1
+	if h != last {
+		t.due[h] = t.due[last]
+		t.slots[t.due[h].slot].due = uint32(h)
+	}
+	t.due = t.due[:last]
+	if h < last {
+		t.down(h)
+		t.up(h)
+	}
+	*sl = slot[S]{} // drop the key and whatever the state held
+	t.free = append(t.free, i)
+	if t.limit != nil {
+		t.limit.held.Add(-1)
+	}
+}
+
+// setDeadline moves slot i's deadline. A later one is left for the heap to
+// catch up with; an earlier one moves its entry up now.
+func (t *table[S]) setDeadline(i uint32, deadline time.Duration) {
+	sl := &t.slots[i]
+	sl.deadline = deadline
+	if h := int(sl.due); deadline < t.due[h].at {
+		t.due[h].at = deadline
+		t.up(h)
+	}
+}
+
+// after returns now + wait, saturating at the largest Duration.
+func after(now, wait time.Duration) time.Duration {
+	if wait > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + wait
+}
+
+func (t *table[S]) up(h int) {
+	for h > 0 {
+		parent := (h - 1) / 2
+		if t.due[parent].at <= t.due[h].at {
+			return
+		}
+		t.swap(h, parent)
+		h = parent
+	}
+}
+
+func (t *table[S]) down(h int) {
+	for {
+		least := h
+		for _, c := range [2]int{2*h + 1, 2*h + 2} {
+			if c < len(t.due) && t.due[c].at < t.due[least].at {
+				least = c
+			}
+		}
+		if least == h {
+			return
+		}
+		t.swap(h, least)
+		h = least
+	}
+}
+
+func (t *table[S]) swap(a, b int) {
+	t.due[a], t.due[b] = t.due[b], t.due[a]
+	t.slots[t.due[a].slot].due = uint32(a)
+	t.slots[t.due[b].slot].due = uint32(b)
+}
+
+// link puts slot i at the newest end of the recency list.
+func (t *table[S]) link(i uint32) {
+	sl := &t.slots[i]
+	sl.newer, sl.older = none, t.newest
+	if t.newest != none {
+		t.slots[t.newest].newer = i
+	} else {
+		t.oldest = i
+	}
+	t.newest = i
+}
+
+// unlink takes slot i out of the recency list.
+func (t *table[S]) unlink(i uint32) {
+	sl := &t.slots[i]
+	if sl.newer != none {
+		t.slots[sl.newer].older = sl.older
+	} else {
+		t.newest = sl.older
+	}
+	if sl.older != none {
+		t.slots[sl.older].newer = sl.newer
+	} else {
+		t.oldest = sl.newer
+	}
+	sl.newer, sl.older = none, none
+}
+
+// errNoCodec is returned by the snapshot methods of a table whose rule
+// cannot save its states.
+var errNoCodec = fmt.Errorf("%w: the algorithm cannot save its states (its Machine is not a StateCodec and an Expiring)", errors.ErrUnsupported)
+
+func (t *table[S]) AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, error) {
+	if t.codec == nil || t.expiring == nil {
+		return dst, 0, errNoCodec
+	}
+	keys := 0
+	for _, d := range t.due {
+		sl := &t.slots[d.slot]
+		if sl.deadline <= now {
+			continue
+		}
+		t.scratch = t.codec.AppendState(t.scratch[:0], &sl.state, now)
+		dst = appendEntry(dst, sl.key, t.scratch)
+		keys++
+	}
+	return dst, keys, nil
+}
+
+func (t *table[S]) Load(key string, state []byte, now, age time.Duration) error {
+	if t.codec == nil || t.expiring == nil {
+		return errNoCodec
+	}
+	if _, ok := t.index[key]; ok {
+		return fmt.Errorf("%w: key %q appears twice", ErrBadSnapshot, key)
+	}
+	var s S
+	if err := t.codec.ParseState(state, &s, now, age); err != nil {
+		return fmt.Errorf("%w: key %q: %w", ErrBadSnapshot, key, err)
+	}
+	wait := t.expiring.ResetAfter(&s, now)
+	if wait <= 0 {
+		return nil // untouched by now
+	}
+	if err := t.admit(now); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadSnapshot, err)
+	}
+	t.insert(strings.Clone(key), s, after(now, wait))
+	return nil
+}

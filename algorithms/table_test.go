@@ -1,0 +1,249 @@
+package algorithms
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// allow asks tab for n units on key at now and requires an answer.
+func allow(t *testing.T, tab Table, key string, now time.Duration, n int) Decision {
+	t.Helper()
+	d, err := tab.AllowN(key, now, n)
+	require.NoError(t, err, "AllowN(%q, %v, %d)", key, now, n)
+	return d
+}
+
+func fixedWindows(limit int) Table {
+	return Keyed[FixedWindowState](&FixedWindow{limit: limit, window: s}).NewTable()
+}
+
+func TestTableForgetsKeysExactlyWhenUntouched(t *testing.T) {
+	for _, name := range builtins {
+		t.Run(name, func(t *testing.T) {
+			f, err := Lookup(name)
+			require.NoError(t, err)
+			alg, err := f(Params{Limit: 3, Window: s})
+			require.NoError(t, err)
+			tab := alg.NewTable()
+
+			// Keys touched at different instants, some twice.
+			var last []time.Duration // the latest deadline of each key
+			for k := range 5 {
+				now := time.Duration(k) * 100 * ms
+				d := allow(t, tab, fmt.Sprint(k), now, 1+k%2)
+				require.True(t, d.Allowed)
+				last = append(last, now+d.ResetAfter)
+			}
+			d := allow(t, tab, "0", 450*ms, 1)
+			last[0] = 450*ms + d.ResetAfter
+
+			slices.Sort(last)
+			for _, deadline := range last {
+				held := tab.Len()
+				tab.Expire(deadline-1, 1000)
+				assert.Equal(t, held, tab.Len(), "nothing is forgotten 1ns before a deadline at %v", deadline)
+				tab.Expire(deadline, 1000)
+				assert.Less(t, tab.Len(), held, "a key is forgotten at its deadline %v", deadline)
+			}
+			assert.Equal(t, 0, tab.Len())
+			assert.Equal(t, uint64(5), tab.Counts().Expired)
+		})
+	}
+}
+
+func TestTableExpireKeepsToItsBudget(t *testing.T) {
+	tab := fixedWindows(1)
+	for k := range 10 {
+		allow(t, tab, fmt.Sprint(k), 0, 1)
+	}
+	assert.Equal(t, 3, tab.Expire(s, 3))
+	assert.Equal(t, 7, tab.Len())
+	assert.Equal(t, 7, tab.Expire(s, 100))
+	assert.Equal(t, 0, tab.Expire(s, 100))
+}
+
+func TestTableForgetsAKeyARefundLeavesUntouched(t *testing.T) {
+	tab := fixedWindows(2)
+	allow(t, tab, "new", 0, 1)
+	tab.Refund("new", 0, 1)
+	assert.Equal(t, 0, tab.Len(), "the refund took back the key's only grant")
+
+	allow(t, tab, "old", 0, 1)
+	allow(t, tab, "old", 10*ms, 1)
+	tab.Refund("old", 10*ms, 1)
+	require.Equal(t, 1, tab.Len())
+	tab.Expire(s-1, 10)
+	assert.Equal(t, 1, tab.Len())
+	tab.Expire(s, 10)
+	assert.Equal(t, 0, tab.Len(), "the window that opened at 0 ends at 1s")
+}
+
+func TestTableKeyLimitRefusesNewKeysAndForgivesNothing(t *testing.T) {
+	limit := NewKeyLimit(3, false)
+	a, b := fixedWindows(1), fixedWindows(1)
+	a.Bound(limit)
+	b.Bound(limit)
+
+	allow(t, a, "x", 0, 1)
+	allow(t, b, "y", 0, 1)
+	allow(t, a, "z", 500*ms, 1)
+	assert.Equal(t, 3, limit.Held())
+
+	_, err := b.AllowN("new", 600*ms, 1)
+	assert.ErrorIs(t, err, ErrTooManyKeys)
+	_, err = a.AllowN("new", 600*ms, 1)
+	assert.ErrorIs(t, err, ErrTooManyKeys)
+	assert.Equal(t, 3, limit.Held())
+	for _, k := range []string{"x", "z"} {
+		d := allow(t, a, k, 600*ms, 1)
+		assert.False(t, d.Allowed, "%s keeps its used window", k)
+	}
+
+	// At 1s, x and y are untouched: a new key on a takes x's place.
+	d := allow(t, a, "new", s, 1)
+	assert.True(t, d.Allowed)
+	assert.Equal(t, 3, limit.Held())
+	assert.Equal(t, uint64(1), a.Counts().Expired)
+	assert.Equal(t, uint64(0), a.Counts().Evicted)
+	assert.False(t, allow(t, a, "z", s, 1).Allowed, "z's window runs to 1.5s")
+
+	a.Reset("z")
+	assert.Equal(t, 2, limit.Held(), "Reset frees a place")
+}
+
+func TestTableKeyLimitEvictsTheLeastRecentlyUsed(t *testing.T) {
+	limit := NewKeyLimit(3, true)
+	tab := fixedWindows(1)
+	tab.Bound(limit)
+	for _, k := range []string{"a", "b", "c"} {
+		allow(t, tab, k, 0, 1)
+	}
+	allow(t, tab, "a", 0, 1) // denied, but used: b is now the oldest
+	assert.True(t, allow(t, tab, "d", 0, 1).Allowed)
+	assert.Equal(t, uint64(1), tab.Counts().Evicted)
+	assert.True(t, allow(t, tab, "b", 0, 1).Allowed, "b was evicted, so it starts afresh")
+	assert.False(t, allow(t, tab, "a", 0, 1).Allowed, "a was kept")
+	assert.Equal(t, 3, limit.Held())
+}
+
+func TestTableLoadRefusesBadStatesAndChangesNothing(t *testing.T) {
+	tab := fixedWindows(2)
+	allow(t, tab, "k", 0, 1)
+	saved, keys, err := tab.AppendSnapshot(nil, 10*ms)
+	require.NoError(t, err)
+	require.Equal(t, 1, keys)
+	key, state, rest, err := NextEntry(saved)
+	require.NoError(t, err)
+	require.Equal(t, "k", key)
+	require.Empty(t, rest)
+
+	fresh := fixedWindows(2)
+	bad := map[string][]byte{
+		"truncated":       state[:len(state)-1],
+		"trailing bytes":  append(append([]byte{}, state...), 0),
+		"count above N":   {0, 3},
+		"start in future": {2, 1},
+		"empty":           {},
+	}
+	for what, b := range bad {
+		err := fresh.Load("k", b, 0, 0)
+		assert.ErrorIs(t, err, ErrBadSnapshot, what)
+		assert.Equal(t, 0, fresh.Len(), what)
+	}
+	require.NoError(t, fresh.Load("k", state, 0, 0))
+	assert.ErrorIs(t, fresh.Load("k", state, 0, 0), ErrBadSnapshot, "a key twice")
+	assert.False(t, allow(t, fresh, "k", 0, 2).Allowed, "one of two units is used")
+	require.NoError(t, fresh.Load("old", state, 0, 990*ms))
+	assert.Equal(t, 1, fresh.Len(), "a window that ended before the restore is not loaded")
+}
+
+// TestTableMatchesAMap plays random operations on tables with a KeyLimit
+// and on a plain map of states that forgets by brute force and evicts from
+// a list in order of use. Every decision and refusal must agree, and after
+// a full Expire, so must the keys held.
+func TestTableMatchesAMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	m := &FixedWindow{limit: 3, window: 10}
+	for round := range 300 {
+		max, evict := 1+rng.IntN(8), round%2 == 1
+		tab := Keyed[FixedWindowState](m).NewTable()
+		tab.Bound(NewKeyLimit(max, evict))
+		ref := map[string]*FixedWindowState{}
+		var used []string // the reference's keys, least recently used first
+		touch := func(key string) {
+			if i := slices.Index(used, key); i >= 0 {
+				used = slices.Delete(used, i, i+1)
+			}
+			used = append(used, key)
+		}
+		forget := func(key string) {
+			delete(ref, key)
+			if i := slices.Index(used, key); i >= 0 {
+				used = slices.Delete(used, i, i+1)
+			}
+		}
+		var now time.Duration
+		for step := range 300 {
+			where := fmt.Sprintf("round %d (max %d, evict %v) step %d", round, max, evict, step)
+			now += time.Duration(rng.IntN(4))
+			for k, s := range ref { // brute force: forget what is untouched
+				if m.ResetAfter(s, now) == 0 {
+					forget(k)
+				}
+			}
+			key, n := fmt.Sprint(rng.IntN(12)), 1+rng.IntN(2)
+			switch op := rng.IntN(10); {
+			case op < 7:
+				got, err := tab.AllowN(key, now, n)
+				s, held := ref[key]
+				if !held {
+					if len(ref) >= max && !evict {
+						require.ErrorIs(t, err, ErrTooManyKeys, where)
+						continue
+					}
+					s = new(FixedWindowState)
+				}
+				want, _ := m.AllowN(s, now, n)
+				require.NoError(t, err, where)
+				require.Equal(t, want, got, where)
+				if !held && want.Allowed {
+					if len(ref) >= max {
+						forget(used[0])
+					}
+					ref[key] = s
+				}
+				if held || want.Allowed {
+					touch(key)
+				}
+				if op == 6 && got.Allowed { // a caller that gave up
+					tab.Refund(key, now, n)
+					m.Refund(s, now, n)
+					if m.ResetAfter(s, now) == 0 {
+						forget(key)
+					}
+				}
+			case op < 8:
+				tab.Reset(key)
+				forget(key)
+			default:
+				tab.Expire(now, 1+rng.IntN(3))
+			}
+			require.GreaterOrEqual(t, tab.Len(), len(ref), where)
+			require.LessOrEqual(t, tab.Len(), max, where)
+		}
+		tab.Expire(now, math.MaxInt)
+		for k, s := range ref {
+			if m.ResetAfter(s, now) == 0 {
+				forget(k)
+			}
+		}
+		require.Equal(t, len(ref), tab.Len(), "round %d: after a full Expire", round)
+	}
+}
