@@ -63,6 +63,29 @@ type Config struct {
 
 	// Clock is where the router reads the time; nil means clock.Real().
 	Clock clock.Clock
+
+	// MaxKeys caps the keys held across all partitions; 0 means no cap.
+	// Keys are forgotten anyway once they are untouched again (see
+	// README), so the cap matters only against a flood of new keys. When
+	// the cap is reached, a new key takes the place of an untouched key of
+	// its partition if there is one; otherwise it is refused with
+	// ErrTooManyKeys (Allow returns false), and no key held is forgiven, so
+	// a flood of random keys can never reset anyone's quota. With EvictLRU,
+	// it takes the place of its partition's least recently used key
+	// instead.
+	MaxKeys int
+
+	// EvictLRU chooses availability over strictness when MaxKeys is
+	// reached: the least recently used key of the new key's partition is
+	// dropped, with its state, and the new key is decided. A key evicted
+	// this way starts afresh, so a flood of random keys can reset the
+	// quota of a key that has been quiet for a while. It needs MaxKeys.
+	EvictLRU bool
+
+	// MaxKeyBytes is the length of the longest key accepted, in bytes; 0
+	// means DefaultMaxKeyBytes. A longer key is refused with ErrKeyTooLong
+	// before it reaches a partition.
+	MaxKeyBytes int
 }
 
 // Limits and defaults of Config.
@@ -72,6 +95,7 @@ const (
 	MaxPartitions      = 1 << 16
 	MaxMailboxSize     = 1 << 16
 	MaxQueued          = 1 << 20 // requests queued across all partitions
+	DefaultMaxKeyBytes = 4 << 10
 )
 
 // DefaultPartitions returns the number of partitions a Config with
@@ -111,6 +135,23 @@ var (
 	// not registered; the message lists those that are. It also matches
 	// ErrInvalidConfig.
 	ErrUnknownAlgorithm = algorithms.ErrUnknownAlgorithm
+
+	// ErrTooManyKeys is returned for a request on a new key when MaxKeys
+	// keys are held and none can make room (see Config.MaxKeys).
+	ErrTooManyKeys = algorithms.ErrTooManyKeys
+
+	// ErrKeyTooLong is returned, wrapped with the lengths, for a key longer
+	// than Config.MaxKeyBytes.
+	ErrKeyTooLong = errors.New("chanlimit: key too long")
+
+	// ErrAlgorithmPanic is returned, wrapped with the panic's value, by a
+	// request during which the algorithm panicked. The key's state is
+	// dropped; the router and its other keys go on.
+	ErrAlgorithmPanic = actor.ErrAlgorithmPanic
+
+	// ErrBadSnapshot is returned by Restore, wrapped with the reason, for
+	// a snapshot it refuses; nothing is loaded then.
+	ErrBadSnapshot = algorithms.ErrBadSnapshot
 )
 
 // Request is one request of a batch: N units on Key.
@@ -122,11 +163,15 @@ type Request struct {
 // Router is a per-key rate limiter. It is safe for simultaneous use by many
 // goroutines. The zero Router is not usable: call New.
 type Router struct {
-	parts     []*actor.Partition
-	seed      maphash.Seed
-	capacity  int
-	closeOnce sync.Once
-	batches   sync.Pool // of *batch
+	parts       []*actor.Partition
+	seed        maphash.Seed
+	capacity    int
+	maxKeyBytes int
+	limit       *algorithms.KeyLimit // nil: no MaxKeys
+	alg         algorithms.Algorithm
+	params      params // what a snapshot must match
+	closeOnce   sync.Once
+	batches     sync.Pool // of *batch
 }
 
 // batch is AllowBatch's scratch space, kept for the next call unless a
@@ -160,6 +205,14 @@ func New(cfg Config) (*Router, error) {
 	if int64(partitions)*int64(mailbox) > MaxQueued {
 		return nil, fmt.Errorf("%w: Partitions × MailboxSize: must be at most %d (got %d × %d)", ErrInvalidConfig, MaxQueued, partitions, mailbox)
 	}
+	switch {
+	case cfg.MaxKeys < 0:
+		return nil, fmt.Errorf("%w: MaxKeys: must be >= 0, where 0 means no cap (got %d)", ErrInvalidConfig, cfg.MaxKeys)
+	case cfg.EvictLRU && cfg.MaxKeys == 0:
+		return nil, fmt.Errorf("%w: EvictLRU: evicts only when MaxKeys is reached, and MaxKeys is 0 (no cap)", ErrInvalidConfig)
+	case cfg.MaxKeyBytes < 0:
+		return nil, fmt.Errorf("%w: MaxKeyBytes: must be >= 0, where 0 means %d (got %d)", ErrInvalidConfig, DefaultMaxKeyBytes, cfg.MaxKeyBytes)
+	}
 	clk := cfg.Clock
 	if clk == nil {
 		clk = clock.Real()
@@ -173,9 +226,18 @@ func New(cfg Config) (*Router, error) {
 	}
 
 	r := &Router{
-		parts:    make([]*actor.Partition, partitions),
-		seed:     maphash.MakeSeed(),
-		capacity: alg.Capacity(),
+		parts:       make([]*actor.Partition, partitions),
+		seed:        maphash.MakeSeed(),
+		capacity:    alg.Capacity(),
+		maxKeyBytes: cmp.Or(cfg.MaxKeyBytes, DefaultMaxKeyBytes),
+		alg:         alg,
+		params:      params{algorithm: cmp.Or(cfg.Algorithm, DefaultAlgorithm), limit: cfg.Limit, window: cfg.Window, capacity: alg.Capacity()},
+	}
+	if cfg.MaxKeys > 0 {
+		r.limit = algorithms.NewKeyLimit(cfg.MaxKeys, cfg.EvictLRU)
+		for _, t := range tables {
+			t.Bound(r.limit)
+		}
 	}
 	r.batches.New = func() any {
 		return &batch{
@@ -255,7 +317,15 @@ func (r *Router) AllowN(ctx context.Context, key string, n int) (Decision, error
 	if err := algorithms.CheckCount(n, r.capacity); err != nil {
 		return Decision{}, err
 	}
+	if len(key) > r.maxKeyBytes {
+		return Decision{}, r.keyTooLong(key)
+	}
 	return r.partition(key).AllowN(ctx, key, n)
+}
+
+// keyTooLong returns the error for a key longer than MaxKeyBytes.
+func (r *Router) keyTooLong(key string) error {
+	return fmt.Errorf("%w: %d bytes, MaxKeyBytes is %d", ErrKeyTooLong, len(key), r.maxKeyBytes)
 }
 
 // ErrShortOutput is returned by AllowBatch when out has fewer slots than
@@ -268,9 +338,12 @@ var ErrShortOutput = errors.New("chanlimit: AllowBatch: out is shorter than reqs
 // a batch pays the channel round trip once per partition instead of once
 // per request. Requests for one key are decided in their order in reqs.
 //
-// Every N is checked before anything is sent: a bad one fails the whole
-// batch with ErrInvalidCount or ErrExceedsCapacity (wrapped with its index)
-// and nothing is applied. If ctx is done, or the router closes, before every
+// Every N and every key's length is checked before anything is sent: a bad
+// one fails the whole batch with ErrInvalidCount, ErrExceedsCapacity or
+// ErrKeyTooLong (wrapped with its index) and nothing is applied. A request
+// that a partition refuses (ErrTooManyKeys, ErrAlgorithmPanic) gets a zero
+// Decision, the others are decided, and AllowBatch returns the error of
+// the first such request in reqs' order, wrapped with its index. If ctx is done, or the router closes, before every
 // partition has answered, AllowBatch returns ctx.Err() or ErrClosed; the
 // partitions that had not decided their part take nothing, and the parts
 // that were decided stand, with their decisions in out. A zero Decision (its
@@ -280,7 +353,11 @@ func (r *Router) AllowBatch(ctx context.Context, reqs []Request, out []Decision)
 		return fmt.Errorf("%w (%d slots for %d requests)", ErrShortOutput, len(out), len(reqs))
 	}
 	for i, req := range reqs {
-		if err := algorithms.CheckCount(req.N, r.capacity); err != nil {
+		err := algorithms.CheckCount(req.N, r.capacity)
+		if err == nil && len(req.Key) > r.maxKeyBytes {
+			err = r.keyTooLong(req.Key)
+		}
+		if err != nil {
 			return fmt.Errorf("chanlimit: AllowBatch: request %d: %w", i, err)
 		}
 	}
@@ -310,7 +387,11 @@ func (r *Router) AllowBatch(ctx context.Context, reqs []Request, out []Decision)
 			continue
 		}
 		for k, i := range b.at[pi] {
-			out[i] = b.items[pi][k].D
+			it := &b.items[pi][k]
+			out[i] = it.D
+			if it.Err != nil && err == nil {
+				err = fmt.Errorf("chanlimit: AllowBatch: request %d: %w", i, it.Err)
+			}
 		}
 	}
 	if reusable {
@@ -337,14 +418,20 @@ func (r *Router) Peek(ctx context.Context, key string, n int) (Decision, error) 
 	if err := algorithms.CheckCount(n, r.capacity); err != nil {
 		return Decision{}, err
 	}
+	if len(key) > r.maxKeyBytes {
+		return Decision{}, r.keyTooLong(key)
+	}
 	return r.partition(key).PeekN(ctx, key, n)
 }
 
 // Reset puts key back to untouched, as if it had never been seen. It
 // returns ErrClosed once the router is closed, and ctx.Err() if ctx is done
 // before the partition has taken the request (then the key may or may not
-// have been reset).
+// have been reset), and ErrKeyTooLong for a key no partition can hold.
 func (r *Router) Reset(ctx context.Context, key string) error {
+	if len(key) > r.maxKeyBytes {
+		return r.keyTooLong(key)
+	}
 	return r.partition(key).Reset(ctx, key)
 }
 

@@ -23,11 +23,22 @@
 //     since its request may have come after the goroutine's last look.
 //   - The goroutine's own state lives apart from what callers read, so its
 //     writes never make callers' cache lines bounce.
+//   - The goroutine supervises the algorithm: a panic while deciding a
+//     request fails that request with ErrAlgorithmPanic and drops the
+//     key's state, which the panic may have left half-written; the
+//     partition and its other keys go on.
+//   - Idle keys are forgotten as they come due, a few per message (the
+//     table's Expire, with a budget that grows with the burst), so a
+//     million keys coming due at once never stall the partition.
+//   - Administrative messages (Stats, Snapshot, a table swap for Restore)
+//     travel the same mailbox, so they see the table between two requests
+//     and never need a lock.
 package actor
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -40,6 +51,19 @@ import (
 // raced with the stop and were not answered.
 var ErrClosed = errors.New("chanlimit: router closed")
 
+// ErrAlgorithmPanic is wrapped, with the panic's value, in the error of a
+// request during which the algorithm panicked. If the value is an error,
+// errors.Is and errors.As find it too.
+var ErrAlgorithmPanic = errors.New("chanlimit: algorithm panicked")
+
+// Expiry budget: each burst of requests lets the table do this much expiry
+// work, plus perRequest for each request in the burst, so expiry keeps up
+// with new keys (at most one per request) without ever stalling.
+const (
+	expireBase       = 16
+	expirePerRequest = 2
+)
+
 // op is the kind of a request. The set is closed: each op has a method on
 // Partition, and the partition serves nothing else.
 type op uint8
@@ -49,7 +73,11 @@ const (
 	opPeek
 	opReset
 	opBatch
-	opStop // sent by Stop: answer what is queued, then exit
+	opStats    // fill in admin.stats
+	opSnapshot // append the table's entries to admin.entries
+	opNow      // tell the partition's now, in admin.now
+	opSwap     // take admin.table in place of the table
+	opStop     // sent by Stop: answer what is queued, then exit
 )
 
 // request is one message in a mailbox, sent by value.
@@ -58,15 +86,43 @@ type request struct {
 	key   string
 	n     int
 	batch *[]Item // opBatch: the items, decided in order, answered in place
+	admin *admin  // the administrative ops: what they carry both ways
 	reply chan reply
 }
 
+// admin is what an administrative message carries. The caller makes a new
+// one for each message and reads it only after a nil answer.
+type admin struct {
+	stats   Stats
+	entries []byte           // opSnapshot: the entries of every key held
+	keys    int              // opSnapshot: how many
+	wall    time.Time        // opSnapshot, opNow: the clock's reading
+	now     time.Duration    // opSnapshot, opNow: the partition's now
+	table   algorithms.Table // opSwap: the new table
+	limit   *algorithms.KeyLimit
+}
+
 // Item is one request of a batch: N units on Key. The partition writes the
-// decision into D.
+// decision into D, or an error into Err (the table's, or ErrAlgorithmPanic)
+// and leaves D zero.
 type Item struct {
 	Key string
 	N   int
 	D   algorithms.Decision
+	Err error
+}
+
+// Stats are a partition's figures. The counts are of answers delivered:
+// a request whose caller gave up before its answer counts nowhere.
+type Stats struct {
+	Keys     int    // keys held
+	Queued   int    // requests in the mailbox
+	Allowed  uint64 // decisions that allowed (a batch's items one by one)
+	Denied   uint64 // decisions that denied
+	Refused  uint64 // requests refused with an error, ErrTooManyKeys among them
+	Panicked uint64 // requests failed with ErrAlgorithmPanic
+	Expired  uint64 // keys forgotten once untouched
+	Evicted  uint64 // keys dropped to make room for a new one
 }
 
 // reply is the answer to one request.
@@ -89,6 +145,7 @@ type Partition struct {
 // loop is the partition goroutine's own state.
 type loop struct {
 	table   algorithms.Table
+	stats   Stats // the counts; the rest is filled in when asked
 	clock   clock.Clock
 	origin  time.Time     // the clock's reading at Start
 	reading time.Duration // the clock's latest reading, as time since origin
@@ -157,6 +214,52 @@ func (p *Partition) SendBatch(ctx context.Context, items *[]Item) (Pending, erro
 // deciding the batch.
 func (pd Pending) Wait(ctx context.Context) error {
 	_, err := pd.p.wait(ctx, pd.ch, pd.stopping)
+	return err
+}
+
+// Stats returns the partition's figures.
+func (p *Partition) Stats(ctx context.Context) (Stats, error) {
+	a := &admin{}
+	if _, err := p.call(ctx, request{op: opStats, admin: a}); err != nil {
+		return Stats{}, err
+	}
+	a.stats.Queued = p.Depth()
+	return a.stats, nil
+}
+
+// Snapshot returns the entries (see algorithms.NextEntry) of every key the
+// partition holds that is not untouched, how many there are, and the
+// partition's now and the clock's reading when it took them. Its error
+// wraps errors.ErrUnsupported if the algorithm cannot save its states.
+func (p *Partition) Snapshot(ctx context.Context, dst []byte) (entries []byte, keys int, now time.Duration, wall time.Time, err error) {
+	a := &admin{entries: dst}
+	if _, err := p.call(ctx, request{op: opSnapshot, admin: a}); err != nil {
+		return dst, 0, 0, time.Time{}, err
+	}
+	return a.entries, a.keys, a.now, a.wall, nil
+}
+
+// Now returns the partition's now, a point on its timeline, and the
+// clock's reading at that point. The partition's now never goes back.
+func (p *Partition) Now(ctx context.Context) (time.Duration, time.Time, error) {
+	a := &admin{}
+	if _, err := p.call(ctx, request{op: opNow, admin: a}); err != nil {
+		return 0, time.Time{}, err
+	}
+	return a.now, a.wall, nil
+}
+
+// Swap makes table the partition's table, in place of the one it has, and
+// bounds it by limit (nil: no cap), adjusting the count of keys held there.
+// table must not be used by anyone else. Swap waits for the partition
+// whatever ctx says once the request is sent, so a swap is never left
+// half-done; it returns ErrClosed if the partition stopped first.
+func (p *Partition) Swap(ctx context.Context, table algorithms.Table, limit *algorithms.KeyLimit) error {
+	ch, stopping, err := p.send(ctx, request{op: opSwap, admin: &admin{table: table, limit: limit}})
+	if err != nil {
+		return err
+	}
+	_, err = p.wait(context.Background(), ch, stopping)
 	return err
 }
 
@@ -284,6 +387,7 @@ func (p *Partition) run() {
 		// caller's send, and one clock read per burst under load.
 		queued := len(p.mailbox)
 		now := l.tick()
+		l.stats.Expired += uint64(l.table.Expire(now, expireBase+expirePerRequest*queued))
 		for {
 			if req.op == opStop {
 				p.drain(now)
@@ -319,42 +423,147 @@ func (l *loop) serve(req request, now time.Duration) {
 	var r reply
 	switch req.op {
 	case opAllow:
-		r.d, r.err = l.table.AllowN(req.key, now, req.n)
+		r.d, r.err = l.allow(req.key, now, req.n)
 	case opPeek:
-		r.d, r.err = l.table.PeekN(req.key, now, req.n)
+		r.d, r.err = l.peek(req.key, now, req.n)
 	case opReset:
 		l.table.Reset(req.key)
 	case opBatch:
 		items := *req.batch
 		for i := range items {
-			items[i].D, _ = l.table.AllowN(items[i].Key, now, items[i].N)
+			items[i].D, items[i].Err = l.allow(items[i].Key, now, items[i].N)
 		}
+	default:
+		r.err = l.administer(req.op, req.admin, now)
 	}
 	l.deliver(req, now, r)
 }
 
-// deliver sends r without blocking. If the caller gave up while the request
-// was decided, its channel is full: the grants are then taken back, a
-// batch's latest first. (A Reset whose caller left stands: the caller cannot
-// tell whether it happened, and forgetting a key again is harmless.)
+// allow decides n units for key at now, under supervision.
+func (l *loop) allow(key string, now time.Duration, n int) (d algorithms.Decision, err error) {
+	defer l.supervise(key, &d, &err)
+	return l.table.AllowN(key, now, n)
+}
+
+// peek says what allow would, under supervision.
+func (l *loop) peek(key string, now time.Duration, n int) (d algorithms.Decision, err error) {
+	defer l.supervise(key, &d, &err)
+	return l.table.PeekN(key, now, n)
+}
+
+// refund gives back n units on key, under supervision: a refund that
+// panics drops the key.
+func (l *loop) refund(key string, now time.Duration, n int) {
+	var (
+		d   algorithms.Decision
+		err error
+	)
+	defer l.supervise(key, &d, &err)
+	l.table.Refund(key, now, n)
+}
+
+// supervise, deferred, turns a panic in the algorithm into an
+// ErrAlgorithmPanic for the request, and drops the key's state, which the
+// panic may have left half-written.
+func (l *loop) supervise(key string, d *algorithms.Decision, err *error) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	*d, *err = algorithms.Decision{}, panicError(v)
+	l.table.Reset(key)
+}
+
+// panicError wraps a panic's value in ErrAlgorithmPanic.
+func panicError(v any) error {
+	if e, ok := v.(error); ok {
+		return fmt.Errorf("%w: %w", ErrAlgorithmPanic, e)
+	}
+	return fmt.Errorf("%w: %v", ErrAlgorithmPanic, v)
+}
+
+// administer serves an administrative request.
+func (l *loop) administer(o op, a *admin, now time.Duration) (err error) {
+	switch o {
+	case opStats:
+		c := l.table.Counts()
+		a.stats = l.stats
+		a.stats.Keys, a.stats.Expired, a.stats.Evicted = l.table.Len(), c.Expired, c.Evicted
+	case opSnapshot:
+		defer func() {
+			if v := recover(); v != nil {
+				err = panicError(v)
+			}
+		}()
+		a.entries, a.keys, err = l.table.AppendSnapshot(a.entries, now)
+		a.now, a.wall = now, l.clock.Now()
+	case opNow:
+		a.now, a.wall = now, l.clock.Now()
+	case opSwap:
+		if a.limit != nil {
+			a.limit.Add(a.table.Len() - l.table.Len())
+			a.table.Bound(a.limit)
+		}
+		l.table, a.table = a.table, nil
+	}
+	return err
+}
+
+// deliver sends r without blocking and counts it. If the caller gave up
+// while the request was decided, its channel is full: the grants are then
+// taken back, a batch's latest first. (A Reset whose caller left stands:
+// the caller cannot tell whether it happened, and forgetting a key again is
+// harmless. So does a swap: see Swap.)
 func (l *loop) deliver(req request, now time.Duration, r reply) {
+	var c Stats
+	c.count(req, r) // now: once sent, a batch's items are the caller's
 	select {
 	case req.reply <- r:
+		l.stats.Allowed += c.Allowed
+		l.stats.Denied += c.Denied
+		l.stats.Refused += c.Refused
+		l.stats.Panicked += c.Panicked
 		return
 	default:
 	}
 	switch req.op {
 	case opAllow:
 		if r.d.Allowed {
-			l.table.Refund(req.key, now, req.n)
+			l.refund(req.key, now, req.n)
 		}
 	case opBatch:
 		items := *req.batch
 		for i := len(items) - 1; i >= 0; i-- {
 			if items[i].D.Allowed {
-				l.table.Refund(items[i].Key, now, items[i].N)
+				l.refund(items[i].Key, now, items[i].N)
 			}
 		}
+	}
+}
+
+// count counts the answer r to req.
+func (s *Stats) count(req request, r reply) {
+	switch req.op {
+	case opAllow:
+		s.note(r.d, r.err)
+	case opBatch:
+		for _, it := range *req.batch {
+			s.note(it.D, it.Err)
+		}
+	}
+}
+
+// note counts one decision or error.
+func (s *Stats) note(d algorithms.Decision, err error) {
+	switch {
+	case err == nil && d.Allowed:
+		s.Allowed++
+	case err == nil:
+		s.Denied++
+	case errors.Is(err, ErrAlgorithmPanic):
+		s.Panicked++
+	default:
+		s.Refused++
 	}
 }
 

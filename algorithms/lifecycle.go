@@ -178,3 +178,10 @@ func rebase(rel int64, age, window time.Duration) (time.Duration, bool) {
 	back := max(age, 0) - time.Duration(rel) // >= 0: rel <= 0
 	return back, back < window
 }
+
+// Add counts delta more keys held, for a table that was filled before it
+// was bound (a restored one) or is being dropped.
+func (l *KeyLimit) Add(delta int) { l.held.Add(int64(delta)) }
+
+// Max returns the cap.
+func (l *KeyLimit) Max() int { return int(l.max) }
