@@ -38,6 +38,8 @@ func TestConformance(t *testing.T) {
 		{"ResetForgets", resetForgets},
 		{"JumpBackwards", jumpBackwards},
 		{"BatchMatchesSequential", batchMatchesSequential},
+		{"KeysVanishWhenUntouched", keysVanishWhenUntouched},
+		{"RestoreAnswersAsTheOriginal", restoreAnswersAsTheOriginal},
 	}
 	require.NotEmpty(t, registered)
 	for _, algorithm := range registered {

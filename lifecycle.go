@@ -142,7 +142,9 @@ func (p params) appendTo(dst []byte) []byte {
 // router run on until now (the time since the snapshot counts; a clock
 // that reads earlier than the snapshot counts none), and every other key is
 // untouched. Keys are placed by this router's hash, so its Partitions may
-// differ from the snapshot's.
+// differ from the snapshot's; a partition then given more than its share
+// of MaxKeys keeps them all, and refuses new keys until it is below its
+// share again.
 //
 // Restore reads all of rd and checks it before it changes anything: a
 // truncated or corrupted snapshot, one of another version, one taken under
@@ -166,7 +168,7 @@ func (r *Router) Restore(ctx context.Context, rd io.Reader) error {
 		return fmt.Errorf("chanlimit: Restore: %w", err)
 	}
 	for i, p := range r.parts { // past checking: not to be interrupted
-		if err := p.Swap(context.Background(), tables[i], r.limit); err != nil {
+		if err := p.Swap(context.Background(), tables[i], r.keyLimit(i)); err != nil {
 			return fmt.Errorf("chanlimit: Restore: %w", err)
 		}
 	}
@@ -251,13 +253,13 @@ func (r *Router) load(ctx context.Context, data []byte) (tables []algorithms.Tab
 	case len(rd.src) > 0:
 		return nil, badSnapshot("%d bytes after the last section", len(rd.src))
 	}
-	if r.limit != nil {
+	if r.maxKeys > 0 {
 		held := 0
 		for _, t := range tables {
 			held += t.Len()
 		}
-		if held > r.limit.Max() {
-			return nil, fmt.Errorf("%w: %w: it holds %d keys, MaxKeys is %d", ErrBadSnapshot, ErrTooManyKeys, held, r.limit.Max())
+		if held > r.maxKeys {
+			return nil, fmt.Errorf("%w: %w: it holds %d keys, MaxKeys is %d", ErrBadSnapshot, ErrTooManyKeys, held, r.maxKeys)
 		}
 	}
 	return tables, nil

@@ -66,13 +66,20 @@ type Config struct {
 
 	// MaxKeys caps the keys held across all partitions; 0 means no cap.
 	// Keys are forgotten anyway once they are untouched again (see
-	// README), so the cap matters only against a flood of new keys. When
-	// the cap is reached, a new key takes the place of an untouched key of
-	// its partition if there is one; otherwise it is refused with
+	// README), so the cap matters only against a flood of new keys.
+	//
+	// Each partition holds at most its share: MaxKeys / Partitions, the
+	// remainder spread over the first partitions. When a key's partition
+	// is full, the new key takes the place of an untouched key of that
+	// partition if there is one; otherwise it is refused with
 	// ErrTooManyKeys (Allow returns false), and no key held is forgiven, so
-	// a flood of random keys can never reset anyone's quota. With EvictLRU,
-	// it takes the place of its partition's least recently used key
-	// instead.
+	// a flood of random keys can never reset anyone's quota. With EvictLRU
+	// it takes the place of the partition's least recently used key
+	// instead. Shares keep that rule exact without any partition reading
+	// another's keys; the price is that a key can be refused while other
+	// partitions have room (keys spread evenly by hash, so by little).
+	// Partitions 0 then means at most MaxKeys partitions; Partitions above
+	// MaxKeys is an ErrInvalidConfig.
 	MaxKeys int
 
 	// EvictLRU chooses availability over strictness when MaxKeys is
@@ -167,7 +174,8 @@ type Router struct {
 	seed        maphash.Seed
 	capacity    int
 	maxKeyBytes int
-	limit       *algorithms.KeyLimit // nil: no MaxKeys
+	maxKeys     int
+	evict       bool
 	alg         algorithms.Algorithm
 	params      params // what a snapshot must match
 	closeOnce   sync.Once
@@ -201,6 +209,9 @@ func New(cfg Config) (*Router, error) {
 	if partitions == 0 {
 		// The default never makes a config invalid, whatever the machine.
 		partitions = min(DefaultPartitions(), MaxQueued/mailbox)
+		if cfg.MaxKeys > 0 {
+			partitions = min(partitions, cfg.MaxKeys)
+		}
 	}
 	if int64(partitions)*int64(mailbox) > MaxQueued {
 		return nil, fmt.Errorf("%w: Partitions × MailboxSize: must be at most %d (got %d × %d)", ErrInvalidConfig, MaxQueued, partitions, mailbox)
@@ -208,6 +219,8 @@ func New(cfg Config) (*Router, error) {
 	switch {
 	case cfg.MaxKeys < 0:
 		return nil, fmt.Errorf("%w: MaxKeys: must be >= 0, where 0 means no cap (got %d)", ErrInvalidConfig, cfg.MaxKeys)
+	case cfg.MaxKeys > 0 && cfg.MaxKeys < partitions:
+		return nil, fmt.Errorf("%w: MaxKeys: each partition needs a share of at least one key: at least Partitions (%d), or 0 for no cap (got %d)", ErrInvalidConfig, partitions, cfg.MaxKeys)
 	case cfg.EvictLRU && cfg.MaxKeys == 0:
 		return nil, fmt.Errorf("%w: EvictLRU: evicts only when MaxKeys is reached, and MaxKeys is 0 (no cap)", ErrInvalidConfig)
 	case cfg.MaxKeyBytes < 0:
@@ -233,11 +246,9 @@ func New(cfg Config) (*Router, error) {
 		alg:         alg,
 		params:      params{algorithm: cmp.Or(cfg.Algorithm, DefaultAlgorithm), limit: cfg.Limit, window: cfg.Window, capacity: alg.Capacity()},
 	}
-	if cfg.MaxKeys > 0 {
-		r.limit = algorithms.NewKeyLimit(cfg.MaxKeys, cfg.EvictLRU)
-		for _, t := range tables {
-			t.Bound(r.limit)
-		}
+	r.maxKeys, r.evict = cfg.MaxKeys, cfg.EvictLRU
+	for i, t := range tables {
+		t.Bound(r.keyLimit(i))
 	}
 	r.batches.New = func() any {
 		return &batch{
@@ -321,6 +332,19 @@ func (r *Router) AllowN(ctx context.Context, key string, n int) (Decision, error
 		return Decision{}, r.keyTooLong(key)
 	}
 	return r.partition(key).AllowN(ctx, key, n)
+}
+
+// keyLimit returns the cap on the keys of partition i: its share of
+// MaxKeys.
+func (r *Router) keyLimit(i int) algorithms.KeyLimit {
+	if r.maxKeys == 0 {
+		return algorithms.KeyLimit{}
+	}
+	share := r.maxKeys / len(r.parts)
+	if i < r.maxKeys%len(r.parts) {
+		share++
+	}
+	return algorithms.KeyLimit{Max: share, Evict: r.evict}
 }
 
 // keyTooLong returns the error for a key longer than MaxKeyBytes.

@@ -95,6 +95,10 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"AlgorithmIsATypedNil", chanlimit.Config{Algorithm: "test_typed_nil", Limit: 1, Window: time.Second}, chanlimit.ErrInvalidConfig, "Algorithm"},
 		{"ClockIsATypedNil", chanlimit.Config{Limit: 1, Window: time.Second, Clock: (*clock.Fake)(nil)}, chanlimit.ErrInvalidConfig, "Clock"},
 		{"MailboxesTooLargeTogether", chanlimit.Config{Limit: 1, Window: time.Second, Partitions: 64, MailboxSize: chanlimit.MaxMailboxSize}, chanlimit.ErrInvalidConfig, "Partitions × MailboxSize"},
+		{"NegativeMaxKeys", chanlimit.Config{Limit: 1, Window: time.Second, MaxKeys: -1}, chanlimit.ErrInvalidConfig, "MaxKeys"},
+		{"EvictLRUWithoutMaxKeys", chanlimit.Config{Limit: 1, Window: time.Second, EvictLRU: true}, chanlimit.ErrInvalidConfig, "EvictLRU"},
+		{"FewerMaxKeysThanPartitions", chanlimit.Config{Limit: 1, Window: time.Second, MaxKeys: 3, Partitions: 4}, chanlimit.ErrInvalidConfig, "MaxKeys"},
+		{"NegativeMaxKeyBytes", chanlimit.Config{Limit: 1, Window: time.Second, MaxKeyBytes: -1}, chanlimit.ErrInvalidConfig, "MaxKeyBytes"},
 		{"WindowTooLongForTheCounter", chanlimit.Config{Algorithm: "sliding_window_counter", Limit: 1, Window: math.MaxInt64/2 + 1}, chanlimit.ErrInvalidConfig, "Window"},
 	}
 	for _, tt := range tests {

@@ -99,7 +99,7 @@ type admin struct {
 	wall    time.Time        // opSnapshot, opNow: the clock's reading
 	now     time.Duration    // opSnapshot, opNow: the partition's now
 	table   algorithms.Table // opSwap: the new table
-	limit   *algorithms.KeyLimit
+	limit   algorithms.KeyLimit  // opSwap: its cap
 }
 
 // Item is one request of a batch: N units on Key. The partition writes the
@@ -120,7 +120,7 @@ type Stats struct {
 	Allowed  uint64 // decisions that allowed (a batch's items one by one)
 	Denied   uint64 // decisions that denied
 	Refused  uint64 // requests refused with an error, ErrTooManyKeys among them
-	Panicked uint64 // requests failed with ErrAlgorithmPanic
+	Panicked uint64 // requests failed with ErrAlgorithmPanic, Peeks among them
 	Expired  uint64 // keys forgotten once untouched
 	Evicted  uint64 // keys dropped to make room for a new one
 }
@@ -250,11 +250,10 @@ func (p *Partition) Now(ctx context.Context) (time.Duration, time.Time, error) {
 }
 
 // Swap makes table the partition's table, in place of the one it has, and
-// bounds it by limit (nil: no cap), adjusting the count of keys held there.
-// table must not be used by anyone else. Swap waits for the partition
+// bounds it by limit. table must not be used by anyone else. Swap waits for the partition
 // whatever ctx says once the request is sent, so a swap is never left
 // half-done; it returns ErrClosed if the partition stopped first.
-func (p *Partition) Swap(ctx context.Context, table algorithms.Table, limit *algorithms.KeyLimit) error {
+func (p *Partition) Swap(ctx context.Context, table algorithms.Table, limit algorithms.KeyLimit) error {
 	ch, stopping, err := p.send(ctx, request{op: opSwap, admin: &admin{table: table, limit: limit}})
 	if err != nil {
 		return err
@@ -500,10 +499,7 @@ func (l *loop) administer(o op, a *admin, now time.Duration) (err error) {
 	case opNow:
 		a.now, a.wall = now, l.clock.Now()
 	case opSwap:
-		if a.limit != nil {
-			a.limit.Add(a.table.Len() - l.table.Len())
-			a.table.Bound(a.limit)
-		}
+		a.table.Bound(a.limit)
 		l.table, a.table = a.table, nil
 	}
 	return err
@@ -546,6 +542,10 @@ func (s *Stats) count(req request, r reply) {
 	switch req.op {
 	case opAllow:
 		s.note(r.d, r.err)
+	case opPeek:
+		if errors.Is(r.err, ErrAlgorithmPanic) {
+			s.Panicked++
+		}
 	case opBatch:
 		for _, it := range *req.batch {
 			s.note(it.D, it.Err)

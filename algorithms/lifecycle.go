@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync/atomic"
 	"time"
 )
 
@@ -45,25 +44,14 @@ type StateCodec[S any] interface {
 	ParseState(src []byte, s *S, now, age time.Duration) error
 }
 
-// KeyLimit caps the keys that a set of tables hold together. The tables
-// count their keys in it with atomic operations, so the cap holds across
-// partitions without a lock.
+// KeyLimit caps the keys a table holds. When the table is full, a new key
+// takes the place of an untouched key if the table holds one; otherwise,
+// with Evict, of the table's least recently used key, and without,
+// it is refused with ErrTooManyKeys. Max 0 means no cap.
 type KeyLimit struct {
-	max   int64
-	evict bool
-	held  atomic.Int64
+	Max   int
+	Evict bool
 }
-
-// NewKeyLimit returns a cap of max keys (max >= 1). When the tables are full,
-// a new key takes the place of an untouched one if its table holds one;
-// otherwise, if evict is set, of the table's least recently used key, and
-// if not, it is refused with ErrTooManyKeys.
-func NewKeyLimit(max int, evict bool) *KeyLimit {
-	return &KeyLimit{max: int64(max), evict: evict}
-}
-
-// Held returns the number of keys the tables hold.
-func (l *KeyLimit) Held() int { return int(l.held.Load()) }
 
 // Counts are what a table has done with its keys since it was made.
 type Counts struct {
@@ -179,9 +167,3 @@ func rebase(rel int64, age, window time.Duration) (time.Duration, bool) {
 	return back, back < window
 }
 
-// Add counts delta more keys held, for a table that was filled before it
-// was bound (a restored one) or is being dropped.
-func (l *KeyLimit) Add(delta int) { l.held.Add(int64(delta)) }
-
-// Max returns the cap.
-func (l *KeyLimit) Max() int { return int(l.max) }

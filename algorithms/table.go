@@ -36,9 +36,10 @@ type Table interface {
 	// returns how many it forgot.
 	Expire(now time.Duration, budget int) int
 
-	// Bound counts the table's keys in limit from now on, with those of
-	// the other tables it bounds, and makes room by its rules.
-	Bound(limit *KeyLimit)
+	// Bound caps the keys the table holds from now on. A table that holds
+	// more already keeps them, and makes room for a new key only once it
+	// is below the cap.
+	Bound(limit KeyLimit)
 
 	// Counts returns what the table has done with its keys.
 	Counts() Counts
@@ -49,8 +50,8 @@ type Table interface {
 	AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, error)
 
 	// Load adds key, with a state that AppendSnapshot saved age before now,
-	// unless by now it is untouched. Its error wraps ErrBadSnapshot, and
-	// then the table is as it was.
+	// unless by now it is untouched. It ignores the cap. Its error wraps
+	// ErrBadSnapshot, and then the table is as it was.
 	Load(key string, state []byte, now, age time.Duration) error
 }
 
@@ -104,7 +105,7 @@ type table[S any] struct {
 	slots    []slot[S]
 	free     []uint32 // slots to reuse
 	due      []due
-	limit    *KeyLimit // nil: no cap
+	limit    KeyLimit
 	newest   uint32    // the recency list's ends
 	oldest   uint32
 	counts   Counts
@@ -205,7 +206,7 @@ func (t *table[S]) expireTop(now time.Duration) bool {
 	return true
 }
 
-func (t *table[S]) Bound(limit *KeyLimit) {
+func (t *table[S]) Bound(limit KeyLimit) {
 	t.limit = limit
 	if t.evicting() && t.newest == none {
 		for _, d := range t.due { // the order of use is unknown: take the heap's
@@ -215,31 +216,24 @@ func (t *table[S]) Bound(limit *KeyLimit) {
 }
 
 // evicting reports whether the table keeps its keys in order of use.
-func (t *table[S]) evicting() bool { return t.limit != nil && t.limit.evict }
+func (t *table[S]) evicting() bool { return t.limit.Max > 0 && t.limit.Evict }
 
-// admit counts a new key in the limit, making room if the limit is full:
-// first by forgetting an untouched key, then, if eviction is on, by
-// dropping the least recently used one. It returns ErrTooManyKeys if
-// neither can be done.
+// admit makes room for a new key if the table is full: first by
+// forgetting an untouched key, then, if eviction is on, by dropping the
+// least recently used one. It returns ErrTooManyKeys if neither can be
+// done.
 func (t *table[S]) admit(now time.Duration) error {
-	l := t.limit
-	if l == nil {
-		return nil
-	}
-	for {
-		if l.held.Add(1) <= l.max {
-			return nil
-		}
-		l.held.Add(-1)
+	for t.limit.Max > 0 && len(t.index) >= t.limit.Max {
 		switch {
 		case t.dropUntouched(now):
-		case l.evict && t.oldest != none:
+		case t.evicting() && t.oldest != none:
 			t.remove(t.oldest)
 			t.counts.Evicted++
 		default:
 			return ErrTooManyKeys
 		}
 	}
+	return nil
 }
 
 // dropUntouched forgets one key untouched at now, if the table holds one.
@@ -252,7 +246,7 @@ func (t *table[S]) dropUntouched(now time.Duration) bool {
 	return false
 }
 
-// insert stores a new key, which admit has counted.
+// insert stores a new key, which admit has made room for.
 func (t *table[S]) insert(key string, s S, deadline time.Duration) {
 	var i uint32
 	if k := len(t.free); k > 0 {
@@ -290,9 +284,6 @@ func (t *table[S]) remove(i uint32) {
 	}
 	*sl = slot[S]{} // drop the key and whatever the state held
 	t.free = append(t.free, i)
-	if t.limit != nil {
-		t.limit.held.Add(-1)
-	}
 }
 
 // setDeadline moves slot i's deadline. A later one is left for the heap to
@@ -410,9 +401,6 @@ func (t *table[S]) Load(key string, state []byte, now, age time.Duration) error 
 	wait := t.expiring.ResetAfter(&s, now)
 	if wait <= 0 {
 		return nil // untouched by now
-	}
-	if err := t.admit(now); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadSnapshot, err)
 	}
 	t.insert(strings.Clone(key), s, after(now, wait))
 	return nil

@@ -86,42 +86,36 @@ func TestTableForgetsAKeyARefundLeavesUntouched(t *testing.T) {
 }
 
 func TestTableKeyLimitRefusesNewKeysAndForgivesNothing(t *testing.T) {
-	limit := NewKeyLimit(3, false)
-	a, b := fixedWindows(1), fixedWindows(1)
-	a.Bound(limit)
-	b.Bound(limit)
+	a := fixedWindows(1)
+	a.Bound(KeyLimit{Max: 2})
 
 	allow(t, a, "x", 0, 1)
-	allow(t, b, "y", 0, 1)
 	allow(t, a, "z", 500*ms, 1)
-	assert.Equal(t, 3, limit.Held())
-
-	_, err := b.AllowN("new", 600*ms, 1)
+	_, err := a.AllowN("new", 600*ms, 1)
 	assert.ErrorIs(t, err, ErrTooManyKeys)
-	_, err = a.AllowN("new", 600*ms, 1)
-	assert.ErrorIs(t, err, ErrTooManyKeys)
-	assert.Equal(t, 3, limit.Held())
+	assert.Equal(t, 2, a.Len())
 	for _, k := range []string{"x", "z"} {
 		d := allow(t, a, k, 600*ms, 1)
 		assert.False(t, d.Allowed, "%s keeps its used window", k)
 	}
 
-	// At 1s, x and y are untouched: a new key on a takes x's place.
+	// At 1s, x is untouched: a new key takes its place.
 	d := allow(t, a, "new", s, 1)
 	assert.True(t, d.Allowed)
-	assert.Equal(t, 3, limit.Held())
+	assert.Equal(t, 2, a.Len())
 	assert.Equal(t, uint64(1), a.Counts().Expired)
 	assert.Equal(t, uint64(0), a.Counts().Evicted)
 	assert.False(t, allow(t, a, "z", s, 1).Allowed, "z's window runs to 1.5s")
 
+	_, err = a.AllowN("newer", s, 1)
+	assert.ErrorIs(t, err, ErrTooManyKeys)
 	a.Reset("z")
-	assert.Equal(t, 2, limit.Held(), "Reset frees a place")
+	assert.True(t, allow(t, a, "newer", s, 1).Allowed, "Reset frees a place")
 }
 
 func TestTableKeyLimitEvictsTheLeastRecentlyUsed(t *testing.T) {
-	limit := NewKeyLimit(3, true)
 	tab := fixedWindows(1)
-	tab.Bound(limit)
+	tab.Bound(KeyLimit{Max: 3, Evict: true})
 	for _, k := range []string{"a", "b", "c"} {
 		allow(t, tab, k, 0, 1)
 	}
@@ -130,7 +124,7 @@ func TestTableKeyLimitEvictsTheLeastRecentlyUsed(t *testing.T) {
 	assert.Equal(t, uint64(1), tab.Counts().Evicted)
 	assert.True(t, allow(t, tab, "b", 0, 1).Allowed, "b was evicted, so it starts afresh")
 	assert.False(t, allow(t, tab, "a", 0, 1).Allowed, "a was kept")
-	assert.Equal(t, 3, limit.Held())
+	assert.Equal(t, 3, tab.Len())
 }
 
 func TestTableLoadRefusesBadStatesAndChangesNothing(t *testing.T) {
@@ -174,7 +168,7 @@ func TestTableMatchesAMap(t *testing.T) {
 	for round := range 300 {
 		max, evict := 1+rng.IntN(8), round%2 == 1
 		tab := Keyed[FixedWindowState](m).NewTable()
-		tab.Bound(NewKeyLimit(max, evict))
+		tab.Bound(KeyLimit{Max: max, Evict: evict})
 		ref := map[string]*FixedWindowState{}
 		var used []string // the reference's keys, least recently used first
 		touch := func(key string) {
