@@ -242,7 +242,9 @@ func (m tantrum) PeekN(s *tantrumState, now time.Duration, n int) (chanlimit.Dec
 	return m.FixedWindow.PeekN(&s.fw, now, n)
 }
 
-func (m tantrum) Refund(s *tantrumState, now time.Duration, n int) { m.FixedWindow.Refund(&s.fw, now, n) }
+func (m tantrum) Refund(s *tantrumState, now time.Duration, n int) {
+	m.FixedWindow.Refund(&s.fw, now, n)
+}
 
 func TestAPanickingAlgorithmFailsOnlyItsRequest(t *testing.T) {
 	name := fmt.Sprint("test_tantrum_", registrations.Add(1))

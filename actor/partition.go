@@ -94,12 +94,12 @@ type request struct {
 // one for each message and reads it only after a nil answer.
 type admin struct {
 	stats   Stats
-	entries []byte           // opSnapshot: the entries of every key held
-	keys    int              // opSnapshot: how many
-	wall    time.Time        // opSnapshot, opNow: the clock's reading
-	now     time.Duration    // opSnapshot, opNow: the partition's now
-	table   algorithms.Table // opSwap: the new table
-	limit   algorithms.KeyLimit  // opSwap: its cap
+	entries []byte              // opSnapshot: the entries of every key held
+	keys    int                 // opSnapshot: how many
+	wall    time.Time           // opSnapshot, opNow: the clock's reading
+	now     time.Duration       // opSnapshot, opNow: the partition's now
+	table   algorithms.Table    // opSwap: the new table
+	limit   algorithms.KeyLimit // opSwap: its cap
 }
 
 // Item is one request of a batch: N units on Key. The partition writes the

@@ -166,4 +166,3 @@ func rebase(rel int64, age, window time.Duration) (time.Duration, bool) {
 	back := max(age, 0) - time.Duration(rel) // >= 0: rel <= 0
 	return back, back < window
 }
-

@@ -106,7 +106,7 @@ type table[S any] struct {
 	free     []uint32 // slots to reuse
 	due      []due
 	limit    KeyLimit
-	newest   uint32    // the recency list's ends
+	newest   uint32 // the recency list's ends
 	oldest   uint32
 	counts   Counts
 	scratch  []byte
