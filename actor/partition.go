@@ -145,7 +145,8 @@ type Partition struct {
 // loop is the partition goroutine's own state.
 type loop struct {
 	table   algorithms.Table
-	stats   Stats // the counts; the rest is filled in when asked
+	stats   Stats             // the counts of answers; the rest is filled in when asked
+	retired algorithms.Counts // the counts of tables swapped out
 	clock   clock.Clock
 	origin  time.Time     // the clock's reading at Start
 	reading time.Duration // the clock's latest reading, as time since origin
@@ -386,7 +387,7 @@ func (p *Partition) run() {
 		// caller's send, and one clock read per burst under load.
 		queued := len(p.mailbox)
 		now := l.tick()
-		l.stats.Expired += uint64(l.table.Expire(now, expireBase+expirePerRequest*queued))
+		l.table.Expire(now, expireBase+expirePerRequest*queued)
 		for {
 			if req.op == opStop {
 				p.drain(now)
@@ -487,7 +488,9 @@ func (l *loop) administer(o op, a *admin, now time.Duration) (err error) {
 	case opStats:
 		c := l.table.Counts()
 		a.stats = l.stats
-		a.stats.Keys, a.stats.Expired, a.stats.Evicted = l.table.Len(), c.Expired, c.Evicted
+		a.stats.Keys = l.table.Len()
+		a.stats.Expired = l.retired.Expired + c.Expired
+		a.stats.Evicted = l.retired.Evicted + c.Evicted
 	case opSnapshot:
 		defer func() {
 			if v := recover(); v != nil {
@@ -499,6 +502,9 @@ func (l *loop) administer(o op, a *admin, now time.Duration) (err error) {
 	case opNow:
 		a.now, a.wall = now, l.clock.Now()
 	case opSwap:
+		c := l.table.Counts()
+		l.retired.Expired += c.Expired
+		l.retired.Evicted += c.Evicted
 		a.table.Bound(a.limit)
 		l.table, a.table = a.table, nil
 	}

@@ -1,0 +1,107 @@
+package chanlimit_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/clock"
+)
+
+// fuzzConfig is the router every FuzzRestore input is restored into: the
+// algorithm is chosen by the input.
+func fuzzConfig(alg byte) chanlimit.Config {
+	builtins := []string{"token_bucket", "gcra", "leaky_bucket", "sliding_window_log", "fixed_window", "sliding_window_counter"}
+	return chanlimit.Config{
+		Algorithm:  builtins[int(alg)%len(builtins)],
+		Limit:      3,
+		Window:     time.Second,
+		Partitions: 2,
+		Clock:      clock.NewFake(epoch),
+		MaxKeys:    64,
+	}
+}
+
+// FuzzRestore: whatever the bytes, Restore never panics, and either loads
+// everything or refuses with ErrBadSnapshot and changes nothing. A
+// restored router then answers, snapshots, and restores again.
+func FuzzRestore(f *testing.F) {
+	for alg := range byte(6) {
+		cfg := fuzzConfig(alg)
+		r, err := chanlimit.New(cfg)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for k := range 5 {
+			cfg.Clock.(*clock.Fake).Advance(100 * time.Millisecond)
+			_, _ = r.AllowN(bg, fmt.Sprint("key", k), 1+k%3)
+		}
+		var buf bytes.Buffer
+		if err := r.Snapshot(bg, &buf); err != nil {
+			f.Fatal(err)
+		}
+		r.Close()
+		f.Add(alg, false, buf.Bytes())
+		f.Add(alg, true, buf.Bytes())
+	}
+	f.Fuzz(func(t *testing.T, alg byte, fixSum bool, data []byte) {
+		if fixSum && len(data) >= 4 {
+			data = resum(data) // past the checksum, into the parser
+		}
+		cfg := fuzzConfig(alg)
+		r, err := chanlimit.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		_, _ = r.AllowN(bg, "a", 2)
+		_, _ = r.AllowN(bg, "b", 1)
+		before := fingerprint(t, r)
+
+		if err := r.Restore(bg, bytes.NewReader(data)); err != nil {
+			if !errors.Is(err, chanlimit.ErrBadSnapshot) {
+				t.Fatalf("Restore: %v, want an ErrBadSnapshot", err)
+			}
+			if after := fingerprint(t, r); after != before {
+				t.Fatalf("a refused Restore changed the router:\n%s\n%s", before, after)
+			}
+			return
+		}
+		// Loaded: every state must decide, save and load again.
+		cfg.Clock.(*clock.Fake).Advance(300 * time.Millisecond)
+		_ = fingerprint(t, r)
+		var again bytes.Buffer
+		if err := r.Snapshot(bg, &again); err != nil {
+			t.Fatalf("Snapshot of a restored router: %v", err)
+		}
+		twin, err := chanlimit.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer twin.Close()
+		if err := twin.Restore(bg, &again); err != nil {
+			t.Fatalf("Restore of a restored router's snapshot: %v", err)
+		}
+		if a, b := fingerprint(t, r), fingerprint(t, twin); a != b {
+			t.Fatalf("twin answers otherwise:\n%s\n%s", a, b)
+		}
+	})
+}
+
+// fingerprint is what r says of a few keys, and how many it holds.
+func fingerprint(t *testing.T, r *chanlimit.Router) string {
+	t.Helper()
+	st, err := r.Stats(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := fmt.Sprint("keys ", st.Keys)
+	for _, k := range []string{"a", "b", "key0", "key1", "key2", "key3", "key4"} {
+		d, err := r.Peek(bg, k, 1)
+		s += fmt.Sprintf("\n%s: %+v %v", k, d, err)
+	}
+	return s
+}
