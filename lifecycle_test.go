@@ -211,16 +211,11 @@ func newRouterDefault(t *testing.T) *chanlimit.Router {
 	return r
 }
 
-// A machine that panics on the keys it is told to, to test supervision.
-type tantrum struct {
-	*algorithms.FixedWindow
-	on map[string]bool // read-only once the router runs
-}
+// tantrum is a fixed window that panics on requests for 2 units (with an
+// error) and for 3 (with a string), to test supervision. It has no codec.
+type tantrum struct{ *algorithms.FixedWindow }
 
-type tantrumState struct {
-	key string
-	fw  algorithms.FixedWindowState
-}
+type tantrumState struct{ fw algorithms.FixedWindowState }
 
 var errTantrum = errors.New("tantrum")
 
