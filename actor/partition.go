@@ -60,7 +60,7 @@ var ErrAlgorithmPanic = errors.New("chanlimit: algorithm panicked")
 // work, plus perRequest for each request in the burst, so expiry keeps up
 // with new keys (at most one per request) without ever stalling.
 const (
-	expireBase       = 16
+	expireBase       = 8
 	expirePerRequest = 2
 )
 

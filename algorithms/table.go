@@ -81,9 +81,11 @@ type slot[S any] struct {
 	key      string        // the table's own copy; also the index's key
 	deadline time.Duration // from then on the state is untouched
 	due      uint32        // the slot's place in the table's due heap
-	newer    uint32        // the recency list, kept while evicting
-	older    uint32
 }
+
+// link is a slot's place in the recency list, kept while evicting, in a
+// slice beside the slots so that a table that does not evict pays nothing.
+type link struct{ newer, older uint32 }
 
 // due is an entry of the heap that orders keys by deadline. at is never
 // after its slot's deadline: a deadline that moves later is caught up
@@ -93,23 +95,27 @@ type due struct {
 	slot uint32
 }
 
-// table keeps each key's state in a slot of one slice, found through an
-// index map. A min-heap of deadlines says which key becomes untouched
-// next, so Expire and making room are exact and cost O(log n) per key;
-// with eviction on, a list through the slots keeps them in order of use.
+// table keeps each key's state in a slot of one dense slice, found through
+// an index map; a removed slot takes the last one's place, so no free list
+// has to grow while keys are forgotten. A min-heap of deadlines says which
+// key becomes untouched next, so Expire and making room are exact and cost
+// O(log n) per key; with eviction on, a list through the slots keeps them
+// in order of use.
 type table[S any] struct {
 	m        Machine[S]
 	expiring Expiring[S]   // nil if m cannot tell
 	codec    StateCodec[S] // nil if m cannot save states
 	index    map[string]uint32
 	slots    []slot[S]
-	free     []uint32 // slots to reuse
+	links    []link // links[i] is slots[i]'s, while evicting
 	due      []due
 	limit    KeyLimit
 	newest   uint32 // the recency list's ends
 	oldest   uint32
 	counts   Counts
 	scratch  []byte
+	zero     S // the state of every key not held; PeekN reads it, nothing writes it
+	fresh    S // a new key's state while it is decided: a field, as &fresh escapes
 }
 
 func (t *table[S]) AllowN(key string, now time.Duration, n int) (Decision, error) {
@@ -119,8 +125,7 @@ func (t *table[S]) AllowN(key string, now time.Duration, n int) (Decision, error
 	}
 	sl := &t.slots[i]
 	if sl.deadline <= now {
-		var untouched S
-		sl.state = untouched // it decides the same; and drops what it held
+		sl.state = t.zero // it decides the same; and drops what it held
 	}
 	d, err := t.m.AllowN(&sl.state, now, n)
 	if d.Allowed {
@@ -135,15 +140,16 @@ func (t *table[S]) AllowN(key string, now time.Duration, n int) (Decision, error
 
 // allowNew decides a request on a key the table does not hold.
 func (t *table[S]) allowNew(key string, now time.Duration, n int) (Decision, error) {
-	var s S
-	d, err := t.m.AllowN(&s, now, n)
+	t.fresh = t.zero
+	d, err := t.m.AllowN(&t.fresh, now, n)
 	if !d.Allowed || d.ResetAfter <= 0 {
 		return d, err // nothing to keep
 	}
 	if err := t.admit(now); err != nil {
 		return Decision{}, err
 	}
-	t.insert(strings.Clone(key), s, after(now, d.ResetAfter))
+	t.insert(strings.Clone(key), t.fresh, after(now, d.ResetAfter))
+	t.fresh = t.zero // drop what the new state holds, if anything
 	return d, err
 }
 
@@ -151,8 +157,7 @@ func (t *table[S]) PeekN(key string, now time.Duration, n int) (Decision, error)
 	if i, ok := t.index[key]; ok && t.slots[i].deadline > now {
 		return t.m.PeekN(&t.slots[i].state, now, n)
 	}
-	var untouched S
-	return t.m.PeekN(&untouched, now, n)
+	return t.m.PeekN(&t.zero, now, n)
 }
 
 func (t *table[S]) Refund(key string, now time.Duration, n int) {
@@ -207,11 +212,17 @@ func (t *table[S]) expireTop(now time.Duration) bool {
 }
 
 func (t *table[S]) Bound(limit KeyLimit) {
+	was := t.evicting()
 	t.limit = limit
-	if t.evicting() && t.newest == none {
+	switch {
+	case t.evicting() && !was:
+		t.links = make([]link, len(t.slots), cap(t.slots))
+		t.newest, t.oldest = none, none
 		for _, d := range t.due { // the order of use is unknown: take the heap's
 			t.link(d.slot)
 		}
+	case !t.evicting():
+		t.links, t.newest, t.oldest = nil, none, none
 	}
 }
 
@@ -248,18 +259,13 @@ func (t *table[S]) dropUntouched(now time.Duration) bool {
 
 // insert stores a new key, which admit has made room for.
 func (t *table[S]) insert(key string, s S, deadline time.Duration) {
-	var i uint32
-	if k := len(t.free); k > 0 {
-		i, t.free = t.free[k-1], t.free[:k-1]
-	} else {
-		i = uint32(len(t.slots))
-		t.slots = append(t.slots, slot[S]{})
-	}
-	t.slots[i] = slot[S]{state: s, key: key, deadline: deadline, due: uint32(len(t.due)), newer: none, older: none}
+	i := uint32(len(t.slots))
+	t.slots = append(t.slots, slot[S]{state: s, key: key, deadline: deadline, due: uint32(len(t.due))})
 	t.index[key] = i
 	t.due = append(t.due, due{at: deadline, slot: i})
 	t.up(len(t.due) - 1)
 	if t.evicting() {
+		t.links = append(t.links, link{})
 		t.link(i)
 	}
 }
@@ -282,8 +288,38 @@ func (t *table[S]) remove(i uint32) {
 		t.down(h)
 		t.up(h)
 	}
-	*sl = slot[S]{} // drop the key and whatever the state held
-	t.free = append(t.free, i)
+	last = len(t.slots) - 1
+	if int(i) != last {
+		t.move(uint32(last), i)
+	}
+	t.slots[last] = slot[S]{} // drop the key and whatever the state held
+	t.slots = t.slots[:last]
+	if t.evicting() {
+		t.links = t.links[:last]
+	}
+}
+
+// move puts the key in slot from into slot to, which is free.
+func (t *table[S]) move(from, to uint32) {
+	t.slots[to] = t.slots[from]
+	sl := &t.slots[to]
+	t.index[sl.key] = to
+	t.due[sl.due].slot = to
+	if !t.evicting() {
+		return
+	}
+	ln := t.links[from]
+	t.links[to] = ln
+	if ln.newer != none {
+		t.links[ln.newer].older = to
+	} else {
+		t.newest = to
+	}
+	if ln.older != none {
+		t.links[ln.older].newer = to
+	} else {
+		t.oldest = to
+	}
 }
 
 // setDeadline moves slot i's deadline. A later one is left for the heap to
@@ -340,10 +376,10 @@ func (t *table[S]) swap(a, b int) {
 
 // link puts slot i at the newest end of the recency list.
 func (t *table[S]) link(i uint32) {
-	sl := &t.slots[i]
-	sl.newer, sl.older = none, t.newest
+	ln := &t.links[i]
+	ln.newer, ln.older = none, t.newest
 	if t.newest != none {
-		t.slots[t.newest].newer = i
+		t.links[t.newest].newer = i
 	} else {
 		t.oldest = i
 	}
@@ -352,18 +388,18 @@ func (t *table[S]) link(i uint32) {
 
 // unlink takes slot i out of the recency list.
 func (t *table[S]) unlink(i uint32) {
-	sl := &t.slots[i]
-	if sl.newer != none {
-		t.slots[sl.newer].older = sl.older
+	ln := &t.links[i]
+	if ln.newer != none {
+		t.links[ln.newer].older = ln.older
 	} else {
-		t.newest = sl.older
+		t.newest = ln.older
 	}
-	if sl.older != none {
-		t.slots[sl.older].newer = sl.newer
+	if ln.older != none {
+		t.links[ln.older].newer = ln.newer
 	} else {
-		t.oldest = sl.newer
+		t.oldest = ln.newer
 	}
-	sl.newer, sl.older = none, none
+	ln.newer, ln.older = none, none
 }
 
 // errNoCodec is returned by the snapshot methods of a table whose rule

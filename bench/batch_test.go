@@ -34,7 +34,7 @@ func partitionsName(perProc int) string {
 }
 
 func benchAllowBatch(b *testing.B, p policy, size, partitions int) {
-	r, err := chanlimit.New(chanlimit.Config{Limit: p.perSecond, Window: 1e9, Partitions: partitions})
+	r, err := chanlimit.New(chanlimit.Config{Limit: p.limit, Window: p.window, Partitions: partitions})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/chanlimit/chanlimit"
 )
@@ -24,7 +23,7 @@ func BenchmarkDefaults(b *testing.B) {
 				name := fmt.Sprintf("mode=%s/partitions=%dxprocs/mailbox=%d", mode.name, perProc, mailbox)
 				b.Run(name, func(b *testing.B) {
 					im := impl{"chanlimit", func(tb testing.TB, p policy) limiter {
-						return newChanlimitWith(tb, chanlimit.Config{Limit: p.perSecond, Window: time.Second,
+						return newChanlimitWith(tb, chanlimit.Config{Limit: p.limit, Window: p.window,
 							Partitions: perProc * procs, MailboxSize: mailbox})
 					}}
 					benchAllow(b, im, admitAll, keys(1000), mode.parallelism)

@@ -25,19 +25,23 @@ type limiter interface {
 	Close()
 }
 
-// policy is the limit every implementation is configured with: perSecond
-// requests per second per key, in bursts of up to perSecond.
+// policy is the limit every implementation is configured with: limit
+// requests per window per key, in bursts of up to limit.
 type policy struct {
-	name      string
-	perSecond int
+	name   string
+	limit  int
+	window time.Duration
 }
 
 var (
 	// admitAll never denies: every call does the full work of an allowed
 	// request.
-	admitAll = policy{"admit", 1 << 30}
+	admitAll = policy{"admit", 1 << 30, time.Second}
 	// denyMost allows one request per key, then denies for a long while.
-	denyMost = policy{"deny", 1}
+	denyMost = policy{"deny", 1, time.Second}
+	// holdAll allows one request per key an hour: every key's state is
+	// kept, by the stores that forget untouched keys too.
+	holdAll = policy{"hold", 1, time.Hour}
 )
 
 // impl names an implementation and makes one for a policy.
@@ -60,7 +64,7 @@ var impls = []impl{
 type chanlimitLimiter struct{ r *chanlimit.Router }
 
 func newChanlimit(tb testing.TB, p policy) limiter {
-	return newChanlimitWith(tb, chanlimit.Config{Limit: p.perSecond, Window: time.Second})
+	return newChanlimitWith(tb, chanlimit.Config{Limit: p.limit, Window: p.window})
 }
 
 func newChanlimitWith(tb testing.TB, cfg chanlimit.Config) limiter {
@@ -132,7 +136,7 @@ type xrateLimiter struct {
 }
 
 func newXRate(_ testing.TB, p policy) limiter {
-	return &xrateLimiter{limit: rate.Limit(p.perSecond), burst: p.perSecond}
+	return &xrateLimiter{limit: rate.Limit(float64(p.limit) / p.window.Seconds()), burst: p.limit}
 }
 
 func (x *xrateLimiter) Allow(key string) bool {
@@ -150,7 +154,7 @@ func (x *xrateLimiter) Close() {}
 type sethvargoLimiter struct{ store sethvargo.Store }
 
 func newSethvargo(tb testing.TB, p policy) limiter {
-	store, err := memorystore.New(&memorystore.Config{Tokens: uint64(p.perSecond), Interval: time.Second})
+	store, err := memorystore.New(&memorystore.Config{Tokens: uint64(p.limit), Interval: p.window})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -170,7 +174,7 @@ type ululeLimiter struct{ l *ulule.Limiter }
 
 func newUlule(_ testing.TB, p policy) limiter {
 	store := ululememory.NewStore()
-	return ululeLimiter{ulule.New(store, ulule.Rate{Period: time.Second, Limit: int64(p.perSecond)})}
+	return ululeLimiter{ulule.New(store, ulule.Rate{Period: p.window, Limit: int64(p.limit)})}
 }
 
 func (u ululeLimiter) Allow(key string) bool {
@@ -190,10 +194,10 @@ func newThrottled(tb testing.TB, p policy) limiter {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	// PerSec(n) is a period of 1s/n: n must stay below 1e9 for the period
-	// to be at least a nanosecond.
-	perSecond := min(p.perSecond, 1_000_000)
-	l, err := throttled.NewGCRARateLimiterCtx(store, throttled.RateQuota{MaxRate: throttled.PerSec(perSecond), MaxBurst: perSecond - 1})
+	// PerDuration(n, d) is a period of d/n, kept at a microsecond or
+	// more, as before this limit was a parameter.
+	limit := min(p.limit, int(p.window/time.Microsecond))
+	l, err := throttled.NewGCRARateLimiterCtx(store, throttled.RateQuota{MaxRate: throttled.PerDuration(limit, p.window), MaxBurst: limit - 1})
 	if err != nil {
 		tb.Fatal(err)
 	}
