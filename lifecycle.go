@@ -34,9 +34,9 @@ type Stats struct {
 }
 
 // Stats asks every partition for its figures, through its mailbox. Keys
-// are forgotten a few per message as they come due (see README), and the
-// Stats message is one, so a partition's Keys is exact unless thousands of
-// its keys came due at the same instant.
+// are forgotten a few per message as they come due (see README); a Stats
+// message first forgets up to 4,096 more, so a partition's Keys is exact
+// unless more of its keys than that came due since its last message.
 func (r *Router) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{Partitions: make([]PartitionStats, len(r.parts))}
 	for i, p := range r.parts {
@@ -143,8 +143,10 @@ func (p params) appendTo(dst []byte) []byte {
 // that reads earlier than the snapshot counts none), and every other key is
 // untouched. Keys are placed by this router's hash, so its Partitions may
 // differ from the snapshot's; a partition then given more than its share
-// of MaxKeys keeps them all, and refuses new keys until it is below its
-// share again.
+// of MaxKeys keeps them all until a new key comes: it then forgets its
+// untouched keys and, with EvictLRU, evicts its least recently used ones
+// until it is below its share; without, refuses the new key until it is.
+// Restores run one at a time.
 //
 // Restore reads all of rd and checks it before it changes anything: a
 // truncated or corrupted snapshot, one of another version, one taken under
@@ -156,6 +158,12 @@ func (p params) appendTo(dst []byte) []byte {
 // everything, and one that returns an error loaded nothing, unless the
 // router was closed while it loaded (ErrClosed).
 func (r *Router) Restore(ctx context.Context, rd io.Reader) error {
+	select { // one Restore at a time, so that two never mix their tables
+	case r.restoring <- struct{}{}:
+		defer func() { <-r.restoring }()
+	case <-ctx.Done():
+		return fmt.Errorf("chanlimit: Restore: %w", ctx.Err())
+	}
 	data, err := io.ReadAll(rd)
 	if err != nil {
 		return fmt.Errorf("chanlimit: Restore: %w", err)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -215,11 +216,17 @@ func newRouterDefault(t *testing.T) *chanlimit.Router {
 // error) and for 3 (with a string), to test supervision. It has no codec.
 type tantrum struct{ *algorithms.FixedWindow }
 
-type tantrumState struct{ fw algorithms.FixedWindowState }
+type tantrumState struct {
+	fw       algorithms.FixedWindowState
+	poisoned bool // set by a PeekN that panics half-way
+}
 
 var errTantrum = errors.New("tantrum")
 
 func (m tantrum) AllowN(s *tantrumState, now time.Duration, n int) (chanlimit.Decision, error) {
+	if s.poisoned {
+		panic("poisoned state")
+	}
 	if n == 2 {
 		s.fw = algorithms.FixedWindowState{} // half-written, then
 		panic(errTantrum)
@@ -232,6 +239,7 @@ func (m tantrum) AllowN(s *tantrumState, now time.Duration, n int) (chanlimit.De
 
 func (m tantrum) PeekN(s *tantrumState, now time.Duration, n int) (chanlimit.Decision, error) {
 	if n == 2 {
+		s.poisoned = true // a PeekN that breaks its promise, then
 		panic(errTantrum)
 	}
 	return m.FixedWindow.PeekN(&s.fw, now, n)
@@ -263,6 +271,7 @@ func TestAPanickingAlgorithmFailsOnlyItsRequest(t *testing.T) {
 	assert.ErrorContains(t, err, "three")
 	_, err = r.Peek(bg, "third", 2)
 	assert.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
+	require.True(t, allowN(t, r, "brand new", 1).Allowed, "a Peek that panicked on an unseen key harms no new key")
 
 	assert.Equal(t, 3, allowN(t, r, "k", 1).Remaining+1, "k's state was dropped: it starts afresh")
 	assert.Equal(t, 3, allowN(t, r, "third", 1).Remaining+1, "the partition goes on")
@@ -398,4 +407,37 @@ func TestRestoreAfterADowntimeCountsIt(t *testing.T) {
 func resum(b []byte) []byte {
 	body := b[:len(b)-4]
 	return binary.BigEndian.AppendUint32(bytes.Clone(body), crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)))
+}
+
+// TestEndOfTimelineStillLimits: once the clock has run past the end of the
+// timeline (about 292 years), time stops, and every algorithm still holds
+// its limit: deadlines there never come.
+func TestEndOfTimelineStillLimits(t *testing.T) {
+	for _, algorithm := range registered {
+		r, clk := newRouter(t, chanlimit.Config{Algorithm: algorithm, Limit: 1, Window: time.Second})
+		clk.Advance(math.MaxInt64)
+		allowed := 0
+		for range 5 {
+			if r.Allow("k") {
+				allowed++
+			}
+		}
+		assert.Equal(t, 1, allowed, algorithm)
+		assert.Equal(t, 1, stats(t, r).Keys, algorithm)
+	}
+}
+
+// TestStatsIsExactWhenManyKeysComeDueAtOnce: a Stats message forgets what
+// has come due before it counts, well beyond the few per message.
+func TestStatsIsExactWhenManyKeysComeDueAtOnce(t *testing.T) {
+	r, clk := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Second, Partitions: 2})
+	reqs := make([]chanlimit.Request, 2000)
+	for i := range reqs {
+		reqs[i] = chanlimit.Request{Key: fmt.Sprint(i), N: 1}
+	}
+	require.NoError(t, r.AllowBatch(bg, reqs, make([]chanlimit.Decision, len(reqs))))
+	clk.Advance(time.Second - 1)
+	assert.Equal(t, 2000, stats(t, r).Keys)
+	clk.Advance(1)
+	assert.Equal(t, 0, stats(t, r).Keys)
 }

@@ -179,7 +179,8 @@ type Router struct {
 	alg         algorithms.Algorithm
 	params      params // what a snapshot must match
 	closeOnce   sync.Once
-	batches     sync.Pool // of *batch
+	batches     sync.Pool     // of *batch
+	restoring   chan struct{} // holds a token while a Restore runs
 }
 
 // batch is AllowBatch's scratch space, kept for the next call unless a
@@ -244,6 +245,7 @@ func New(cfg Config) (*Router, error) {
 		capacity:    alg.Capacity(),
 		maxKeyBytes: cmp.Or(cfg.MaxKeyBytes, DefaultMaxKeyBytes),
 		alg:         alg,
+		restoring:   make(chan struct{}, 1),
 		params:      params{algorithm: cmp.Or(cfg.Algorithm, DefaultAlgorithm), limit: cfg.Limit, window: cfg.Window, capacity: alg.Capacity()},
 	}
 	r.maxKeys, r.evict = cfg.MaxKeys, cfg.EvictLRU

@@ -56,12 +56,17 @@ var ErrClosed = errors.New("chanlimit: router closed")
 // errors.Is and errors.As find it too.
 var ErrAlgorithmPanic = errors.New("chanlimit: algorithm panicked")
 
-// Expiry budget: each burst of requests lets the table do this much expiry
-// work, plus perRequest for each request in the burst, so expiry keeps up
-// with new keys (at most one per request) without ever stalling.
+// Expiry budget: each burst of messages lets the table do expireBase steps
+// of expiry work, plus expirePerRequest for each request in the burst
+// (each item of a batch counts). A request adds at most two steps of work
+// (its key, new, is forgotten once; a later deadline is caught up with
+// once), so expiry keeps pace, a few steps at a time, and never stalls. A
+// Stats message does up to statsExpireBudget, so that its count of keys
+// is exact unless more of them than that came due at once.
 const (
-	expireBase       = 8
-	expirePerRequest = 2
+	expireBase        = 8
+	expirePerRequest  = 2
+	statsExpireBudget = 1 << 12
 )
 
 // op is the kind of a request. The set is closed: each op has a method on
@@ -433,6 +438,7 @@ func (l *loop) serve(req request, now time.Duration) {
 		for i := range items {
 			items[i].D, items[i].Err = l.allow(items[i].Key, now, items[i].N)
 		}
+		l.table.Expire(now, expirePerRequest*len(items))
 	default:
 		r.err = l.administer(req.op, req.admin, now)
 	}
@@ -445,9 +451,14 @@ func (l *loop) allow(key string, now time.Duration, n int) (d algorithms.Decisio
 	return l.table.AllowN(key, now, n)
 }
 
-// peek says what allow would, under supervision.
+// peek says what allow would, under supervision. A Peek changes nothing,
+// so a panic in it fails the Peek and leaves the key's state alone.
 func (l *loop) peek(key string, now time.Duration, n int) (d algorithms.Decision, err error) {
-	defer l.supervise(key, &d, &err)
+	defer func() {
+		if v := recover(); v != nil {
+			d, err = algorithms.Decision{}, panicError(v)
+		}
+	}()
 	return l.table.PeekN(key, now, n)
 }
 
@@ -486,6 +497,7 @@ func panicError(v any) error {
 func (l *loop) administer(o op, a *admin, now time.Duration) (err error) {
 	switch o {
 	case opStats:
+		l.table.Expire(now, statsExpireBudget)
 		c := l.table.Counts()
 		a.stats = l.stats
 		a.stats.Keys = l.table.Len()

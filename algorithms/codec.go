@@ -9,9 +9,11 @@ import (
 )
 
 // What each built-in algorithm saves of a key, and when its state is
-// untouched. Every time is saved relative to the now of the snapshot;
-// every count is checked against the rule on the way back in, so a loaded
-// state is one the rule itself could have made.
+// untouched. Every time is saved relative to the now of the snapshot, and
+// checked on the way back in, with every count, against the bounds the
+// rule keeps (a bucket never more than empty, a window never over Limit),
+// so a loaded state can refuse what the rule would allow but never allow
+// more than Limit in a window, and keeps every computation in range.
 
 var (
 	_ Expiring[TokenBucketState]            = (*TokenBucket)(nil)

@@ -124,7 +124,7 @@ func (t *table[S]) AllowN(key string, now time.Duration, n int) (Decision, error
 		return t.allowNew(key, now, n)
 	}
 	sl := &t.slots[i]
-	if sl.deadline <= now {
+	if passed(sl.deadline, now) {
 		sl.state = t.zero // it decides the same; and drops what it held
 	}
 	d, err := t.m.AllowN(&sl.state, now, n)
@@ -154,10 +154,11 @@ func (t *table[S]) allowNew(key string, now time.Duration, n int) (Decision, err
 }
 
 func (t *table[S]) PeekN(key string, now time.Duration, n int) (Decision, error) {
-	if i, ok := t.index[key]; ok && t.slots[i].deadline > now {
+	if i, ok := t.index[key]; ok && !passed(t.slots[i].deadline, now) {
 		return t.m.PeekN(&t.slots[i].state, now, n)
 	}
-	return t.m.PeekN(&t.zero, now, n)
+	t.fresh = t.zero // never t.zero itself: a panic must not leave it dirty
+	return t.m.PeekN(&t.fresh, now, n)
 }
 
 func (t *table[S]) Refund(key string, now time.Duration, n int) {
@@ -188,7 +189,7 @@ func (t *table[S]) Len() int { return len(t.index) }
 func (t *table[S]) Counts() Counts { return t.counts }
 
 func (t *table[S]) Expire(now time.Duration, budget int) (forgot int) {
-	for ; budget > 0 && len(t.due) > 0 && t.due[0].at <= now; budget-- {
+	for ; budget > 0 && len(t.due) > 0 && passed(t.due[0].at, now); budget-- {
 		if t.expireTop(now) {
 			forgot++
 		}
@@ -201,7 +202,7 @@ func (t *table[S]) Expire(now time.Duration, budget int) (forgot int) {
 // it moves its entry down instead.
 func (t *table[S]) expireTop(now time.Duration) bool {
 	i := t.due[0].slot
-	if d := t.slots[i].deadline; d > now {
+	if d := t.slots[i].deadline; !passed(d, now) {
 		t.due[0].at = d
 		t.down(0)
 		return false
@@ -249,7 +250,7 @@ func (t *table[S]) admit(now time.Duration) error {
 
 // dropUntouched forgets one key untouched at now, if the table holds one.
 func (t *table[S]) dropUntouched(now time.Duration) bool {
-	for len(t.due) > 0 && t.due[0].at <= now {
+	for len(t.due) > 0 && passed(t.due[0].at, now) {
 		if t.expireTop(now) {
 			return true
 		}
@@ -333,6 +334,13 @@ func (t *table[S]) setDeadline(i uint32, deadline time.Duration) {
 	}
 }
 
+// passed reports whether a deadline has come at now. The largest Duration
+// stands for every deadline past the end of the timeline, so it never
+// comes: at the timeline's end, time stops, and so does forgetting.
+func passed(deadline, now time.Duration) bool {
+	return deadline <= now && deadline != math.MaxInt64
+}
+
 // after returns now + wait, saturating at the largest Duration.
 func after(now, wait time.Duration) time.Duration {
 	if wait > math.MaxInt64-now {
@@ -413,7 +421,7 @@ func (t *table[S]) AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, e
 	keys := 0
 	for _, d := range t.due {
 		sl := &t.slots[d.slot]
-		if sl.deadline <= now {
+		if passed(sl.deadline, now) {
 			continue
 		}
 		t.scratch = t.codec.AppendState(t.scratch[:0], &sl.state, now)
@@ -425,7 +433,7 @@ func (t *table[S]) AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, e
 
 func (t *table[S]) Load(key string, state []byte, now, age time.Duration) error {
 	if t.codec == nil || t.expiring == nil {
-		return errNoCodec
+		return fmt.Errorf("%w: %w", ErrBadSnapshot, errNoCodec)
 	}
 	if _, ok := t.index[key]; ok {
 		return fmt.Errorf("%w: key %q appears twice", ErrBadSnapshot, key)

@@ -1,6 +1,7 @@
 package algorithms
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -240,4 +241,16 @@ func TestTableMatchesAMap(t *testing.T) {
 		}
 		require.Equal(t, len(ref), tab.Len(), "round %d: after a full Expire", round)
 	}
+}
+
+func TestTableWithoutCodec(t *testing.T) {
+	var m Machine[FixedWindowState] = &FixedWindow{limit: 2, window: s}
+	tab := Keyed(struct{ Machine[FixedWindowState] }{m}).NewTable() // hides the codec
+	allow(t, tab, "k", 0, 1)
+	_, _, err := tab.AppendSnapshot(nil, 0)
+	assert.ErrorIs(t, err, errors.ErrUnsupported)
+	err = tab.Load("j", []byte{0, 1}, 0, 0)
+	assert.ErrorIs(t, err, ErrBadSnapshot)
+	assert.ErrorIs(t, err, errors.ErrUnsupported)
+	assert.Equal(t, 1, tab.Len())
 }
