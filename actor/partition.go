@@ -30,6 +30,8 @@
 //   - Idle keys are forgotten as they come due, a few per message (the
 //     table's Expire, with a budget that grows with the burst), so a
 //     million keys coming due at once never stall the partition.
+//     Messages leave a key a second's grace, so that one used every few
+//     moments is not forgotten and made anew each time; Stats takes none.
 //   - Administrative messages (Stats, Snapshot, a table swap for Restore)
 //     travel the same mailbox, so they see the table between two requests
 //     and never need a lock.
@@ -63,10 +65,17 @@ var ErrAlgorithmPanic = errors.New("chanlimit: algorithm panicked")
 // once), so expiry keeps pace, a few steps at a time, and never stalls. A
 // Stats message does up to statsExpireBudget, so that its count of keys
 // is exact unless more of them than that came due at once.
+//
+// The messages forget keys that have been untouched for linger: a key that
+// comes back within it keeps its slot, so a key used more often than that
+// costs no allocation even if its state is untouched between uses (a
+// generous limit). Stats, and a new key that needs room under MaxKeys,
+// forget keys the moment they are untouched.
 const (
 	expireBase        = 8
 	expirePerRequest  = 2
 	statsExpireBudget = 1 << 12
+	linger            = time.Second
 )
 
 // op is the kind of a request. The set is closed: each op has a method on
@@ -392,7 +401,7 @@ func (p *Partition) run() {
 		// caller's send, and one clock read per burst under load.
 		queued := len(p.mailbox)
 		now := l.tick()
-		l.table.Expire(now, expireBase+expirePerRequest*queued)
+		l.table.Expire(now-linger, expireBase+expirePerRequest*queued)
 		for {
 			if req.op == opStop {
 				p.drain(now)
@@ -438,7 +447,7 @@ func (l *loop) serve(req request, now time.Duration) {
 		for i := range items {
 			items[i].D, items[i].Err = l.allow(items[i].Key, now, items[i].N)
 		}
-		l.table.Expire(now, expirePerRequest*len(items))
+		l.table.Expire(now-linger, expirePerRequest*len(items))
 	default:
 		r.err = l.administer(req.op, req.admin, now)
 	}
