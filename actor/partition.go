@@ -444,8 +444,8 @@ func (l *loop) serve(req request, now time.Duration) {
 		l.table.Reset(req.key)
 	case opBatch:
 		items := *req.batch
-		for i := range items {
-			items[i].D, items[i].Err = l.allow(items[i].Key, now, items[i].N)
+		for i := 0; i < len(items); {
+			i = l.allowFrom(items, i, now)
 		}
 		l.table.Expire(now-linger, expirePerRequest*len(items))
 	default:
@@ -458,6 +458,23 @@ func (l *loop) serve(req request, now time.Duration) {
 func (l *loop) allow(key string, now time.Duration, n int) (d algorithms.Decision, err error) {
 	defer l.supervise(key, &d, &err)
 	return l.table.AllowN(key, now, n)
+}
+
+// allowFrom decides items from the i-th on, under one supervision for
+// them all, and returns len(items); or, if the algorithm panics on an
+// item, fails that item as allow would and returns the index after it.
+func (l *loop) allowFrom(items []Item, i int, now time.Duration) (next int) {
+	defer func() {
+		if v := recover(); v != nil {
+			items[i].D, items[i].Err = algorithms.Decision{}, panicError(v)
+			l.table.Reset(items[i].Key)
+			next = i + 1
+		}
+	}()
+	for ; i < len(items); i++ {
+		items[i].D, items[i].Err = l.table.AllowN(items[i].Key, now, items[i].N)
+	}
+	return i
 }
 
 // peek says what allow would, under supervision. A Peek changes nothing,

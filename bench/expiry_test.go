@@ -77,7 +77,7 @@ func expiryStall(b *testing.B, n int, due bool) ([]time.Duration, int) {
 		}
 	}
 	if due {
-		clk.Advance(time.Minute)
+		clk.Advance(time.Minute + time.Second) // past the deadline and the grace
 	} else {
 		clk.Advance(time.Second)
 	}
