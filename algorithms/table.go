@@ -3,6 +3,7 @@ package algorithms
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"strings"
 	"time"
@@ -66,7 +67,7 @@ type keyed[S any] struct{ m Machine[S] }
 func (k keyed[S]) Capacity() int { return k.m.Capacity() }
 
 func (k keyed[S]) NewTable() Table {
-	t := &table[S]{m: k.m, index: make(map[string]uint32), newest: none, oldest: none}
+	t := &table[S]{m: k.m, seed: maphash.MakeSeed(), newest: none, oldest: none}
 	t.expiring, _ = k.m.(Expiring[S])
 	t.codec, _ = k.m.(StateCodec[S])
 	return t
@@ -78,7 +79,8 @@ const none = ^uint32(0)
 // slot is one key held, with its state inline.
 type slot[S any] struct {
 	state    S
-	key      string        // the table's own copy; also the index's key
+	key      string        // the table's own copy
+	hash     uint32        // the key's, in the index
 	deadline time.Duration // from then on the state is untouched
 	due      uint32        // the slot's place in the table's due heap
 }
@@ -96,7 +98,7 @@ type due struct {
 }
 
 // table keeps each key's state in a slot of one dense slice, found through
-// an index map; a removed slot takes the last one's place, so no free list
+// an index (index.go); a removed slot takes the last one's place, so no free list
 // has to grow while keys are forgotten. A min-heap of deadlines says which
 // key becomes untouched next, so Expire and making room are exact and cost
 // O(log n) per key; with eviction on, a list through the slots keeps them
@@ -105,7 +107,9 @@ type table[S any] struct {
 	m        Machine[S]
 	expiring Expiring[S]   // nil if m cannot tell
 	codec    StateCodec[S] // nil if m cannot save states
-	index    map[string]uint32
+	seed     maphash.Seed
+	buckets  []uint64 // the index
+	held     int      // keys held
 	slots    []slot[S]
 	links    []link // links[i] is slots[i]'s, while evicting
 	due      []due
@@ -119,7 +123,7 @@ type table[S any] struct {
 }
 
 func (t *table[S]) AllowN(key string, now time.Duration, n int) (Decision, error) {
-	i, ok := t.index[key]
+	i, ok := t.lookup(key)
 	if !ok {
 		return t.allowNew(key, now, n)
 	}
@@ -154,7 +158,7 @@ func (t *table[S]) allowNew(key string, now time.Duration, n int) (Decision, err
 }
 
 func (t *table[S]) PeekN(key string, now time.Duration, n int) (Decision, error) {
-	if i, ok := t.index[key]; ok && !passed(t.slots[i].deadline, now) {
+	if i, ok := t.lookup(key); ok && !passed(t.slots[i].deadline, now) {
 		return t.m.PeekN(&t.slots[i].state, now, n)
 	}
 	t.fresh = t.zero // never t.zero itself: a panic must not leave it dirty
@@ -162,7 +166,7 @@ func (t *table[S]) PeekN(key string, now time.Duration, n int) (Decision, error)
 }
 
 func (t *table[S]) Refund(key string, now time.Duration, n int) {
-	i, ok := t.index[key]
+	i, ok := t.lookup(key)
 	if !ok {
 		return
 	}
@@ -179,12 +183,12 @@ func (t *table[S]) Refund(key string, now time.Duration, n int) {
 }
 
 func (t *table[S]) Reset(key string) {
-	if i, ok := t.index[key]; ok {
+	if i, ok := t.lookup(key); ok {
 		t.remove(i)
 	}
 }
 
-func (t *table[S]) Len() int { return len(t.index) }
+func (t *table[S]) Len() int { return t.held }
 
 func (t *table[S]) Counts() Counts { return t.counts }
 
@@ -235,7 +239,7 @@ func (t *table[S]) evicting() bool { return t.limit.Max > 0 && t.limit.Evict }
 // least recently used one. It returns ErrTooManyKeys if neither can be
 // done.
 func (t *table[S]) admit(now time.Duration) error {
-	for t.limit.Max > 0 && len(t.index) >= t.limit.Max {
+	for t.limit.Max > 0 && t.held >= t.limit.Max {
 		switch {
 		case t.dropUntouched(now):
 		case t.evicting() && t.oldest != none:
@@ -260,9 +264,9 @@ func (t *table[S]) dropUntouched(now time.Duration) bool {
 
 // insert stores a new key, which admit has made room for.
 func (t *table[S]) insert(key string, s S, deadline time.Duration) {
-	i := uint32(len(t.slots))
-	t.slots = append(t.slots, slot[S]{state: s, key: key, deadline: deadline, due: uint32(len(t.due))})
-	t.index[key] = i
+	i, h := uint32(len(t.slots)), t.hash(key)
+	t.slots = append(t.slots, slot[S]{state: s, key: key, hash: h, deadline: deadline, due: uint32(len(t.due))})
+	t.place(key, h, i)
 	t.due = append(t.due, due{at: deadline, slot: i})
 	t.up(len(t.due) - 1)
 	if t.evicting() {
@@ -274,7 +278,7 @@ func (t *table[S]) insert(key string, s S, deadline time.Duration) {
 // remove forgets the key in slot i.
 func (t *table[S]) remove(i uint32) {
 	sl := &t.slots[i]
-	delete(t.index, sl.key)
+	t.unplace(i)
 	if t.evicting() {
 		t.unlink(i)
 	}
@@ -302,9 +306,9 @@ func (t *table[S]) remove(i uint32) {
 
 // move puts the key in slot from into slot to, which is free.
 func (t *table[S]) move(from, to uint32) {
+	t.replace(from, to)
 	t.slots[to] = t.slots[from]
 	sl := &t.slots[to]
-	t.index[sl.key] = to
 	t.due[sl.due].slot = to
 	if !t.evicting() {
 		return
@@ -435,7 +439,7 @@ func (t *table[S]) Load(key string, state []byte, now, age time.Duration) error 
 	if t.codec == nil || t.expiring == nil {
 		return fmt.Errorf("%w: %w", ErrBadSnapshot, errNoCodec)
 	}
-	if _, ok := t.index[key]; ok {
+	if _, ok := t.lookup(key); ok {
 		return fmt.Errorf("%w: key %q appears twice", ErrBadSnapshot, key)
 	}
 	var s S

@@ -254,3 +254,57 @@ func TestTableWithoutCodec(t *testing.T) {
 	assert.ErrorIs(t, err, errors.ErrUnsupported)
 	assert.Equal(t, 1, tab.Len())
 }
+
+// TestTableIndexAgainstASet inserts and removes thousands of keys at random
+// (growing the index, and shifting entries back on every removal) and
+// checks the index against a plain set throughout.
+func TestTableIndexAgainstASet(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	tab := Keyed[FixedWindowState](&FixedWindow{limit: 1, window: century}).NewTable()
+	impl := tab.(*table[FixedWindowState])
+	set := map[string]bool{}
+	universe := make([]string, 3000)
+	for i := range universe {
+		universe[i] = fmt.Sprintf("k%d", rng.Uint64())
+	}
+	for op := range 60_000 {
+		key := universe[rng.IntN(len(universe))]
+		if rng.IntN(3) > 0 {
+			d := allow(t, tab, key, 0, 1)
+			require.Equal(t, !set[key], d.Allowed, "op %d: %s", op, key)
+			set[key] = true
+		} else {
+			tab.Reset(key)
+			delete(set, key)
+		}
+		require.Equal(t, len(set), tab.Len())
+		if op%5000 == 0 {
+			checkIndex(t, impl)
+			for _, k := range universe {
+				d, err := tab.PeekN(k, 0, 1)
+				require.NoError(t, err)
+				require.Equal(t, !set[k], d.Allowed, "op %d: Peek %s", op, k)
+			}
+		}
+	}
+	checkIndex(t, impl)
+}
+
+// checkIndex checks that every slot is indexed once, at a bucket its probe
+// reaches, and that nothing else is.
+func checkIndex[S any](t *testing.T, tab *table[S]) {
+	t.Helper()
+	entries := 0
+	for _, e := range tab.buckets {
+		if e != 0 {
+			entries++
+		}
+	}
+	require.Equal(t, len(tab.slots), entries)
+	require.Equal(t, len(tab.slots), tab.held)
+	require.LessOrEqual(t, 4*tab.held, 3*len(tab.buckets))
+	for i := range tab.slots {
+		b := tab.bucketOf(uint32(i))
+		require.Equal(t, entry(tab.slots[i].hash, uint32(i)), tab.buckets[b])
+	}
+}

@@ -1,0 +1,107 @@
+package algorithms
+
+// A table finds a key's slot through its index: open addressing with
+// linear probing over one slice of words, each 0 (empty) or a key's 32-bit
+// hash above its slot number + 1. It takes 8 bytes a bucket at a load of at
+// most 3/4, about a third of what a map[string]uint32 takes per key; a hit
+// compares the key only when the hashes match. Deleting shifts back the
+// entries after the hole, so the index never fills with tombstones. The
+// hash is kept in the slot too, for deleting and moving.
+
+import "hash/maphash"
+
+const minBuckets = 8
+
+// entry packs a key's hash and its slot.
+func entry(h, slot uint32) uint64 { return uint64(h)<<32 | uint64(slot) + 1 }
+
+func (t *table[S]) hash(key string) uint32 { return uint32(maphash.String(t.seed, key)) }
+
+// lookup returns the slot that holds key.
+func (t *table[S]) lookup(key string) (uint32, bool) {
+	if t.held == 0 {
+		return 0, false
+	}
+	_, slot, ok := t.probe(key, t.hash(key))
+	return slot, ok
+}
+
+// probe returns the bucket that holds key, whose hash is h, and its slot;
+// or the empty bucket where it would go.
+func (t *table[S]) probe(key string, h uint32) (b int, slot uint32, ok bool) {
+	mask := len(t.buckets) - 1
+	for b = int(h) & mask; ; b = (b + 1) & mask {
+		e := t.buckets[b]
+		if e == 0 {
+			return b, 0, false
+		}
+		if uint32(e>>32) == h {
+			if s := uint32(e) - 1; t.slots[s].key == key {
+				return b, s, true
+			}
+		}
+	}
+}
+
+// place adds a key, not in the index, with hash h at slot.
+func (t *table[S]) place(key string, h, slot uint32) {
+	if (t.held+1)*4 > len(t.buckets)*3 {
+		t.grow()
+	}
+	b, _, _ := t.probe(key, h)
+	t.buckets[b] = entry(h, slot)
+	t.held++
+}
+
+// grow doubles the buckets and places every entry again.
+func (t *table[S]) grow() {
+	old := t.buckets
+	t.buckets = make([]uint64, max(2*len(old), minBuckets))
+	mask := len(t.buckets) - 1
+	for _, e := range old {
+		if e == 0 {
+			continue
+		}
+		b := int(e>>32) & mask
+		for t.buckets[b] != 0 {
+			b = (b + 1) & mask
+		}
+		t.buckets[b] = e
+	}
+}
+
+// bucketOf returns the bucket of the key at slot.
+func (t *table[S]) bucketOf(slot uint32) int {
+	sl := &t.slots[slot]
+	b, _, ok := t.probe(sl.key, sl.hash)
+	if !ok {
+		panic("chanlimit: table index lost a key") // not reached: every slot is indexed
+	}
+	return b
+}
+
+// unplace takes the key at slot out of the index, shifting back the
+// entries after it that probed past its bucket.
+func (t *table[S]) unplace(slot uint32) {
+	mask := len(t.buckets) - 1
+	hole := t.bucketOf(slot)
+	for b := (hole + 1) & mask; ; b = (b + 1) & mask {
+		e := t.buckets[b]
+		if e == 0 {
+			break
+		}
+		// e may fill the hole if its home is not in (hole, b].
+		if home := int(e>>32) & mask; (b-home)&mask >= (b-hole)&mask {
+			t.buckets[hole] = e
+			hole = b
+		}
+	}
+	t.buckets[hole] = 0
+	t.held--
+}
+
+// replace points the index at slot to for the key at slot from.
+func (t *table[S]) replace(from, to uint32) {
+	b := t.bucketOf(from)
+	t.buckets[b] = entry(t.slots[from].hash, to)
+}
