@@ -35,7 +35,7 @@ type Stats struct {
 
 // Stats asks every partition for its figures, through its mailbox. Keys
 // are forgotten a few per message as they come due (see README); a Stats
-// message first forgets up to 4,096 more, so a partition's Keys is exact
+// message first forgets up to 1,024 more, so a partition's Keys is exact
 // unless more of its keys than that came due since its last message.
 func (r *Router) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{Partitions: make([]PartitionStats, len(r.parts))}

@@ -74,7 +74,7 @@ var ErrAlgorithmPanic = errors.New("chanlimit: algorithm panicked")
 const (
 	expireBase        = 8
 	expirePerRequest  = 2
-	statsExpireBudget = 1 << 12
+	statsExpireBudget = 1 << 10
 	linger            = time.Second
 )
 

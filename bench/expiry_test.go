@@ -86,7 +86,7 @@ func expiryStall(b *testing.B, n int, due bool) ([]time.Duration, int) {
 		t0 := time.Now()
 		r.Allow("hot")
 		lat = append(lat, time.Since(t0))
-		if i%1024 != 0 {
+		if i%16384 != 0 {
 			continue
 		}
 		st := must(r.Stats(ctx))
