@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/algorithms"
+	"github.com/chanlimit/chanlimit/internal/wire"
 )
 
 // PartitionStats are one partition's figures.
@@ -130,8 +130,7 @@ func (r *Router) Snapshot(ctx context.Context, w io.Writer) error {
 // appendTo appends the version and p, as a snapshot's header holds them.
 func (p params) appendTo(dst []byte) []byte {
 	dst = binary.AppendUvarint(dst, snapshotVersion)
-	dst = binary.AppendUvarint(dst, uint64(len(p.algorithm)))
-	dst = append(dst, p.algorithm...)
+	dst = wire.AppendString(dst, p.algorithm)
 	dst = binary.AppendUvarint(dst, uint64(p.limit))
 	dst = binary.AppendUvarint(dst, uint64(p.window))
 	return binary.AppendUvarint(dst, uint64(p.capacity))
@@ -202,14 +201,14 @@ func (r *Router) load(ctx context.Context, data []byte) (tables []algorithms.Tab
 	if crc32.Checksum(data[:len(data)-crc32.Size], castagnoli) != binary.BigEndian.Uint32(sum) {
 		return nil, badSnapshot("checksum mismatch: truncated or corrupted")
 	}
-	rd := reader{src: body}
-	if v := rd.uvarint(); rd.err == nil && v != snapshotVersion {
+	rd := wire.Reader{Src: body}
+	if v := rd.Uvarint(); rd.Err == nil && v != snapshotVersion {
 		return nil, badSnapshot("version %d; this chanlimit reads version %d", v, snapshotVersion)
 	}
 	var got params
-	got.algorithm = string(rd.bytes())
-	got.limit, got.window, got.capacity = int(rd.uvarint()), time.Duration(rd.uvarint()), int(rd.uvarint())
-	if rd.err == nil && got != r.params {
+	got.algorithm = string(rd.Bytes())
+	got.limit, got.window, got.capacity = int(rd.Uvarint()), time.Duration(rd.Uvarint()), int(rd.Uvarint())
+	if rd.Err == nil && got != r.params {
 		return nil, badSnapshot("taken under %s, Limit %d, Window %v, capacity %d; this router has %s, Limit %d, Window %v, capacity %d",
 			got.algorithm, got.limit, got.window, got.capacity, r.params.algorithm, r.params.limit, r.params.window, r.params.capacity)
 	}
@@ -231,12 +230,12 @@ func (r *Router) load(ctx context.Context, data []byte) (tables []algorithms.Tab
 			tables, err = nil, fmt.Errorf("%w: %w", ErrBadSnapshot, fmt.Errorf("%w: %v", ErrAlgorithmPanic, v))
 		}
 	}()
-	sections := rd.uvarint()
-	for s := uint64(0); s < sections && rd.err == nil; s++ {
-		taken := time.Unix(0, rd.varint())
-		keys := rd.uvarint()
-		entries := rd.bytes()
-		for k := uint64(0); k < keys && rd.err == nil; k++ {
+	sections := rd.Uvarint()
+	for s := uint64(0); s < sections && rd.Err == nil; s++ {
+		taken := time.Unix(0, rd.Varint())
+		keys := rd.Uvarint()
+		entries := rd.Bytes()
+		for k := uint64(0); k < keys && rd.Err == nil; k++ {
 			key, state, rest, err := algorithms.NextEntry(entries)
 			if err != nil {
 				return nil, badSnapshot("section %d, entry %d: %v", s, k, err)
@@ -251,15 +250,15 @@ func (r *Router) load(ctx context.Context, data []byte) (tables []algorithms.Tab
 			}
 			entries = rest
 		}
-		if rd.err == nil && len(entries) > 0 {
+		if rd.Err == nil && len(entries) > 0 {
 			return nil, badSnapshot("section %d: %d bytes after its %d entries", s, len(entries), keys)
 		}
 	}
 	switch {
-	case rd.err != nil:
-		return nil, badSnapshot("%v", rd.err)
-	case len(rd.src) > 0:
-		return nil, badSnapshot("%d bytes after the last section", len(rd.src))
+	case rd.Err != nil:
+		return nil, badSnapshot("%v", rd.Err)
+	case len(rd.Src) > 0:
+		return nil, badSnapshot("%d bytes after the last section", len(rd.Src))
 	}
 	if r.maxKeys > 0 {
 		held := 0
@@ -271,48 +270,4 @@ func (r *Router) load(ctx context.Context, data []byte) (tables []algorithms.Tab
 		}
 	}
 	return tables, nil
-}
-
-// reader reads a snapshot's fields, remembering the first error.
-type reader struct {
-	src []byte
-	err error
-}
-
-func (r *reader) fail(what string) {
-	if r.err == nil {
-		r.err = errors.New(what)
-	}
-}
-
-func (r *reader) uvarint() uint64 {
-	v, k := binary.Uvarint(r.src)
-	if k <= 0 {
-		r.fail("truncated")
-		return 0
-	}
-	r.src = r.src[k:]
-	return v
-}
-
-func (r *reader) varint() int64 {
-	v, k := binary.Varint(r.src)
-	if k <= 0 {
-		r.fail("truncated")
-		return 0
-	}
-	r.src = r.src[k:]
-	return v
-}
-
-// bytes reads a uvarint length and that many bytes.
-func (r *reader) bytes() []byte {
-	n := r.uvarint()
-	if r.err != nil || n > uint64(len(r.src)) {
-		r.fail("truncated")
-		return nil
-	}
-	b := r.src[:n]
-	r.src = r.src[n:]
-	return b
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chanlimit/chanlimit/algorithms/internal/wide"
+	"github.com/chanlimit/chanlimit/internal/wire"
 )
 
 // What each built-in algorithm saves of a key, and when its state is
@@ -39,8 +40,8 @@ func appendUsed(dst []byte, used wide.Uint128) []byte {
 
 // parseUsed returns the units used that src holds, less what age refilled.
 func (b *bucket) parseUsed(src []byte, age time.Duration) (wide.Uint128, error) {
-	r := stateReader{src: src}
-	hi, lo := r.uvarint(), r.uvarint()
+	r := stateReader{wire.Reader{Src: src}}
+	hi, lo := r.Uvarint(), r.Uvarint()
 	if err := r.done(); err != nil {
 		return wide.Uint128{}, err
 	}
@@ -138,7 +139,7 @@ func (w *FixedWindow) AppendState(dst []byte, s *FixedWindowState, now time.Dura
 
 // ParseState loads a window, closed if age has ended it.
 func (w *FixedWindow) ParseState(src []byte, s *FixedWindowState, now, age time.Duration) error {
-	r := stateReader{src: src}
+	r := stateReader{wire.Reader{Src: src}}
 	rel := r.past("window start")
 	count := r.count("count", 0, w.limit)
 	if err := r.done(); err != nil {
@@ -180,25 +181,25 @@ func (l *SlidingWindowLog) AppendState(dst []byte, s *SlidingWindowLogState, now
 
 // ParseState loads the entries that age has not moved out of the window.
 func (l *SlidingWindowLog) ParseState(src []byte, s *SlidingWindowLogState, now, age time.Duration) error {
-	r := stateReader{src: src}
+	r := stateReader{wire.Reader{Src: src}}
 	k := r.count("entries", 0, l.limit)
 	var (
 		entries []logEntry
 		total   int
 		last    int64
 	)
-	for i := 0; i < k && r.err == nil; i++ {
+	for i := 0; i < k && r.Err == nil; i++ {
 		rel := r.past("entry")
 		n := r.count("entry units", 1, l.limit)
 		switch {
-		case r.err != nil:
+		case r.Err != nil:
 		case i > 0 && rel <= last:
-			r.err = errors.New("entries out of order")
+			r.Fail(errors.New("entries out of order"))
 		case n > l.limit-total:
-			r.err = errors.New("entries hold more units than Limit")
+			r.Fail(errors.New("entries hold more units than Limit"))
 		}
 		last, total = rel, total+n
-		if back, live := rebase(rel, age, l.window); live && r.err == nil {
+		if back, live := rebase(rel, age, l.window); live && r.Err == nil {
 			entries = append(entries, logEntry{at: now - back, n: n})
 		}
 	}
@@ -234,7 +235,7 @@ func (c *SlidingWindowCounter) AppendState(dst []byte, s *SlidingWindowCounterSt
 
 // ParseState loads the windows, which the next request rolls on by age.
 func (c *SlidingWindowCounter) ParseState(src []byte, s *SlidingWindowCounterState, now, age time.Duration) error {
-	r := stateReader{src: src}
+	r := stateReader{wire.Reader{Src: src}}
 	rel := r.past("window start")
 	prev := r.count("previous count", 0, c.limit)
 	cur := r.count("current count", 0, c.limit)

@@ -1,11 +1,12 @@
 package algorithms
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/chanlimit/chanlimit/internal/wire"
 )
 
 // Errors of a key's lifecycle. package chanlimit exports the same values.
@@ -64,76 +65,32 @@ type Counts struct {
 
 // appendEntry appends one entry of a snapshot to dst.
 func appendEntry(dst []byte, key string, state []byte) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(key)))
-	dst = append(dst, key...)
-	dst = binary.AppendUvarint(dst, uint64(len(state)))
-	return append(dst, state...)
+	return wire.AppendBytes(wire.AppendString(dst, key), state)
 }
 
 // NextEntry splits the first entry off src, a sequence that
 // Table.AppendSnapshot wrote. The key and state alias src.
 func NextEntry(src []byte) (key string, state, rest []byte, err error) {
-	k, rest, err := nextBytes(src)
-	if err != nil {
-		return "", nil, nil, fmt.Errorf("key: %w", err)
+	r := wire.Reader{Src: src}
+	k := r.Bytes()
+	if r.Err != nil {
+		return "", nil, nil, fmt.Errorf("key: %w", r.Err)
 	}
-	state, rest, err = nextBytes(rest)
-	if err != nil {
-		return "", nil, nil, fmt.Errorf("state of key %q: %w", k, err)
+	if state = r.Bytes(); r.Err != nil {
+		return "", nil, nil, fmt.Errorf("state of key %q: %w", k, r.Err)
 	}
-	return string(k), state, rest, nil
-}
-
-// nextBytes splits a uvarint length and that many bytes off src.
-func nextBytes(src []byte) (b, rest []byte, err error) {
-	n, k := binary.Uvarint(src)
-	switch {
-	case k <= 0:
-		return nil, nil, errors.New("truncated length")
-	case n > uint64(len(src)-k):
-		return nil, nil, fmt.Errorf("length %d runs past the end", n)
-	}
-	return src[k : k+int(n)], src[k+int(n):], nil
+	return string(k), state, r.Src, nil
 }
 
 // stateReader reads the fields of one saved state, remembering the first
 // error, so a codec reads every field and checks once.
-type stateReader struct {
-	src []byte
-	err error
-}
-
-func (r *stateReader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, k := binary.Uvarint(r.src)
-	if k <= 0 {
-		r.err = errors.New("truncated state")
-		return 0
-	}
-	r.src = r.src[k:]
-	return v
-}
-
-func (r *stateReader) varint() int64 {
-	if r.err != nil {
-		return 0
-	}
-	v, k := binary.Varint(r.src)
-	if k <= 0 {
-		r.err = errors.New("truncated state")
-		return 0
-	}
-	r.src = r.src[k:]
-	return v
-}
+type stateReader struct{ wire.Reader }
 
 // count reads a uvarint that must lie in [lo, hi].
 func (r *stateReader) count(what string, lo, hi int) int {
-	v := r.uvarint()
-	if r.err == nil && (v < uint64(lo) || v > uint64(hi)) {
-		r.err = fmt.Errorf("%s %d outside [%d, %d]", what, v, lo, hi)
+	v := r.Uvarint()
+	if v < uint64(lo) || v > uint64(hi) {
+		r.Fail(fmt.Errorf("%s %d outside [%d, %d]", what, v, lo, hi))
 	}
 	return int(v)
 }
@@ -141,19 +98,19 @@ func (r *stateReader) count(what string, lo, hi int) int {
 // past reads a time saved relative to the now of the snapshot, which must
 // not be after it.
 func (r *stateReader) past(what string) int64 {
-	v := r.varint()
-	if r.err == nil && v > 0 {
-		r.err = fmt.Errorf("%s %v after the snapshot", what, time.Duration(v))
+	v := r.Varint()
+	if v > 0 {
+		r.Fail(fmt.Errorf("%s %v after the snapshot", what, time.Duration(v)))
 	}
 	return v
 }
 
 // done returns the first error, or one for bytes left over.
 func (r *stateReader) done() error {
-	if r.err == nil && len(r.src) > 0 {
-		r.err = fmt.Errorf("%d bytes after the state", len(r.src))
+	if len(r.Src) > 0 {
+		r.Fail(fmt.Errorf("%d bytes after the state", len(r.Src)))
 	}
-	return r.err
+	return r.Err
 }
 
 // rebase returns, for a time rel before a snapshot taken age ago, how long
