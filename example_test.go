@@ -1,6 +1,7 @@
 package chanlimit_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -166,4 +167,54 @@ func ExampleRouter_AllowN_leakyBucket() {
 	// job 8: start in 800ms
 	// job 9: start in 900ms
 	// job 10: queue full, retry in 100ms
+}
+
+// A restart in the middle of a window: the state goes to a snapshot, and a
+// new router (in a new process, say) restores it. The time the restart took
+// counts, as it would have had the router kept running.
+func ExampleRouter_Snapshot() {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := chanlimit.Config{Algorithm: "fixed_window", Limit: 2, Window: time.Minute, Clock: clk}
+	ctx := context.Background()
+
+	before, _ := chanlimit.New(cfg)
+	before.Allow("alice")
+	before.Allow("alice")
+	var saved bytes.Buffer
+	if err := before.Snapshot(ctx, &saved); err != nil {
+		fmt.Println(err)
+		return
+	}
+	before.Close()
+
+	clk.Advance(20 * time.Second) // the restart
+	after, _ := chanlimit.New(cfg)
+	defer after.Close()
+	if err := after.Restore(ctx, &saved); err != nil {
+		fmt.Println(err) // errors.Is(err, chanlimit.ErrBadSnapshot): nothing was loaded
+		return
+	}
+	d, _ := after.AllowN(ctx, "alice", 1)
+	fmt.Println(d.Allowed, d.RetryAfter)
+
+	st, _ := after.Stats(ctx)
+	fmt.Println("keys held:", st.Keys)
+	// Output:
+	// false 40s
+	// keys held: 1
+}
+
+// With MaxKeys, a flood of new keys is refused once the cap is reached,
+// and no key held is forgiven.
+func ExampleConfig_maxKeys() {
+	r, _ := chanlimit.New(chanlimit.Config{Limit: 1, Window: time.Minute, MaxKeys: 2, Partitions: 1})
+	defer r.Close()
+	fmt.Println(r.Allow("a"), r.Allow("b"))
+	_, err := r.AllowN(context.Background(), "c", 1)
+	fmt.Println(errors.Is(err, chanlimit.ErrTooManyKeys))
+	fmt.Println(r.Allow("a"), "(a keeps its used quota)")
+	// Output:
+	// true true
+	// true
+	// false (a keeps its used quota)
 }
