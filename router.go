@@ -109,11 +109,11 @@ const (
 // Partitions 0 gets: one per processor Go may use (GOMAXPROCS), at most
 // MaxPartitions. The trade-off, measured on 2 cores (bench/RESULTS.md):
 // more partitions spread contention, so four per processor cut Allow under
-// 64 hammering goroutines by about 14%; but a batch travels as one message
-// per partition it touches, so four per processor made AllowBatch cost 40%
-// more per decision for 64 requests (twice as much for 16), and one or two
+// 64 hammering goroutines by about 12%; but a batch travels as one message
+// per partition it touches, so two per processor already made AllowBatch
+// cost 13% more per decision for 64 requests (35% for 16), and one or two
 // callers paid 2-4% more. The mailbox size made no measurable difference
-// between 1 and 256.
+// between 1 and 256. With MaxKeys, at most MaxKeys partitions.
 func DefaultPartitions() int { return min(runtime.GOMAXPROCS(0), MaxPartitions) }
 
 // Decision is the answer to one request; see algorithms.Decision for what
