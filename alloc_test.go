@@ -72,3 +72,19 @@ func TestKeysDoNotPinBuffers(t *testing.T) {
 	}
 	t.Fatal("the buffer a key was sliced from is still reachable: the router kept the caller's string")
 }
+
+// TestAllocsOfALingeringKey: a key whose state is untouched between uses,
+// but which comes back within the second's grace, allocates nothing.
+func TestAllocsOfALingeringKey(t *testing.T) {
+	for _, algorithm := range registered {
+		r, clk := newRouter(t, chanlimit.Config{Algorithm: algorithm, Limit: 10, Window: 100 * time.Millisecond, Partitions: 1})
+		r.Allow("k")
+		allocs := testing.AllocsPerRun(200, func() {
+			clk.Advance(300 * time.Millisecond) // untouched, well within the grace
+			if !r.Allow("k") {
+				t.Fatal("denied")
+			}
+		})
+		assert.Zero(t, allocs, algorithm)
+	}
+}

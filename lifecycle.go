@@ -21,7 +21,8 @@ type PartitionStats = actor.Stats
 // partition's figures are taken as its turn comes, so the sums are not of
 // one instant; the counts are of answers delivered since New.
 type Stats struct {
-	Keys     int    // keys held
+	Keys     int    // keys held whose state is not untouched
+	Idle     int    // keys held, untouched, still to be forgotten (see README)
 	Queued   int    // requests waiting in mailboxes
 	Allowed  uint64 // decisions that allowed (a batch's one by one)
 	Denied   uint64 // decisions that denied
@@ -34,9 +35,10 @@ type Stats struct {
 }
 
 // Stats asks every partition for its figures, through its mailbox. Keys
-// are forgotten a few per message as they come due (see README); a Stats
-// message first forgets up to 1,024 more, so a partition's Keys is exact
-// unless more of its keys than that came due since its last message.
+// counts the keys whose state is not untouched, exactly, so a key leaves
+// it the moment it is untouched. The partitions forget such keys a few per
+// message, after a second's grace (see README): until then they count in
+// Idle, and Keys + Idle is what the partitions hold in memory.
 func (r *Router) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{Partitions: make([]PartitionStats, len(r.parts))}
 	for i, p := range r.parts {
@@ -46,6 +48,7 @@ func (r *Router) Stats(ctx context.Context) (Stats, error) {
 		}
 		st.Partitions[i] = ps
 		st.Keys += ps.Keys
+		st.Idle += ps.Idle
 		st.Queued += ps.Queued
 		st.Allowed += ps.Allowed
 		st.Denied += ps.Denied

@@ -272,10 +272,15 @@ func TestAPanickingAlgorithmFailsOnlyItsRequest(t *testing.T) {
 	_, err = r.Peek(bg, "third", 2)
 	assert.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
 	require.True(t, allowN(t, r, "brand new", 1).Allowed, "a Peek that panicked on an unseen key harms no new key")
+	_, err = r.Peek(bg, "other", 2)
+	assert.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
+	d, err = r.Peek(bg, "other", 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, d.Remaining, "nor the key it peeked at: other keeps its state")
 
 	assert.Equal(t, 3, allowN(t, r, "k", 1).Remaining+1, "k's state was dropped: it starts afresh")
 	assert.Equal(t, 3, allowN(t, r, "third", 1).Remaining+1, "the partition goes on")
-	assert.Equal(t, 1, allowN(t, r, "other", 1).Remaining+0, "other keys keep their state")
+	assert.Equal(t, 1, allowN(t, r, "other", 1).Remaining, "other keys keep their state")
 
 	out := make([]chanlimit.Decision, 3)
 	err = r.AllowBatch(bg, []chanlimit.Request{{Key: "b", N: 1}, {Key: "b", N: 2}, {Key: "b", N: 1}}, out)
@@ -287,7 +292,7 @@ func TestAPanickingAlgorithmFailsOnlyItsRequest(t *testing.T) {
 	assert.Equal(t, 2, out[2].Remaining, "b was dropped after request 1")
 
 	st := stats(t, r)
-	assert.Equal(t, uint64(4), st.Panicked)
+	assert.Equal(t, uint64(5), st.Panicked)
 }
 
 func TestRestoreRefusesBadSnapshotsAndLoadsNothing(t *testing.T) {
@@ -440,4 +445,38 @@ func TestStatsIsExactWhenManyKeysComeDueAtOnce(t *testing.T) {
 	assert.Equal(t, 2000, stats(t, r).Keys)
 	clk.Advance(1)
 	assert.Equal(t, 0, stats(t, r).Keys)
+}
+
+// TestStatsCountsUntouchedKeysApart: Keys is exact however many keys came
+// due, whether or not the partition has got round to forgetting them.
+func TestStatsCountsUntouchedKeysApart(t *testing.T) {
+	t.Run("AfterTheGrace", func(t *testing.T) {
+		r, clk := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Second, Partitions: 1})
+		reqs := make([]chanlimit.Request, 3000)
+		for i := range reqs {
+			reqs[i] = chanlimit.Request{Key: fmt.Sprint(i), N: 1}
+		}
+		require.NoError(t, r.AllowBatch(bg, reqs, make([]chanlimit.Decision, len(reqs)))) // untouched at 1s
+		clk.Advance(1500 * time.Millisecond)
+		allowN(t, r, "x", 1) // forgets a few, within its grace: none
+		st := stats(t, r)
+		assert.Equal(t, 1, st.Keys)
+		assert.Equal(t, 3000-1024, st.Idle, "what Stats itself did not forget is counted apart")
+	})
+	t.Run("StaleDeadlines", func(t *testing.T) {
+		r, clk := newRouter(t, chanlimit.Config{Algorithm: "sliding_window_log", Limit: 10, Window: 100 * time.Millisecond, Partitions: 1})
+		reqs := make([]chanlimit.Request, 2000)
+		for i := range reqs {
+			reqs[i] = chanlimit.Request{Key: fmt.Sprint("hot", i), N: 1}
+		}
+		out := make([]chanlimit.Decision, len(reqs))
+		require.NoError(t, r.AllowBatch(bg, reqs, out)) // untouched at 100ms
+		clk.Advance(50 * time.Millisecond)
+		require.True(t, allowN(t, r, "idle", 1).Allowed) // untouched at 150ms
+		clk.Advance(40 * time.Millisecond)
+		require.NoError(t, r.AllowBatch(bg, reqs, out)) // untouched at 190ms; the heap catches up later
+		clk.Advance(70 * time.Millisecond)
+		st := stats(t, r)
+		assert.Equal(t, 2000, st.Keys, "at 160ms only idle is untouched")
+	})
 }

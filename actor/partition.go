@@ -31,7 +31,8 @@
 //     table's Expire, with a budget that grows with the burst), so a
 //     million keys coming due at once never stall the partition.
 //     Messages leave a key a second's grace, so that one used every few
-//     moments is not forgotten and made anew each time; Stats takes none.
+//     moments is not forgotten and made anew each time; Stats counts the
+//     untouched keys still held apart.
 //   - Administrative messages (Stats, Snapshot, a table swap for Restore)
 //     travel the same mailbox, so they see the table between two requests
 //     and never need a lock.
@@ -63,14 +64,14 @@ var ErrAlgorithmPanic = errors.New("chanlimit: algorithm panicked")
 // (each item of a batch counts). A request adds at most two steps of work
 // (its key, new, is forgotten once; a later deadline is caught up with
 // once), so expiry keeps pace, a few steps at a time, and never stalls. A
-// Stats message does up to statsExpireBudget, so that its count of keys
-// is exact unless more of them than that came due at once.
+// Stats message does up to statsExpireBudget, then counts the untouched
+// keys still held apart (Stats.Idle), so that its Keys is exact.
 //
 // The messages forget keys that have been untouched for linger: a key that
-// comes back within it keeps its slot, so a key used more often than that
-// costs no allocation even if its state is untouched between uses (a
-// generous limit). Stats, and a new key that needs room under MaxKeys,
-// forget keys the moment they are untouched.
+// comes back within it keeps its slot and its state's memory, so a key
+// used more often than that costs no allocation even if its state is
+// untouched between uses (a generous limit). A new key that needs room
+// under MaxKeys takes the place of a key the moment it is untouched.
 const (
 	expireBase        = 8
 	expirePerRequest  = 2
@@ -129,7 +130,8 @@ type Item struct {
 // Stats are a partition's figures. The counts are of answers delivered:
 // a request whose caller gave up before its answer counts nowhere.
 type Stats struct {
-	Keys     int    // keys held
+	Keys     int    // keys held whose state is not untouched
+	Idle     int    // keys held whose state is untouched, not yet forgotten
 	Queued   int    // requests in the mailbox
 	Allowed  uint64 // decisions that allowed (a batch's items one by one)
 	Denied   uint64 // decisions that denied
@@ -477,8 +479,8 @@ func (l *loop) allowFrom(items []Item, i int, now time.Duration) (next int) {
 	return i
 }
 
-// peek says what allow would, under supervision. A Peek changes nothing,
-// so a panic in it fails the Peek and leaves the key's state alone.
+// peek says what allow would, under supervision. The table peeks on a copy
+// of the key's state, so a panic in it fails the Peek and harms nothing.
 func (l *loop) peek(key string, now time.Duration, n int) (d algorithms.Decision, err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -524,9 +526,9 @@ func (l *loop) administer(o op, a *admin, now time.Duration) (err error) {
 	switch o {
 	case opStats:
 		l.table.Expire(now, statsExpireBudget)
-		c := l.table.Counts()
+		c := l.table.Counts(now)
 		a.stats = l.stats
-		a.stats.Keys = l.table.Len()
+		a.stats.Keys, a.stats.Idle = l.table.Len()-c.Idle, c.Idle
 		a.stats.Expired = l.retired.Expired + c.Expired
 		a.stats.Evicted = l.retired.Evicted + c.Evicted
 	case opSnapshot:
@@ -540,7 +542,7 @@ func (l *loop) administer(o op, a *admin, now time.Duration) (err error) {
 	case opNow:
 		a.now, a.wall = now, l.clock.Now()
 	case opSwap:
-		c := l.table.Counts()
+		c := l.table.Counts(now)
 		l.retired.Expired += c.Expired
 		l.retired.Evicted += c.Evicted
 		a.table.Bound(a.limit)

@@ -54,10 +54,12 @@ type KeyLimit struct {
 	Evict bool
 }
 
-// Counts are what a table has done with its keys since it was made.
+// Counts are what a table has done with its keys since it was made, and
+// how many it holds untouched.
 type Counts struct {
 	Expired uint64 // keys forgotten because their state was untouched again
 	Evicted uint64 // keys dropped, with their state, to make room for a new key
+	Idle    int    // keys held whose state is untouched, not yet forgotten
 }
 
 // A snapshot of a table is a sequence of entries, each a key and the state

@@ -124,6 +124,10 @@ func (l *SlidingWindowLog) expired(s *SlidingWindowLogState, now time.Duration) 
 	return first, units
 }
 
+// reuseEntries is the largest array an emptied log keeps for its next
+// entries, so that a key that is idle now and then allocates nothing.
+const reuseEntries = 8
+
 // prune drops the first entries. Once more are dropped than kept, the live
 // ones move to a new array, so a key whose log shrank does not hold on to the
 // array of its busier past; each entry is copied at most once per entry
@@ -132,6 +136,8 @@ func (l *SlidingWindowLog) prune(entries []logEntry, first int) []logEntry {
 	switch live := entries[first:]; {
 	case first == 0:
 		return entries
+	case len(live) == 0 && cap(entries) <= reuseEntries:
+		return entries[:0] // small: kept for the key's next entries
 	case len(live) == 0:
 		return nil
 	case first >= len(live):

@@ -42,8 +42,9 @@ type Table interface {
 	// is below the cap.
 	Bound(limit KeyLimit)
 
-	// Counts returns what the table has done with its keys.
-	Counts() Counts
+	// Counts returns what the table has done with its keys, and how many
+	// of those it holds are untouched at now, waiting to be forgotten.
+	Counts(now time.Duration) Counts
 
 	// AppendSnapshot appends to dst an entry (see NextEntry) for every key
 	// not untouched at now, and returns how many. Its error wraps
@@ -118,6 +119,7 @@ type table[S any] struct {
 	oldest   uint32
 	counts   Counts
 	scratch  []byte
+	stack    []int // idle's
 	zero     S // the state of every key not held; PeekN reads it, nothing writes it
 	fresh    S // a new key's state while it is decided: a field, as &fresh escapes
 }
@@ -128,10 +130,7 @@ func (t *table[S]) AllowN(key string, now time.Duration, n int) (Decision, error
 		return t.allowNew(key, now, n)
 	}
 	sl := &t.slots[i]
-	if passed(sl.deadline, now) {
-		sl.state = t.zero // it decides the same; and drops what it held
-	}
-	d, err := t.m.AllowN(&sl.state, now, n)
+	d, err := t.m.AllowN(&sl.state, now, n) // past its deadline, it decides as untouched
 	if d.Allowed {
 		t.setDeadline(i, after(now, d.ResetAfter))
 	}
@@ -158,11 +157,16 @@ func (t *table[S]) allowNew(key string, now time.Duration, n int) (Decision, err
 }
 
 func (t *table[S]) PeekN(key string, now time.Duration, n int) (Decision, error) {
-	if i, ok := t.lookup(key); ok && !passed(t.slots[i].deadline, now) {
-		return t.m.PeekN(&t.slots[i].state, now, n)
+	// On a copy: PeekN changes nothing, and if it panics half-way through
+	// breaking that promise, neither the key nor t.zero is harmed.
+	if i, ok := t.lookup(key); ok {
+		t.fresh = t.slots[i].state
+	} else {
+		t.fresh = t.zero
 	}
-	t.fresh = t.zero // never t.zero itself: a panic must not leave it dirty
-	return t.m.PeekN(&t.fresh, now, n)
+	d, err := t.m.PeekN(&t.fresh, now, n)
+	t.fresh = t.zero // hold on to nothing of the key's
+	return d, err
 }
 
 func (t *table[S]) Refund(key string, now time.Duration, n int) {
@@ -190,7 +194,35 @@ func (t *table[S]) Reset(key string) {
 
 func (t *table[S]) Len() int { return t.held }
 
-func (t *table[S]) Counts() Counts { return t.counts }
+func (t *table[S]) Counts(now time.Duration) Counts {
+	c := t.counts
+	c.Idle = t.idle(now)
+	return c
+}
+
+// idle counts the keys untouched at now. Their entries, and only theirs
+// and stale ones, have an at <= now, and those form a subtree at the top
+// of the heap: it reads just that, O(idle + stale), changing nothing.
+func (t *table[S]) idle(now time.Duration) (n int) {
+	if len(t.due) == 0 || !passed(t.due[0].at, now) {
+		return 0
+	}
+	stack := append(t.stack[:0], 0)
+	for len(stack) > 0 {
+		h := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if passed(t.slots[t.due[h].slot].deadline, now) {
+			n++
+		}
+		for _, c := range [2]int{2*h + 1, 2*h + 2} {
+			if c < len(t.due) && passed(t.due[c].at, now) {
+				stack = append(stack, c)
+			}
+		}
+	}
+	t.stack = stack
+	return n
+}
 
 func (t *table[S]) Expire(now time.Duration, budget int) (forgot int) {
 	for ; budget > 0 && len(t.due) > 0 && passed(t.due[0].at, now); budget-- {

@@ -54,7 +54,7 @@ func TestTableForgetsKeysExactlyWhenUntouched(t *testing.T) {
 				assert.Less(t, tab.Len(), held, "a key is forgotten at its deadline %v", deadline)
 			}
 			assert.Equal(t, 0, tab.Len())
-			assert.Equal(t, uint64(5), tab.Counts().Expired)
+			assert.Equal(t, uint64(5), tab.Counts(0).Expired)
 		})
 	}
 }
@@ -104,8 +104,8 @@ func TestTableKeyLimitRefusesNewKeysAndForgivesNothing(t *testing.T) {
 	d := allow(t, a, "new", s, 1)
 	assert.True(t, d.Allowed)
 	assert.Equal(t, 2, a.Len())
-	assert.Equal(t, uint64(1), a.Counts().Expired)
-	assert.Equal(t, uint64(0), a.Counts().Evicted)
+	assert.Equal(t, uint64(1), a.Counts(0).Expired)
+	assert.Equal(t, uint64(0), a.Counts(0).Evicted)
 	assert.False(t, allow(t, a, "z", s, 1).Allowed, "z's window runs to 1.5s")
 
 	_, err = a.AllowN("newer", s, 1)
@@ -122,7 +122,7 @@ func TestTableKeyLimitEvictsTheLeastRecentlyUsed(t *testing.T) {
 	}
 	allow(t, tab, "a", 0, 1) // denied, but used: b is now the oldest
 	assert.True(t, allow(t, tab, "d", 0, 1).Allowed)
-	assert.Equal(t, uint64(1), tab.Counts().Evicted)
+	assert.Equal(t, uint64(1), tab.Counts(0).Evicted)
 	assert.True(t, allow(t, tab, "b", 0, 1).Allowed, "b was evicted, so it starts afresh")
 	assert.False(t, allow(t, tab, "a", 0, 1).Allowed, "a was kept")
 	assert.Equal(t, 3, tab.Len())
