@@ -120,8 +120,8 @@ type table[S any] struct {
 	counts   Counts
 	scratch  []byte
 	stack    []int // idle's
-	zero     S     // the state of every key not held; PeekN reads it, nothing writes it
-	fresh    S     // a new key's state while it is decided: a field, as &fresh escapes
+	zero     S     // the state of every key not held; only ever copied
+	fresh    S     // a new key's state while it is decided, or PeekN's copy: a field, as &fresh escapes
 }
 
 func (t *table[S]) AllowN(key string, now time.Duration, n int) (Decision, error) {
