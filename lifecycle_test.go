@@ -56,8 +56,13 @@ func keysVanishWhenUntouched(t *testing.T, algorithm string) {
 		now = deadline
 		st := stats(t, r)
 		assert.Equal(t, len(deadlines)-i-1, st.Keys, "at deadline %d (%v)", i, deadline)
-		assert.Equal(t, before.Expired+1, st.Expired)
+		assert.Equal(t, before.Idle+1, st.Idle+int(st.Expired-before.Expired), "the key is idle, or forgotten")
 	}
+	// A message past the grace forgets them all.
+	advance(time.Second)
+	stats(t, r)
+	st := stats(t, r)
+	assert.Equal(t, 0, st.Keys+st.Idle)
 }
 
 // restoreAnswersAsTheOriginal plays random schedules on a router, takes a
@@ -458,10 +463,16 @@ func TestStatsCountsUntouchedKeysApart(t *testing.T) {
 		}
 		require.NoError(t, r.AllowBatch(bg, reqs, make([]chanlimit.Decision, len(reqs)))) // untouched at 1s
 		clk.Advance(1500 * time.Millisecond)
-		allowN(t, r, "x", 1) // forgets a few, within its grace: none
+		allowN(t, r, "x", 1) // the 3000 are within their grace: none is forgotten
 		st := stats(t, r)
 		assert.Equal(t, 1, st.Keys)
-		assert.Equal(t, 3000-1024, st.Idle, "what Stats itself did not forget is counted apart")
+		assert.Equal(t, 3000, st.Idle, "untouched, and within their grace: counted apart")
+		clk.Advance(time.Second)
+		allowN(t, r, "x", 1) // at 2.5s, after its answer, forgets 8 keys past their grace
+		st = stats(t, r)
+		assert.Equal(t, 1, st.Keys, "x, in a new window")
+		assert.Equal(t, 3000-8, st.Idle)
+		assert.Equal(t, uint64(8), st.Expired)
 	})
 	t.Run("StaleDeadlines", func(t *testing.T) {
 		r, clk := newRouter(t, chanlimit.Config{Algorithm: "sliding_window_log", Limit: 10, Window: 100 * time.Millisecond, Partitions: 1})

@@ -64,8 +64,8 @@ var ErrAlgorithmPanic = errors.New("chanlimit: algorithm panicked")
 // (each item of a batch counts). A request adds at most two steps of work
 // (its key, new, is forgotten once; a later deadline is caught up with
 // once), so expiry keeps pace, a few steps at a time, and never stalls. A
-// Stats message does up to statsExpireBudget, then counts the untouched
-// keys still held apart (Stats.Idle), so that its Keys is exact.
+// Stats message forgets nothing: it counts the untouched keys still held
+// apart (Stats.Idle), so that its Keys is exact.
 //
 // The messages forget keys that have been untouched for linger: a key that
 // comes back within it keeps its slot and its state's memory, so a key
@@ -73,10 +73,9 @@ var ErrAlgorithmPanic = errors.New("chanlimit: algorithm panicked")
 // untouched between uses (a generous limit). A new key that needs room
 // under MaxKeys takes the place of a key the moment it is untouched.
 const (
-	expireBase        = 8
-	expirePerRequest  = 2
-	statsExpireBudget = 1 << 10
-	linger            = time.Second
+	expireBase       = 8
+	expirePerRequest = 2
+	linger           = time.Second
 )
 
 // op is the kind of a request. The set is closed: each op has a method on
@@ -403,7 +402,7 @@ func (p *Partition) run() {
 		// caller's send, and one clock read per burst under load.
 		queued := len(p.mailbox)
 		now := l.tick()
-		l.table.Expire(now-linger, expireBase+expirePerRequest*queued)
+		burst := queued + 1
 		for {
 			if req.op == opStop {
 				p.drain(now)
@@ -415,6 +414,8 @@ func (p *Partition) run() {
 			}
 			req, queued = <-p.mailbox, queued-1 // there: only this goroutine receives
 		}
+		// Forgetting comes after the answers, so no caller waits for it.
+		l.table.Expire(now-linger, expireBase+expirePerRequest*(burst-1))
 	}
 }
 
@@ -525,7 +526,6 @@ func panicError(v any) error {
 func (l *loop) administer(o op, a *admin, now time.Duration) (err error) {
 	switch o {
 	case opStats:
-		l.table.Expire(now, statsExpireBudget)
 		c := l.table.Counts(now)
 		a.stats = l.stats
 		a.stats.Keys, a.stats.Idle = l.table.Len()-c.Idle, c.Idle
