@@ -35,10 +35,14 @@ type Stats struct {
 }
 
 // Stats asks every partition for its figures, through its mailbox. Keys
-// counts the keys whose state is not untouched, exactly, so a key leaves
-// it the moment it is untouched. The partitions forget such keys a few per
+// counts the keys whose state is not untouched, so a key leaves it the
+// moment it is untouched. The partitions forget such keys a few per
 // message, after a second's grace (see README): until then they count in
-// Idle, and Keys + Idle is what the partitions hold in memory.
+// Idle, and Keys + Idle is what the partitions hold in memory. To keep a
+// Stats message short, a partition reads at most 16,384 entries of its
+// deadline heap to count Idle: when more of its keys than that are due at
+// once (or have deadlines the heap has yet to catch up with), Keys counts
+// some untouched keys too, never fewer than the keys in use.
 func (r *Router) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{Partitions: make([]PartitionStats, len(r.parts))}
 	for i, p := range r.parts {

@@ -65,7 +65,9 @@ var ErrAlgorithmPanic = errors.New("chanlimit: algorithm panicked")
 // (its key, new, is forgotten once; a later deadline is caught up with
 // once), so expiry keeps pace, a few steps at a time, and never stalls. A
 // Stats message forgets nothing: it counts the untouched keys still held
-// apart (Stats.Idle), so that its Keys is exact.
+// apart (Stats.Idle), reading at most algorithms.IdleCountLimit entries of
+// the deadline heap, so that its Keys is exact unless more than that many
+// keys are due or waiting for the heap to catch up with their deadline.
 //
 // The messages forget keys that have been untouched for linger: a key that
 // comes back within it keeps its slot and its state's memory, so a key
@@ -402,20 +404,21 @@ func (p *Partition) run() {
 		// caller's send, and one clock read per burst under load.
 		queued := len(p.mailbox)
 		now := l.tick()
-		burst := queued + 1
+		served := 0 // requests, a batch's items one by one
 		for {
 			if req.op == opStop {
 				p.drain(now)
 				return
 			}
-			l.serve(req, now)
+			served += l.serve(req, now)
 			if queued == 0 {
 				break
 			}
 			req, queued = <-p.mailbox, queued-1 // there: only this goroutine receives
 		}
-		// Forgetting comes after the answers, so no caller waits for it.
-		l.table.Expire(now-linger, expireBase+expirePerRequest*(burst-1))
+		// Forgetting comes after the burst's answers, so no caller in it
+		// waits for it.
+		l.table.Expire(now-linger, expireBase+expirePerRequest*served)
 	}
 }
 
@@ -432,11 +435,13 @@ func (p *Partition) drain(now time.Duration) {
 	}
 }
 
-// serve decides one request at now and delivers the answer.
-func (l *loop) serve(req request, now time.Duration) {
+// serve decides one request at now and delivers the answer. It returns
+// how many requests that was: a batch's items, or 1.
+func (l *loop) serve(req request, now time.Duration) (served int) {
 	if len(req.reply) > 0 {
-		return // the caller gave up before its turn: apply nothing
+		return 0 // the caller gave up before its turn: apply nothing
 	}
+	served = 1
 	var r reply
 	switch req.op {
 	case opAllow:
@@ -450,11 +455,12 @@ func (l *loop) serve(req request, now time.Duration) {
 		for i := 0; i < len(items); {
 			i = l.allowFrom(items, i, now)
 		}
-		l.table.Expire(now-linger, expirePerRequest*len(items))
+		served = len(items)
 	default:
 		r.err = l.administer(req.op, req.admin, now)
 	}
 	l.deliver(req, now, r)
+	return served
 }
 
 // allow decides n units for key at now, under supervision.
@@ -481,7 +487,9 @@ func (l *loop) allowFrom(items []Item, i int, now time.Duration) (next int) {
 }
 
 // peek says what allow would, under supervision. The table peeks on a copy
-// of the key's state, so a panic in it fails the Peek and harms nothing.
+// of the key's state value, so a panic in it fails the Peek and leaves the
+// key as it was (unless PeekN, breaking its promise, wrote through a
+// pointer the state holds: the built-in algorithms never do).
 func (l *loop) peek(key string, now time.Duration, n int) (d algorithms.Decision, err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -542,7 +550,7 @@ func (l *loop) administer(o op, a *admin, now time.Duration) (err error) {
 	case opNow:
 		a.now, a.wall = now, l.clock.Now()
 	case opSwap:
-		c := l.table.Counts(now)
+		c := l.table.Counts(math.MinInt64) // no key is idle then: no need to count them
 		l.retired.Expired += c.Expired
 		l.retired.Evicted += c.Evicted
 		a.table.Bound(a.limit)

@@ -137,8 +137,11 @@ func invalid(field, format string, args ...any) error {
 }
 
 // Machine is one algorithm's rule, applied to the state S of one key. The
-// zero S is an untouched key. Machines are immutable; a state is owned by one
-// goroutine and passed in by pointer.
+// zero S is an untouched key, and a state must decide exactly as the zero S
+// from the ResetAfter of its latest decision on, until its next grant:
+// tables rely on it to forget keys, whenever they get round to it.
+// Machines are immutable; a state is owned by one goroutine and passed in
+// by pointer.
 type Machine[S any] interface {
 	// Capacity returns the largest n that AllowN can ever allow.
 	Capacity() int

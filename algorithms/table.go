@@ -43,7 +43,8 @@ type Table interface {
 	Bound(limit KeyLimit)
 
 	// Counts returns what the table has done with its keys, and how many
-	// of those it holds are untouched at now, waiting to be forgotten.
+	// of those it holds are untouched at now, waiting to be forgotten (a
+	// count that may fall short when thousands are due at once).
 	Counts(now time.Duration) Counts
 
 	// AppendSnapshot appends to dst an entry (see NextEntry) for every key
@@ -157,8 +158,9 @@ func (t *table[S]) allowNew(key string, now time.Duration, n int) (Decision, err
 }
 
 func (t *table[S]) PeekN(key string, now time.Duration, n int) (Decision, error) {
-	// On a copy: PeekN changes nothing, and if it panics half-way through
-	// breaking that promise, neither the key nor t.zero is harmed.
+	// On a copy of the state's value: PeekN changes nothing, and if it
+	// panics half-way through breaking that promise, neither the key's
+	// fields nor t.zero is harmed (what they point to is shared).
 	if i, ok := t.lookup(key); ok {
 		t.fresh = t.slots[i].state
 	} else {
@@ -200,15 +202,21 @@ func (t *table[S]) Counts(now time.Duration) Counts {
 	return c
 }
 
+// IdleCountLimit is the most heap entries Table.Counts reads to count the
+// idle keys, so that a count costs at most a fraction of a millisecond.
+const IdleCountLimit = 1 << 14
+
 // idle counts the keys untouched at now. Their entries, and only theirs
-// and stale ones, have an at <= now, and those form a subtree at the top
-// of the heap: it reads just that, O(idle + stale), changing nothing.
+// and stale ones (a deadline moved later, not yet caught up with), have an
+// at <= now, and those form a subtree at the top of the heap: it reads
+// just that, changing nothing, and at most IdleCountLimit entries of it,
+// so the count may fall short when more than that many are due.
 func (t *table[S]) idle(now time.Duration) (n int) {
 	if len(t.due) == 0 || !passed(t.due[0].at, now) {
 		return 0
 	}
 	stack := append(t.stack[:0], 0)
-	for len(stack) > 0 {
+	for read := 0; len(stack) > 0 && read < IdleCountLimit; read++ {
 		h := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		if passed(t.slots[t.due[h].slot].deadline, now) {
