@@ -111,7 +111,7 @@ func (r *Router) Snapshot(ctx context.Context, w io.Writer) error {
 			wall time.Time
 			err  error
 		)
-		entries, keys, _, wall, err = p.Snapshot(ctx, entries[:0])
+		entries, keys, wall, err = p.Snapshot(ctx, entries[:0])
 		if err != nil {
 			return fmt.Errorf("chanlimit: Snapshot: %w", err)
 		}

@@ -113,7 +113,7 @@ type admin struct {
 	entries []byte              // opSnapshot: the entries of every key held
 	keys    int                 // opSnapshot: how many
 	wall    time.Time           // opSnapshot, opNow: the clock's reading
-	now     time.Duration       // opSnapshot, opNow: the partition's now
+	now     time.Duration       // opNow: the partition's now
 	table   algorithms.Table    // opSwap: the new table
 	limit   algorithms.KeyLimit // opSwap: its cap
 }
@@ -247,14 +247,14 @@ func (p *Partition) Stats(ctx context.Context) (Stats, error) {
 
 // Snapshot returns the entries (see algorithms.NextEntry) of every key the
 // partition holds that is not untouched, how many there are, and the
-// partition's now and the clock's reading when it took them. Its error
-// wraps errors.ErrUnsupported if the algorithm cannot save its states.
-func (p *Partition) Snapshot(ctx context.Context, dst []byte) (entries []byte, keys int, now time.Duration, wall time.Time, err error) {
+// clock's reading when it took them. Its error wraps errors.ErrUnsupported
+// if the algorithm cannot save its states.
+func (p *Partition) Snapshot(ctx context.Context, dst []byte) (entries []byte, keys int, wall time.Time, err error) {
 	a := &admin{entries: dst}
 	if _, err := p.call(ctx, request{op: opSnapshot, admin: a}); err != nil {
-		return dst, 0, 0, time.Time{}, err
+		return dst, 0, time.Time{}, err
 	}
-	return a.entries, a.keys, a.now, a.wall, nil
+	return a.entries, a.keys, a.wall, nil
 }
 
 // Now returns the partition's now, a point on its timeline, and the
@@ -546,7 +546,7 @@ func (l *loop) administer(o op, a *admin, now time.Duration) (err error) {
 			}
 		}()
 		a.entries, a.keys, err = l.table.AppendSnapshot(a.entries, now)
-		a.now, a.wall = now, l.clock.Now()
+		a.wall = l.clock.Now()
 	case opNow:
 		a.now, a.wall = now, l.clock.Now()
 	case opSwap:
