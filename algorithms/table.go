@@ -61,39 +61,89 @@ type Table interface {
 // Keyed returns an Algorithm whose tables keep one S per key, decided by m.
 // If m is also an Expiring[S], a key is forgotten the moment a Refund
 // leaves it untouched; if it is an Expiring[S] and a StateCodec[S], its
-// tables can be saved in a snapshot and loaded.
-func Keyed[S any](m Machine[S]) Algorithm { return keyed[S]{m} }
+// tables can be saved in a snapshot and loaded. If m is not an
+// Expiring[S], its tables keep beside each state the deadline of the
+// key's latest grant.
+func Keyed[S any](m Machine[S]) Algorithm {
+	if e, ok := m.(Expiring[S]); ok {
+		return keyed[S]{m, e}
+	}
+	g := granted[S]{m}
+	return keyed[timed[S]]{g, g}
+}
 
-type keyed[S any] struct{ m Machine[S] }
+type keyed[S any] struct {
+	m Machine[S]
+	e Expiring[S]
+}
 
 func (k keyed[S]) Capacity() int { return k.m.Capacity() }
 
 func (k keyed[S]) NewTable() Table {
-	t := &table[S]{m: k.m, seed: maphash.MakeSeed(), newest: none, oldest: none}
-	t.expiring, _ = k.m.(Expiring[S])
+	t := &table[S]{m: k.m, expiring: k.e, seed: maphash.MakeSeed(), newest: none, oldest: none}
 	t.codec, _ = k.m.(StateCodec[S])
 	return t
+}
+
+// timed is the state a table keeps for a Machine that cannot tell when a
+// state is untouched: the state, and the deadline of its latest grant.
+type timed[S any] struct {
+	s        S
+	deadline time.Duration
+}
+
+// granted is the Expiring Machine over timed states that a table uses for
+// a Machine that is not Expiring: a state is untouched from the deadline
+// of its latest grant on, so a Refund leaves the deadline where it was
+// (late, never early).
+type granted[S any] struct{ m Machine[S] }
+
+func (g granted[S]) Capacity() int { return g.m.Capacity() }
+
+func (g granted[S]) AllowN(s *timed[S], now time.Duration, n int) (Decision, error) {
+	d, err := g.m.AllowN(&s.s, now, n)
+	if d.Allowed {
+		s.deadline = after(now, d.ResetAfter)
+	}
+	return d, err
+}
+
+func (g granted[S]) PeekN(s *timed[S], now time.Duration, n int) (Decision, error) {
+	return g.m.PeekN(&s.s, now, n)
+}
+
+func (g granted[S]) Refund(s *timed[S], now time.Duration, n int) { g.m.Refund(&s.s, now, n) }
+
+// ResetAfter returns the time until the deadline; the largest Duration,
+// which stands for a deadline past the end of the timeline, never comes.
+func (g granted[S]) ResetAfter(s *timed[S], now time.Duration) time.Duration {
+	if s.deadline == math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return max(s.deadline-now, 0)
 }
 
 // none is the slot index that stands for no slot.
 const none = ^uint32(0)
 
-// slot is one key held, with its state inline.
+// slot is one key held, with its state inline. When the state is
+// untouched again is the state's to tell (Expiring), so no deadline is
+// kept beside it.
 type slot[S any] struct {
-	state    S
-	key      string        // the table's own copy
-	hash     uint32        // the key's, in the index
-	deadline time.Duration // from then on the state is untouched
-	due      uint32        // the slot's place in the table's due heap
+	state S
+	key   string // the table's own copy
+	hash  uint32 // the key's, in the index
+	due   uint32 // the slot's place in the table's due heap
 }
 
 // link is a slot's place in the recency list, kept while evicting, in a
 // slice beside the slots so that a table that does not evict pays nothing.
 type link struct{ newer, older uint32 }
 
-// due is an entry of the heap that orders keys by deadline. at is never
-// after its slot's deadline: a deadline that moves later is caught up
-// with lazily, when the entry reaches the top.
+// due is an entry of the heap that orders keys by deadline: the time from
+// which their state is untouched. at is never after its slot's deadline: a
+// deadline that moves later is caught up with lazily, when the entry
+// reaches the top and the state's ResetAfter is read.
 type due struct {
 	at   time.Duration
 	slot uint32
@@ -107,7 +157,7 @@ type due struct {
 // in order of use.
 type table[S any] struct {
 	m        Machine[S]
-	expiring Expiring[S]   // nil if m cannot tell
+	expiring Expiring[S]   // m, or what keeps deadlines for it (granted)
 	codec    StateCodec[S] // nil if m cannot save states
 	seed     maphash.Seed
 	buckets  []uint64 // the index
@@ -133,7 +183,7 @@ func (t *table[S]) AllowN(key string, now time.Duration, n int) (Decision, error
 	sl := &t.slots[i]
 	d, err := t.m.AllowN(&sl.state, now, n) // past its deadline, it decides as untouched
 	if d.Allowed {
-		t.setDeadline(i, after(now, d.ResetAfter))
+		t.earlier(i, after(now, d.ResetAfter))
 	}
 	if t.evicting() {
 		t.unlink(i)
@@ -177,11 +227,8 @@ func (t *table[S]) Refund(key string, now time.Duration, n int) {
 		return
 	}
 	t.m.Refund(&t.slots[i].state, now, n)
-	if t.expiring == nil {
-		return // the deadline stays that of the grant: late, never early
-	}
 	if wait := t.expiring.ResetAfter(&t.slots[i].state, now); wait > 0 {
-		t.setDeadline(i, after(now, wait))
+		t.earlier(i, after(now, wait))
 	} else {
 		t.remove(i)
 		t.counts.Expired++
@@ -219,7 +266,7 @@ func (t *table[S]) idle(now time.Duration) (n int) {
 	for read := 0; len(stack) > 0 && read < IdleCountLimit; read++ {
 		h := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if passed(t.slots[t.due[h].slot].deadline, now) {
+		if t.untouched(t.due[h].slot, now) {
 			n++
 		}
 		for _, c := range [2]int{2*h + 1, 2*h + 2} {
@@ -243,11 +290,11 @@ func (t *table[S]) Expire(now time.Duration, budget int) (forgot int) {
 
 // expireTop forgets the key at the top of the due heap if it is untouched
 // at now, and reports whether it did; if the key's deadline has moved on,
-// it moves its entry down instead.
+// it moves its entry down to it instead.
 func (t *table[S]) expireTop(now time.Duration) bool {
 	i := t.due[0].slot
-	if d := t.slots[i].deadline; !passed(d, now) {
-		t.due[0].at = d
+	if wait := t.expiring.ResetAfter(&t.slots[i].state, now); wait > 0 {
+		t.due[0].at = after(now, wait)
 		t.down(0)
 		return false
 	}
@@ -302,10 +349,16 @@ func (t *table[S]) dropUntouched(now time.Duration) bool {
 	return false
 }
 
-// insert stores a new key, which admit has made room for.
+// untouched reports whether the state in slot i is untouched at now.
+func (t *table[S]) untouched(i uint32, now time.Duration) bool {
+	return t.expiring.ResetAfter(&t.slots[i].state, now) <= 0
+}
+
+// insert stores a new key, which admit has made room for, whose state is
+// untouched from deadline on.
 func (t *table[S]) insert(key string, s S, deadline time.Duration) {
 	i, h := uint32(len(t.slots)), t.hash(key)
-	t.slots = append(t.slots, slot[S]{state: s, key: key, hash: h, deadline: deadline, due: uint32(len(t.due))})
+	t.slots = append(t.slots, slot[S]{state: s, key: key, hash: h, due: uint32(len(t.due))})
 	t.place(key, h, i)
 	t.due = append(t.due, due{at: deadline, slot: i})
 	t.up(len(t.due) - 1)
@@ -367,12 +420,10 @@ func (t *table[S]) move(from, to uint32) {
 	}
 }
 
-// setDeadline moves slot i's deadline. A later one is left for the heap to
-// catch up with; an earlier one moves its entry up now.
-func (t *table[S]) setDeadline(i uint32, deadline time.Duration) {
-	sl := &t.slots[i]
-	sl.deadline = deadline
-	if h := int(sl.due); deadline < t.due[h].at {
+// earlier tells the heap slot i's new deadline. A later one is left for
+// the heap to catch up with; an earlier one moves its entry up now.
+func (t *table[S]) earlier(i uint32, deadline time.Duration) {
+	if h := int(t.slots[i].due); deadline < t.due[h].at {
 		t.due[h].at = deadline
 		t.up(h)
 	}
@@ -459,15 +510,15 @@ func (t *table[S]) unlink(i uint32) {
 var errNoCodec = fmt.Errorf("%w: the algorithm cannot save its states (its Machine is not a StateCodec and an Expiring)", errors.ErrUnsupported)
 
 func (t *table[S]) AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, error) {
-	if t.codec == nil || t.expiring == nil {
+	if t.codec == nil {
 		return dst, 0, errNoCodec
 	}
 	keys := 0
 	for _, d := range t.due {
-		sl := &t.slots[d.slot]
-		if passed(sl.deadline, now) {
+		if t.untouched(d.slot, now) {
 			continue
 		}
+		sl := &t.slots[d.slot]
 		t.scratch = t.codec.AppendState(t.scratch[:0], &sl.state, now)
 		dst = appendEntry(dst, sl.key, t.scratch)
 		keys++
@@ -476,7 +527,7 @@ func (t *table[S]) AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, e
 }
 
 func (t *table[S]) Load(key string, state []byte, now, age time.Duration) error {
-	if t.codec == nil || t.expiring == nil {
+	if t.codec == nil {
 		return fmt.Errorf("%w: %w", ErrBadSnapshot, errNoCodec)
 	}
 	if _, ok := t.lookup(key); ok {

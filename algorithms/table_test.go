@@ -255,6 +255,32 @@ func TestTableWithoutCodec(t *testing.T) {
 	assert.Equal(t, 1, tab.Len())
 }
 
+// TestTableWithoutExpiring: a Machine that cannot tell when a state is
+// untouched has its keys kept until the deadline of their latest grant,
+// which a Refund leaves where it was.
+func TestTableWithoutExpiring(t *testing.T) {
+	var m Machine[FixedWindowState] = &FixedWindow{limit: 2, window: s}
+	tab := Keyed(struct{ Machine[FixedWindowState] }{m}).NewTable() // hides ResetAfter
+	allow(t, tab, "k", 0, 1)
+	d := allow(t, tab, "k", 100*ms, 1)
+	require.Equal(t, 900*ms, d.ResetAfter)
+	tab.Refund("k", 100*ms, 1)
+	assert.Equal(t, 1, tab.Len(), "the refund leaves the grant's deadline")
+	d = allow(t, tab, "k", 300*ms, 1)
+	assert.True(t, d.Allowed, "the refund gave its unit back")
+	assert.Equal(t, 700*ms, d.ResetAfter)
+
+	tab.Expire(s-1, 100)
+	assert.Equal(t, 1, tab.Len(), "kept until the deadline")
+	assert.Equal(t, 1, tab.Counts(s-1).Idle+1, "nothing idle before it")
+	assert.Equal(t, 1, tab.Counts(s).Idle, "idle from the deadline on")
+	tab.Expire(s, 100)
+	assert.Equal(t, 0, tab.Len(), "forgotten at the deadline")
+	assert.Equal(t, uint64(1), tab.Counts(s).Expired)
+	_, _, err := tab.AppendSnapshot(nil, 0)
+	assert.ErrorIs(t, err, errors.ErrUnsupported, "no snapshot without ResetAfter")
+}
+
 // TestTableIndexAgainstASet inserts and removes thousands of keys at random
 // (growing the index, and shifting entries back on every removal) and
 // checks the index against a plain set throughout.
