@@ -269,8 +269,8 @@ func (t *table[S]) idle(now time.Duration) (n int) {
 		if t.untouched(t.due[h].slot, now) {
 			n++
 		}
-		for _, c := range [2]int{2*h + 1, 2*h + 2} {
-			if c < len(t.due) && passed(t.due[c].at, now) {
+		for c := arity*h + 1; c <= arity*h+arity && c < len(t.due); c++ {
+			if passed(t.due[c].at, now) {
 				stack = append(stack, c)
 			}
 		}
@@ -444,37 +444,53 @@ func after(now, wait time.Duration) time.Duration {
 	return now + wait
 }
 
+// The due heap is 4-ary: a child of h is at arity×h + 1 to arity×h + arity.
+// Its four children share a cache line, and its depth is half a binary
+// heap's, which matters because every level moved writes the moved slot's
+// place: a write to a random slot, a cache miss when keys are many.
+const arity = 4
+
+// up moves the entry at h up to its place.
 func (t *table[S]) up(h int) {
+	e := t.due[h]
 	for h > 0 {
-		parent := (h - 1) / 2
-		if t.due[parent].at <= t.due[h].at {
-			return
+		parent := (h - 1) / arity
+		if t.due[parent].at <= e.at {
+			break
 		}
-		t.swap(h, parent)
+		t.put(h, t.due[parent])
 		h = parent
 	}
+	t.put(h, e)
 }
 
+// down moves the entry at h down to its place.
 func (t *table[S]) down(h int) {
+	e, n := t.due[h], len(t.due)
 	for {
-		least := h
-		for _, c := range [2]int{2*h + 1, 2*h + 2} {
-			if c < len(t.due) && t.due[c].at < t.due[least].at {
+		first := arity*h + 1
+		if first >= n {
+			break
+		}
+		least := first
+		for c := first + 1; c < min(first+arity, n); c++ {
+			if t.due[c].at < t.due[least].at {
 				least = c
 			}
 		}
-		if least == h {
-			return
+		if t.due[least].at >= e.at {
+			break
 		}
-		t.swap(h, least)
+		t.put(h, t.due[least])
 		h = least
 	}
+	t.put(h, e)
 }
 
-func (t *table[S]) swap(a, b int) {
-	t.due[a], t.due[b] = t.due[b], t.due[a]
-	t.slots[t.due[a].slot].due = uint32(a)
-	t.slots[t.due[b].slot].due = uint32(b)
+// put writes e at h in the heap, and h in e's slot.
+func (t *table[S]) put(h int, e due) {
+	t.due[h] = e
+	t.slots[e.slot].due = uint32(h)
 }
 
 // link puts slot i at the newest end of the recency list.

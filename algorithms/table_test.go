@@ -334,3 +334,54 @@ func checkIndex[S any](t *testing.T, tab *table[S]) {
 		require.Equal(t, entry(tab.slots[i].hash, uint32(i)), tab.buckets[b])
 	}
 }
+
+// TestTableDueHeap plays random grants, refunds, resets and expiries with
+// deadlines all over the place, and checks the due heap after each: the
+// heap order, every slot's place in it, and that no entry is after its
+// key's deadline (else a key would be forgotten late, or counted wrongly
+// as in use).
+func TestTableDueHeap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	m, err := NewTokenBucket(Params{Limit: 4, Window: 1000})
+	require.NoError(t, err)
+	tab := Keyed[TokenBucketState](m).NewTable()
+	impl := tab.(*table[TokenBucketState])
+	var now time.Duration
+	for op := range 20_000 {
+		now += time.Duration(rng.IntN(40))
+		key := fmt.Sprint(rng.IntN(500))
+		switch r := rng.IntN(20); {
+		case r < 14:
+			n := 1 + rng.IntN(4)
+			if d := allow(t, tab, key, now, n); d.Allowed && r == 0 {
+				tab.Refund(key, now, n)
+			}
+		case r < 16:
+			tab.Reset(key)
+		default:
+			tab.Expire(now, rng.IntN(8))
+		}
+		if op%97 == 0 {
+			checkHeap(t, impl, now)
+		}
+	}
+	checkHeap(t, impl, now)
+	tab.Expire(now, math.MaxInt)
+	for i := range impl.slots {
+		require.False(t, impl.untouched(uint32(i), now), "a full Expire leaves no untouched key")
+	}
+}
+
+// checkHeap checks the due heap of tab at now.
+func checkHeap[S any](t *testing.T, tab *table[S], now time.Duration) {
+	t.Helper()
+	require.Equal(t, len(tab.slots), len(tab.due))
+	for h, e := range tab.due {
+		require.Equal(t, uint32(h), tab.slots[e.slot].due, "slot %d's place", e.slot)
+		if h > 0 {
+			require.LessOrEqual(t, tab.due[(h-1)/arity].at, e.at, "heap order at %d", h)
+		}
+		wait := tab.expiring.ResetAfter(&tab.slots[e.slot].state, now)
+		require.LessOrEqual(t, e.at, after(now, max(wait, 0)), "entry %d is after its key's deadline", h)
+	}
+}
