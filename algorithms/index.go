@@ -70,14 +70,19 @@ func (t *table[S]) grow() {
 	}
 }
 
-// bucketOf returns the bucket of the key at slot.
+// bucketOf returns the bucket of the key at slot. The entry, hash and
+// slot together, is unique, so it is found without reading a key.
 func (t *table[S]) bucketOf(slot uint32) int {
-	sl := &t.slots[slot]
-	b, _, ok := t.probe(sl.key, sl.hash)
-	if !ok {
-		panic("chanlimit: table index lost a key") // not reached: every slot is indexed
+	h := t.slots[slot].hash
+	want, mask := entry(h, slot), len(t.buckets)-1
+	for b := int(h) & mask; ; b = (b + 1) & mask {
+		switch t.buckets[b] {
+		case want:
+			return b
+		case 0:
+			panic("chanlimit: table index lost a key") // not reached: every slot is indexed
+		}
 	}
-	return b
 }
 
 // unplace takes the key at slot out of the index, shifting back the
