@@ -88,3 +88,30 @@ func TestAllocsOfALingeringKey(t *testing.T) {
 		assert.Zero(t, allocs, algorithm)
 	}
 }
+
+// TestAllocsOfNewKeys: once a partition has held as many keys as it now
+// gets, a new key allocates nothing (amortized) beyond what its state
+// holds: its bytes go into the table's own slice of keys, whose garbage is
+// squeezed out now and then instead of growing it.
+func TestAllocsOfNewKeys(t *testing.T) {
+	for _, algorithm := range registered {
+		if algorithm == "sliding_window_log" {
+			continue // its state holds a slice of its own, made per key
+		}
+		r, clk := newRouter(t, chanlimit.Config{Algorithm: algorithm, Limit: 10, Window: 100 * time.Millisecond, Partitions: 1})
+		for i := range 5000 {
+			r.Allow(fmt.Sprint("key-", i))
+		}
+		keys := make([]string, 5000) // made beforehand: their allocations are not the router's
+		for i := range keys {
+			keys[i] = fmt.Sprint("new-key-", i)
+		}
+		clk.Advance(10 * time.Second) // every key untouched, and past the grace
+		i := 0
+		allocs := testing.AllocsPerRun(len(keys)-1, func() {
+			r.Allow(keys[i])
+			i++
+		})
+		assert.Less(t, allocs, 0.01, "%s: allocations per new key", algorithm)
+	}
+}

@@ -144,7 +144,9 @@ var (
 	ErrUnknownAlgorithm = algorithms.ErrUnknownAlgorithm
 
 	// ErrTooManyKeys is returned for a request on a new key when MaxKeys
-	// keys are held and none can make room (see Config.MaxKeys).
+	// keys are held and none can make room (see Config.MaxKeys), or when
+	// the keys held by its partition take 4 GiB (a partition keeps the
+	// bytes of its keys in one slice, with 32-bit offsets).
 	ErrTooManyKeys = algorithms.ErrTooManyKeys
 
 	// ErrKeyTooLong is returned, wrapped with the lengths, for a key longer

@@ -36,7 +36,7 @@ func (t *table[S]) probe(key string, h uint32) (b int, slot uint32, ok bool) {
 			return b, 0, false
 		}
 		if uint32(e>>32) == h {
-			if s := uint32(e) - 1; t.slots[s].key == key {
+			if s := uint32(e) - 1; string(t.keyBytes(t.slots[s].key)) == key { // compared in place
 				return b, s, true
 			}
 		}

@@ -13,7 +13,8 @@ import (
 var (
 	// ErrTooManyKeys is returned for a request on a new key when the tables
 	// sharing a KeyLimit hold as many keys as it allows and none can make
-	// room: no key held is untouched, and eviction is off.
+	// room: no key held is untouched, and eviction is off. A table also
+	// refuses a new key with it once its keys take 4 GiB.
 	ErrTooManyKeys = errors.New("chanlimit: too many keys")
 
 	// ErrBadSnapshot is wrapped with the reason a snapshot was refused.
@@ -66,8 +67,8 @@ type Counts struct {
 // its StateCodec wrote, both preceded by their length as a uvarint.
 
 // appendEntry appends one entry of a snapshot to dst.
-func appendEntry(dst []byte, key string, state []byte) []byte {
-	return wire.AppendBytes(wire.AppendString(dst, key), state)
+func appendEntry(dst []byte, key, state []byte) []byte {
+	return wire.AppendBytes(wire.AppendBytes(dst, key), state)
 }
 
 // NextEntry splits the first entry off src, a sequence that

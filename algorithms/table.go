@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
-	"strings"
 	"time"
 )
 
@@ -80,7 +79,7 @@ type keyed[S any] struct {
 func (k keyed[S]) Capacity() int { return k.m.Capacity() }
 
 func (k keyed[S]) NewTable() Table {
-	t := &table[S]{m: k.m, expiring: k.e, seed: maphash.MakeSeed(), newest: none, oldest: none}
+	t := &table[S]{m: k.m, expiring: k.e, seed: maphash.MakeSeed(), newest: none, oldest: none, keyRoom: min(math.MaxUint32, math.MaxInt)}
 	t.codec, _ = k.m.(StateCodec[S])
 	return t
 }
@@ -131,10 +130,16 @@ const none = ^uint32(0)
 // kept beside it.
 type slot[S any] struct {
 	state S
-	key   string // the table's own copy
+	key   span   // the table's own copy, in its keys
 	hash  uint32 // the key's, in the index
 	due   uint32 // the slot's place in the table's due heap
 }
+
+// span is where a key's bytes lie in a table's keys. Offsets of 32 bits
+// keep a slot small (and free of pointers, for a state without any, so
+// the garbage collector never reads the slots); they cap a table's keys at
+// 4 GiB.
+type span struct{ off, n uint32 }
 
 // link is a slot's place in the recency list, kept while evicting, in a
 // slice beside the slots so that a table that does not evict pays nothing.
@@ -169,6 +174,9 @@ type table[S any] struct {
 	newest   uint32 // the recency list's ends
 	oldest   uint32
 	counts   Counts
+	keys     []byte // the bytes of every key held, end to end, and garbage
+	garbage  int    // bytes in keys of keys no longer held
+	keyRoom  int    // the most bytes keys may take: 4 GiB - 1 (less in tests)
 	scratch  []byte
 	stack    []int // idle's
 	zero     S     // the state of every key not held; only ever copied
@@ -202,8 +210,11 @@ func (t *table[S]) allowNew(key string, now time.Duration, n int) (Decision, err
 	if err := t.admit(now); err != nil {
 		return Decision{}, err
 	}
-	t.insert(strings.Clone(key), t.fresh, after(now, d.ResetAfter))
+	ierr := t.insert(key, t.fresh, after(now, d.ResetAfter))
 	t.fresh = t.zero // drop what the new state holds, if anything
+	if ierr != nil {
+		return Decision{}, ierr
+	}
 	return d, err
 }
 
@@ -355,10 +366,15 @@ func (t *table[S]) untouched(i uint32, now time.Duration) bool {
 }
 
 // insert stores a new key, which admit has made room for, whose state is
-// untouched from deadline on.
-func (t *table[S]) insert(key string, s S, deadline time.Duration) {
+// untouched from deadline on. It returns errKeysFull if the table's keys
+// have no room for its bytes.
+func (t *table[S]) insert(key string, s S, deadline time.Duration) error {
+	sp, ok := t.store(key)
+	if !ok {
+		return errKeysFull
+	}
 	i, h := uint32(len(t.slots)), t.hash(key)
-	t.slots = append(t.slots, slot[S]{state: s, key: key, hash: h, due: uint32(len(t.due))})
+	t.slots = append(t.slots, slot[S]{state: s, key: sp, hash: h, due: uint32(len(t.due))})
 	t.place(key, h, i)
 	t.due = append(t.due, due{at: deadline, slot: i})
 	t.up(len(t.due) - 1)
@@ -366,6 +382,7 @@ func (t *table[S]) insert(key string, s S, deadline time.Duration) {
 		t.links = append(t.links, link{})
 		t.link(i)
 	}
+	return nil
 }
 
 // remove forgets the key in slot i.
@@ -386,12 +403,16 @@ func (t *table[S]) remove(i uint32) {
 		t.down(h)
 		t.up(h)
 	}
+	t.garbage += int(t.slots[i].key.n)
 	last = len(t.slots) - 1
 	if int(i) != last {
 		t.move(uint32(last), i)
 	}
-	t.slots[last] = slot[S]{} // drop the key and whatever the state held
+	t.slots[last] = slot[S]{} // drop whatever the state held
 	t.slots = t.slots[:last]
+	if last == 0 {
+		t.keys, t.garbage = t.keys[:0], 0
+	}
 	if t.evicting() {
 		t.links = t.links[:last]
 	}
@@ -428,6 +449,45 @@ func (t *table[S]) earlier(i uint32, deadline time.Duration) {
 		t.up(h)
 	}
 }
+
+// errKeysFull refuses a key that the table's keys have no room for.
+var errKeysFull = fmt.Errorf("%w: a table holds at most 4 GiB of keys", ErrTooManyKeys)
+
+// store copies key into the table's keys and returns where it lies, or
+// false if the bytes would pass keyRoom. When keys is full and at least
+// half of it is garbage, it squeezes the garbage out instead of growing,
+// so each byte forgotten costs at most one byte copied, once; and it does
+// before refusing a key for want of room.
+func (t *table[S]) store(key string) (span, bool) {
+	full := len(t.keys)+len(key) > cap(t.keys)
+	over := len(key) > t.keyRoom-len(t.keys)
+	if full && 2*t.garbage >= len(t.keys) || over && t.garbage > 0 {
+		t.squeeze(len(key))
+	}
+	if len(key) > t.keyRoom-len(t.keys) {
+		return span{}, false
+	}
+	sp := span{uint32(len(t.keys)), uint32(len(key))}
+	t.keys = append(t.keys, key...)
+	return sp, true
+}
+
+// squeeze copies the keys held into a new slice, with room for extra bytes
+// more and a quarter to grow, and drops the garbage.
+func (t *table[S]) squeeze(extra int) {
+	live := len(t.keys) - t.garbage
+	keys := make([]byte, 0, live+live/4+extra)
+	for i := range t.slots {
+		sp := &t.slots[i].key
+		off := len(keys)
+		keys = append(keys, t.keyBytes(*sp)...)
+		sp.off = uint32(off)
+	}
+	t.keys, t.garbage = keys, 0
+}
+
+// keyBytes returns the bytes of the key at sp; they alias the table's.
+func (t *table[S]) keyBytes(sp span) []byte { return t.keys[sp.off : sp.off+sp.n : sp.off+sp.n] }
 
 // passed reports whether a deadline has come at now. The largest Duration
 // stands for every deadline past the end of the timeline, so it never
@@ -536,7 +596,7 @@ func (t *table[S]) AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, e
 		}
 		sl := &t.slots[d.slot]
 		t.scratch = t.codec.AppendState(t.scratch[:0], &sl.state, now)
-		dst = appendEntry(dst, sl.key, t.scratch)
+		dst = appendEntry(dst, t.keyBytes(sl.key), t.scratch)
 		keys++
 	}
 	return dst, keys, nil
@@ -557,6 +617,8 @@ func (t *table[S]) Load(key string, state []byte, now, age time.Duration) error 
 	if wait <= 0 {
 		return nil // untouched by now
 	}
-	t.insert(strings.Clone(key), s, after(now, wait))
+	if err := t.insert(key, s, after(now, wait)); err != nil {
+		return fmt.Errorf("%w: key %q: %w", ErrBadSnapshot, key, err)
+	}
 	return nil
 }

@@ -329,10 +329,49 @@ func checkIndex[S any](t *testing.T, tab *table[S]) {
 	require.Equal(t, len(tab.slots), entries)
 	require.Equal(t, len(tab.slots), tab.held)
 	require.LessOrEqual(t, 4*tab.held, 3*len(tab.buckets))
+	live := 0
 	for i := range tab.slots {
 		b := tab.bucketOf(uint32(i))
 		require.Equal(t, entry(tab.slots[i].hash, uint32(i)), tab.buckets[b])
+		k := tab.slots[i].key
+		require.LessOrEqual(t, int(k.off+k.n), len(tab.keys), "slot %d's key lies in keys", i)
+		require.Equal(t, tab.hash(string(tab.keyBytes(k))), tab.slots[i].hash, "slot %d's key bytes are its key's", i)
+		live += int(k.n)
 	}
+	require.Equal(t, len(tab.keys)-tab.garbage, live, "keys holds the keys held, and garbage")
+}
+
+// TestTableKeysTakeAtMostKeyRoom: a table whose keys would pass keyRoom
+// refuses a new key with ErrTooManyKeys, squeezes out the bytes of keys it
+// forgot to make room, and refuses to load past it.
+func TestTableKeysTakeAtMostKeyRoom(t *testing.T) {
+	tab := fixedWindows(1)
+	impl := tab.(*table[FixedWindowState])
+	impl.keyRoom = 40
+	impl.keys = make([]byte, 0, 64) // room to grow: the squeeze must come from keyRoom
+	for k := range 4 {
+		allow(t, tab, fmt.Sprintf("key-%05d", k), 0, 1) // 10 bytes each
+	}
+	_, err := tab.AllowN("one-more", 0, 1)
+	require.ErrorIs(t, err, ErrTooManyKeys)
+	assert.Equal(t, 4, tab.Len())
+
+	tab.Reset("key-00001")
+	tab.Reset("key-00002")
+	allow(t, tab, "longer-key-16-by", 0, 1) // fits once the garbage is squeezed out
+	assert.Equal(t, 3, tab.Len())
+	assert.Equal(t, 0, impl.garbage)
+	checkIndex(t, impl)
+	for _, k := range []string{"key-00000", "key-00003", "longer-key-16-by"} {
+		d, err := tab.PeekN(k, 0, 1)
+		require.NoError(t, err)
+		assert.False(t, d.Allowed, "%s is still held", k)
+	}
+
+	err = tab.Load("yet-another-key", []byte{0, 1}, 0, 0)
+	require.ErrorIs(t, err, ErrBadSnapshot)
+	require.ErrorIs(t, err, ErrTooManyKeys)
+	assert.Equal(t, 3, tab.Len())
 }
 
 // TestTableDueHeap plays random grants, refunds, resets and expiries with
