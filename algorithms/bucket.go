@@ -44,26 +44,25 @@ func newBucket(p Params) (bucket, error) {
 	return b, nil
 }
 
-// take decides n tokens from a bucket that misses used units, and returns
-// the units it misses after the decision.
-func (b *bucket) take(used wide.Uint128, n int) (Decision, wide.Uint128) {
+// take decides n tokens from a bucket that misses used units into d, and
+// returns the units it misses after the decision. (d is written in place:
+// a Decision returned by value is copied through memory at every call.)
+func (b *bucket) take(used wide.Uint128, n int, d *Decision) wide.Uint128 {
 	free := b.full.SubFloor(used)
 	need := wide.Mul(uint64(n), b.perToken)
+	d.Limit = b.limit
 	if free.Less(need) {
-		return Decision{
-			Limit:      b.limit,
-			Remaining:  b.tokens(free),
-			RetryAfter: b.refillTime(used.Add(need).Sub(b.full)),
-			ResetAfter: b.refillTime(used),
-		}, used
+		d.Allowed = false
+		d.Remaining = b.tokens(free)
+		d.RetryAfter = b.refillTime(used.Add(need).Sub(b.full))
+		d.ResetAfter = b.refillTime(used)
+		return used
 	}
 	used = used.Add(need)
-	return Decision{
-		Allowed:    true,
-		Limit:      b.limit,
-		Remaining:  b.tokens(free.Sub(need)),
-		ResetAfter: b.refillTime(used),
-	}, used
+	d.Allowed = true
+	d.Remaining = b.tokens(free.Sub(need))
+	d.ResetAfter = b.refillTime(used)
+	return used
 }
 
 // tokens returns the whole tokens in units.

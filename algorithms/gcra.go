@@ -71,7 +71,8 @@ func (g *GCRA) decide(s *GCRAState, now time.Duration, n int, commit bool) (Deci
 	at, ahead := catchUp(now, 0)
 	t := uint64(at)
 	used := g.usedAt(s, t)
-	d, after := g.take(used, n)
+	var d Decision
+	after := g.take(used, n, &d)
 	if d.Allowed && commit {
 		g.setTAT(s, t, after)
 	}

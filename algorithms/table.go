@@ -183,13 +183,12 @@ type table[S any] struct {
 	fresh    S     // a new key's state while it is decided, or PeekN's copy: a field, as &fresh escapes
 }
 
-func (t *table[S]) AllowN(key string, now time.Duration, n int) (Decision, error) {
+func (t *table[S]) AllowN(key string, now time.Duration, n int) (d Decision, err error) {
 	i, ok := t.lookup(key)
 	if !ok {
 		return t.allowNew(key, now, n)
 	}
-	sl := &t.slots[i]
-	d, err := t.m.AllowN(&sl.state, now, n) // past its deadline, it decides as untouched
+	d, err = t.m.AllowN(&t.slots[i].state, now, n) // past its deadline, it decides as untouched
 	if d.Allowed {
 		t.earlier(i, after(now, d.ResetAfter))
 	}

