@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -392,7 +393,14 @@ func (r *Router) AllowBatch(ctx context.Context, reqs []Request, out []Decision)
 	b := r.batches.Get().(*batch)
 	for i, req := range reqs {
 		pi := r.partitionIndex(req.Key)
-		b.items[pi] = append(b.items[pi], actor.Item{Key: req.Key, N: req.N})
+		// The item's fields are set in place: appending an Item built
+		// aside copies it through memory, which stalls (items come back
+		// from reset zeroed).
+		items := slices.Grow(b.items[pi], 1)
+		items = items[:len(items)+1]
+		it := &items[len(items)-1]
+		it.Key, it.N = req.Key, req.N
+		b.items[pi] = items
 		b.at[pi] = append(b.at[pi], i)
 	}
 	clear(out[:len(reqs)]) // a request left undecided keeps a zero Decision

@@ -121,12 +121,7 @@ type admin struct {
 // Item is one request of a batch: N units on Key. The partition writes the
 // decision into D, or an error into Err (the table's, or ErrAlgorithmPanic)
 // and leaves D zero.
-type Item struct {
-	Key string
-	N   int
-	D   algorithms.Decision
-	Err error
-}
+type Item = algorithms.Item
 
 // Stats are a partition's figures. The counts are of answers delivered:
 // a request whose caller gave up before its answer counts nowhere.
@@ -168,6 +163,7 @@ type loop struct {
 	origin  time.Time     // the clock's reading at Start
 	reading time.Duration // the clock's latest reading, as time since origin
 	now     time.Duration // the timeline: time since Start, never going back
+	next    int           // the batch item being decided (a field: its address goes to the table)
 }
 
 // Start starts the goroutine of a partition that owns table, reads the time
@@ -475,15 +471,15 @@ func (l *loop) allow(key string, now time.Duration, n int) (d algorithms.Decisio
 func (l *loop) allowFrom(items []Item, i int, now time.Duration) (next int) {
 	defer func() {
 		if v := recover(); v != nil {
+			i := l.next // the item the table was deciding
 			items[i].D, items[i].Err = algorithms.Decision{}, panicError(v)
 			l.table.Reset(items[i].Key)
 			next = i + 1
 		}
 	}()
-	for ; i < len(items); i++ {
-		items[i].D, items[i].Err = l.table.AllowN(items[i].Key, now, items[i].N)
-	}
-	return i
+	l.next = i
+	l.table.AllowEach(items, now, &l.next)
+	return len(items)
 }
 
 // peek says what allow would, under supervision. The table peeks on a copy
