@@ -197,6 +197,12 @@ func (t *table[S]) AllowN(key string, now time.Duration, n int) (d Decision, err
 		return t.allowNew(key, now, n)
 	}
 	d, err = t.m.AllowN(&t.slots[i].state, now, n) // past its deadline, it decides as untouched
+	t.used(i, now, &d)
+	return d, err
+}
+
+// used notes that the key in slot i was just decided d at now.
+func (t *table[S]) used(i uint32, now time.Duration, d *Decision) {
 	if d.Allowed {
 		t.earlier(i, after(now, d.ResetAfter))
 	}
@@ -204,7 +210,6 @@ func (t *table[S]) AllowN(key string, now time.Duration, n int) (d Decision, err
 		t.unlink(i)
 		t.link(i)
 	}
-	return d, err
 }
 
 // Item is one request of a batch, N units on Key, with room for its
@@ -217,10 +222,17 @@ type Item struct {
 }
 
 func (t *table[S]) AllowEach(items []Item, now time.Duration, next *int) {
-	for i := *next; i < len(items); i++ {
-		*next = i
-		it := &items[i]
-		it.D, it.Err = t.AllowN(it.Key, now, it.N)
+	for k := *next; k < len(items); k++ {
+		*next = k
+		it := &items[k]
+		// AllowN, spelled out: a Decision passed up one call less.
+		i, ok := t.lookup(it.Key)
+		if !ok {
+			it.D, it.Err = t.allowNew(it.Key, now, it.N)
+			continue
+		}
+		it.D, it.Err = t.m.AllowN(&t.slots[i].state, now, it.N)
+		t.used(i, now, &it.D)
 	}
 	*next = len(items)
 }
