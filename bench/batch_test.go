@@ -10,27 +10,25 @@ import (
 )
 
 // BenchmarkAllowBatch: AllowBatch with 16, 64 and 256 requests over 1,000
-// keys, with the default partitions and with fewer (a batch travels as one
-// message per partition it touches); one op is one batch, and ns/decision
-// is what each decision cost.
+// keys, with the default partitions (one per processor), with one, and
+// with two per processor (a batch travels as one message per partition it
+// touches); one op is one batch, and ns/decision is what each decision
+// cost.
 func BenchmarkAllowBatch(b *testing.B) {
+	procs := runtime.GOMAXPROCS(0)
 	for _, p := range []policy{admitAll, denyMost} {
 		for _, size := range []int{16, 64, 256} {
-			for _, parts := range []int{0, 1, 2} { // 0: the default
-				name := fmt.Sprintf("limit=%s/size=%d/partitions=%s", p.name, size, partitionsName(parts))
+			for _, parts := range []struct {
+				name string
+				n    int // 0: the default
+			}{{"default", 0}, {"one", 1}, {"2xprocs", 2 * procs}} {
+				name := fmt.Sprintf("limit=%s/size=%d/partitions=%s", p.name, size, parts.name)
 				b.Run(name, func(b *testing.B) {
-					benchAllowBatch(b, p, size, parts*runtime.GOMAXPROCS(0))
+					benchAllowBatch(b, p, size, parts.n)
 				})
 			}
 		}
 	}
-}
-
-func partitionsName(perProc int) string {
-	if perProc == 0 {
-		return "default"
-	}
-	return fmt.Sprintf("%dxprocs", perProc)
 }
 
 func benchAllowBatch(b *testing.B, p policy, size, partitions int) {

@@ -120,6 +120,7 @@ func write(w io.Writer, all []*sample) {
 	fmt.Fprintf(w, "goroutines); `par32` RunParallel with SetParallelism(32).\n\n")
 
 	allowTable(w, all)
+	roundTripTable(w, all)
 	batchTable(w, all)
 	memoryTable(w, all)
 	latencyTable(w, all)
@@ -159,6 +160,27 @@ func allowTable(w io.Writer, all []*sample) {
 	fmt.Fprintln(w)
 }
 
+func roundTripTable(w io.Writer, all []*sample) {
+	floor, ok := find(all, "RoundTrip", "sec/op", map[string]string{"stage": "floor"})
+	if !ok {
+		return
+	}
+	fmt.Fprintf(w, "## Where an Allow's time goes (1,000 keys, one goroutine, ns per call)\n\n")
+	fmt.Fprintf(w, "`floor` is the bare round trip; `table` is the same round trip with the\n")
+	fmt.Fprintf(w, "partition goroutine reading the clock and deciding on chanlimit's token-bucket\n")
+	fmt.Fprintf(w, "table, and nothing more; `chanlimit` is the router. Work in the partition\n")
+	fmt.Fprintf(w, "goroutine lengthens the round trip by more than its own time: the caller\n")
+	fmt.Fprintf(w, "waits for all of it, and the scheduler hands the two goroutines over less\n")
+	fmt.Fprintf(w, "neatly.\n\n")
+	fmt.Fprintf(w, "| stage | ns | / floor |\n|---|---:|---:|\n")
+	for _, st := range []string{"floor", "table", "chanlimit"} {
+		if v, ok := find(all, "RoundTrip", "sec/op", map[string]string{"stage": st}); ok {
+			fmt.Fprintf(w, "| %s | %s | %s |\n", st, ns(v), ratio(v, floor))
+		}
+	}
+	fmt.Fprintln(w)
+}
+
 func batchTable(w io.Writer, all []*sample) {
 	bestSeq, bestName := 0.0, ""
 	for _, p := range peers {
@@ -169,8 +191,8 @@ func batchTable(w io.Writer, all []*sample) {
 	fmt.Fprintf(w, "## AllowBatch: ns per decision (1,000 keys, one goroutine)\n\n")
 	fmt.Fprintf(w, "Compared with the fastest peer's sequential Allow on 1,000 keys (%s, %s ns). A batch\n", bestName, ns(bestSeq))
 	fmt.Fprintf(w, "travels as one message per partition it touches, so the partition count matters.\n\n")
-	parts := []string{"default", "1xprocs", "2xprocs"}
-	fmt.Fprintf(w, "| limit | batch size | default partitions | 1 × GOMAXPROCS | 2 × GOMAXPROCS | default / fastest peer's Allow |\n|---|---:|---:|---:|---:|---:|\n")
+	parts := []string{"default", "one", "2xprocs"}
+	fmt.Fprintf(w, "| limit | batch size | default partitions (GOMAXPROCS) | one partition | 2 × GOMAXPROCS | default / fastest peer's Allow |\n|---|---:|---:|---:|---:|---:|\n")
 	for _, limit := range []string{"admit", "deny"} {
 		for _, size := range []string{"16", "64", "256"} {
 			row := []string{limit, size}
