@@ -27,7 +27,7 @@ type Stats struct {
 	Allowed  uint64 // decisions that allowed (a batch's one by one)
 	Denied   uint64 // decisions that denied
 	Refused  uint64 // requests a partition refused (ErrTooManyKeys)
-	Panicked uint64 // requests failed with ErrAlgorithmPanic
+	Panicked uint64 // requests failed with ErrAlgorithmPanic, and keys dropped when their rule panicked while they were forgotten
 	Expired  uint64 // keys forgotten once untouched again
 	Evicted  uint64 // keys dropped with their state to make room (EvictLRU)
 

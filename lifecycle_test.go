@@ -254,6 +254,75 @@ func (m tantrum) Refund(s *tantrumState, now time.Duration, n int) {
 	m.FixedWindow.Refund(&s.fw, now, n)
 }
 
+// sulk is a fixed window whose ResetAfter panics for a key that once took
+// 2 units: the table asks it outside any request, while forgetting keys,
+// counting idle ones and making room for a new key.
+type sulk struct{ *algorithms.FixedWindow }
+
+type sulkState struct {
+	fw   algorithms.FixedWindowState
+	sulk bool
+}
+
+func (m sulk) AllowN(s *sulkState, now time.Duration, n int) (chanlimit.Decision, error) {
+	s.sulk = s.sulk || n == 2
+	return m.FixedWindow.AllowN(&s.fw, now, n)
+}
+
+func (m sulk) PeekN(s *sulkState, now time.Duration, n int) (chanlimit.Decision, error) {
+	return m.FixedWindow.PeekN(&s.fw, now, n)
+}
+
+func (m sulk) Refund(s *sulkState, now time.Duration, n int) { m.FixedWindow.Refund(&s.fw, now, n) }
+
+func (m sulk) ResetAfter(s *sulkState, now time.Duration) time.Duration {
+	if s.sulk {
+		panic("sulking")
+	}
+	return m.FixedWindow.ResetAfter(&s.fw, now)
+}
+
+// TestAPanickingResetAfterDropsItsKey: when the rule panics while the
+// partition asks when a key is untouched, outside any request of that key,
+// the key is dropped and the panic counted; a request or Stats that set it
+// off fails with ErrAlgorithmPanic, once, and the partition goes on.
+func TestAPanickingResetAfterDropsItsKey(t *testing.T) {
+	name := fmt.Sprint("test_sulk_", registrations.Add(1))
+	require.NoError(t, algorithms.Register(name, func(p algorithms.Params) (algorithms.Algorithm, error) {
+		fw, err := algorithms.NewFixedWindow(p)
+		if err != nil {
+			return nil, err
+		}
+		return algorithms.Keyed[sulkState](sulk{fw}), nil
+	}))
+	r, clk := newRouter(t, chanlimit.Config{Algorithm: name, Limit: 3, Window: time.Second, Partitions: 1, MaxKeys: 2})
+
+	// Making room: the key to be replaced panics.
+	require.True(t, allowN(t, r, "bad", 2).Allowed)
+	require.True(t, allowN(t, r, "good", 1).Allowed)
+	clk.Advance(1500 * time.Millisecond) // both untouched, within the grace
+	_, err := r.AllowN(bg, "new", 1)
+	require.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic, "the key it would replace panicked")
+	assert.True(t, allowN(t, r, "new", 1).Allowed, "that key is gone: room for the new one")
+
+	// Counting idle keys.
+	require.True(t, allowN(t, r, "bad", 2).Allowed) // takes good's place
+	clk.Advance(1500 * time.Millisecond)
+	_, err = r.Stats(bg)
+	require.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
+	st := stats(t, r)
+	assert.Equal(t, 1, st.Keys+st.Idle, "bad is gone, new is left")
+
+	// Forgetting, after a request.
+	require.True(t, allowN(t, r, "bad", 2).Allowed)
+	clk.Advance(5 * time.Second)
+	require.True(t, allowN(t, r, "good", 1).Allowed, "forgetting bad comes after this answer")
+	st = stats(t, r)
+	assert.Equal(t, 1, st.Keys, "only good is held")
+	assert.Equal(t, uint64(3), st.Panicked, "the new key's request, the Stats, the forgetting")
+	assert.True(t, allowN(t, r, "bad", 1).Allowed, "bad starts afresh")
+}
+
 func TestAPanickingAlgorithmFailsOnlyItsRequest(t *testing.T) {
 	name := fmt.Sprint("test_tantrum_", registrations.Add(1))
 	require.NoError(t, algorithms.Register(name, func(p algorithms.Params) (algorithms.Algorithm, error) {

@@ -132,7 +132,7 @@ type Stats struct {
 	Allowed  uint64 // decisions that allowed (a batch's items one by one)
 	Denied   uint64 // decisions that denied
 	Refused  uint64 // requests refused with an error, ErrTooManyKeys among them
-	Panicked uint64 // requests failed with ErrAlgorithmPanic, Peeks among them
+	Panicked uint64 // requests failed with ErrAlgorithmPanic (Peeks, Stats and Snapshots among them), and keys dropped when their rule panicked while they were forgotten
 	Expired  uint64 // keys forgotten once untouched
 	Evicted  uint64 // keys dropped to make room for a new one
 }
@@ -157,8 +157,9 @@ type Partition struct {
 // loop is the partition goroutine's own state.
 type loop struct {
 	table   algorithms.Table
-	stats   Stats             // the counts of answers; the rest is filled in when asked
-	retired algorithms.Counts // the counts of tables swapped out
+	batcher algorithms.BatchTable // table, if it decides a batch in one call
+	stats   Stats                 // the counts of answers; the rest is filled in when asked
+	retired algorithms.Counts     // the counts of tables swapped out
 	clock   clock.Clock
 	origin  time.Time     // the clock's reading at Start
 	reading time.Duration // the clock's latest reading, as time since origin
@@ -180,10 +181,17 @@ func newPartition(table algorithms.Table, clk clock.Clock, mailboxSize int) *Par
 		mailbox: make(chan request, max(mailboxSize, 0)),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
-		loop:    &loop{table: table, clock: clk, origin: clk.Now()},
+		loop:    &loop{clock: clk, origin: clk.Now()},
 	}
 	p.replies.New = func() any { return make(chan reply, 1) }
+	p.loop.own(table)
 	return p
+}
+
+// own makes table the loop's.
+func (l *loop) own(table algorithms.Table) {
+	l.table = table
+	l.batcher, _ = table.(algorithms.BatchTable)
 }
 
 // AllowN asks the partition to decide n units for key. It returns the
@@ -414,7 +422,7 @@ func (p *Partition) run() {
 		}
 		// Forgetting comes after the burst's answers, so no caller in it
 		// waits for it.
-		l.table.Expire(now-linger, expireBase+expirePerRequest*served)
+		l.expire(now-linger, expireBase+expirePerRequest*served)
 	}
 }
 
@@ -478,7 +486,14 @@ func (l *loop) allowFrom(items []Item, i int, now time.Duration) (next int) {
 		}
 	}()
 	l.next = i
-	l.table.AllowEach(items, now, &l.next)
+	if l.batcher != nil {
+		l.batcher.AllowEach(items, now, &l.next)
+		return len(items)
+	}
+	for ; l.next < len(items); l.next++ {
+		it := &items[l.next]
+		it.D, it.Err = l.table.AllowN(it.Key, now, it.N)
+	}
 	return len(items)
 }
 
@@ -526,8 +541,27 @@ func panicError(v any) error {
 	return fmt.Errorf("%w: %v", ErrAlgorithmPanic, v)
 }
 
-// administer serves an administrative request.
+// expire forgets keys untouched at now, within budget, under supervision:
+// the table forgets a key whose rule panics as it asks it, and the panic
+// is counted.
+func (l *loop) expire(now time.Duration, budget int) {
+	defer func() {
+		if v := recover(); v != nil {
+			l.stats.Panicked++
+		}
+	}()
+	l.table.Expire(now, budget)
+}
+
+// administer serves an administrative request. A panic in the rule (while
+// counting idle keys, or saving states) fails the request; the table has
+// forgotten the key it panicked on.
 func (l *loop) administer(o op, a *admin, now time.Duration) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = panicError(v)
+		}
+	}()
 	switch o {
 	case opStats:
 		c := l.table.Counts(now)
@@ -536,11 +570,6 @@ func (l *loop) administer(o op, a *admin, now time.Duration) (err error) {
 		a.stats.Expired = l.retired.Expired + c.Expired
 		a.stats.Evicted = l.retired.Evicted + c.Evicted
 	case opSnapshot:
-		defer func() {
-			if v := recover(); v != nil {
-				err = panicError(v)
-			}
-		}()
 		a.entries, a.keys, err = l.table.AppendSnapshot(a.entries, now)
 		a.wall = l.clock.Now()
 	case opNow:
@@ -550,7 +579,8 @@ func (l *loop) administer(o op, a *admin, now time.Duration) (err error) {
 		l.retired.Expired += c.Expired
 		l.retired.Evicted += c.Evicted
 		a.table.Bound(a.limit)
-		l.table, a.table = a.table, nil
+		l.own(a.table)
+		a.table = nil
 	}
 	return err
 }
@@ -592,13 +622,13 @@ func (s *Stats) count(req request, r reply) {
 	switch req.op {
 	case opAllow:
 		s.note(r.d, r.err)
-	case opPeek:
-		if errors.Is(r.err, ErrAlgorithmPanic) {
-			s.Panicked++
-		}
 	case opBatch:
 		for _, it := range *req.batch {
 			s.note(it.D, it.Err)
+		}
+	default: // a Peek, an administrative request
+		if errors.Is(r.err, ErrAlgorithmPanic) {
+			s.Panicked++
 		}
 	}
 }

@@ -66,14 +66,6 @@ func (pt *probeTable) AllowN(key string, now time.Duration, n int) (algorithms.D
 	return pt.Table.AllowN(key, now, n)
 }
 
-// AllowEach decides through the probe's AllowN, item by item.
-func (pt *probeTable) AllowEach(items []algorithms.Item, now time.Duration, next *int) {
-	for ; *next < len(items); *next++ {
-		it := &items[*next]
-		it.D, it.Err = pt.AllowN(it.Key, now, it.N)
-	}
-}
-
 func (pt *probeTable) Refund(key string, now time.Duration, n int) {
 	pt.refunds = append(pt.refunds, call{key, now, n})
 	pt.Table.Refund(key, now, n)

@@ -45,14 +45,15 @@ func newBucket(p Params) (bucket, error) {
 }
 
 // take decides n tokens from a bucket that misses used units into d, and
-// returns the units it misses after the decision. (d is written in place:
-// a Decision returned by value is copied through memory at every call.)
+// returns the units it misses after the decision.
+//
+// (It writes d in place: a Decision returned by value is copied through
+// memory at each call it passes up, and that showed in every decision.)
 func (b *bucket) take(used wide.Uint128, n int, d *Decision) wide.Uint128 {
 	free := b.full.SubFloor(used)
 	need := wide.Mul(uint64(n), b.perToken)
-	d.Limit = b.limit
+	*d = Decision{Limit: b.limit}
 	if free.Less(need) {
-		d.Allowed = false
 		d.Remaining = b.tokens(free)
 		d.RetryAfter = b.refillTime(used.Add(need).Sub(b.full))
 		d.ResetAfter = b.refillTime(used)

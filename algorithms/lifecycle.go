@@ -22,12 +22,17 @@ var (
 )
 
 // Expiring is implemented by a Machine that can tell when a state will be
-// untouched. A Keyed table uses it to forget a key exactly when it becomes
-// untouched again after a Refund, and to load snapshots; without it a
-// refunded key is kept until the deadline of the grant it gave back.
+// untouched. A Keyed table asks it whenever it needs to know: to forget a
+// key once its state is untouched (also right after a Refund), to count
+// idle keys and to leave untouched keys out of a snapshot, and to load
+// snapshots. Without it, a table keeps each state's latest grant's
+// deadline beside it, and a refunded key stays until that deadline.
 type Expiring[S any] interface {
 	// ResetAfter returns the time from now until s is untouched, 0 if it
-	// already is. It is the ResetAfter of a denied decision on s at now.
+	// already is. It is the ResetAfter of a denied decision on s at now,
+	// and after a decision d at now it is d.ResetAfter until something
+	// else happens to s: a table forgets a key when it says 0, so one that
+	// says so early lets the key's requests through as if untouched.
 	ResetAfter(s *S, now time.Duration) time.Duration
 }
 

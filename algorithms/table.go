@@ -18,14 +18,6 @@ type Table interface {
 	// table has no room for is refused with ErrTooManyKeys.
 	AllowN(key string, now time.Duration, n int) (Decision, error)
 
-	// AllowEach decides items[*next:] in order, as AllowN would one by
-	// one, and writes each answer into its item. It sets *next to the index
-	// of each item before deciding it, so that if the rule panics the
-	// caller knows on which item, and leaves it at len(items). It costs
-	// less than calling AllowN for each: a Decision returned by value is
-	// copied through memory at every call it passes up.
-	AllowEach(items []Item, now time.Duration, next *int)
-
 	// PeekN returns what AllowN would, and changes nothing.
 	PeekN(key string, now time.Duration, n int) (Decision, error)
 
@@ -63,6 +55,29 @@ type Table interface {
 	// unless by now it is untouched. It ignores the cap. Its error wraps
 	// ErrBadSnapshot, and then the table is as it was.
 	Load(key string, state []byte, now, age time.Duration) error
+}
+
+// BatchTable is a Table that decides a batch in one call. A partition uses
+// AllowEach for a batch when its table has it, and AllowN item by item
+// otherwise; Keyed tables have it.
+type BatchTable interface {
+	Table
+
+	// AllowEach decides items[*next:] in order, exactly as AllowN would one
+	// by one, and writes each answer into its item's D and Err. Before
+	// deciding an item it sets *next to the item's index, so that if the
+	// rule panics, the caller knows which item failed and that the items
+	// before it were decided; it returns with *next at len(items).
+	AllowEach(items []Item, now time.Duration, next *int)
+}
+
+// Item is one request of a batch, N units on Key, with room for its
+// answer: a Decision, or an error.
+type Item struct {
+	Key string
+	N   int
+	D   Decision
+	Err error
 }
 
 // Keyed returns an Algorithm whose tables keep one S per key, decided by m.
@@ -105,8 +120,11 @@ type timed[S any] struct {
 // (late, never early).
 type granted[S any] struct{ m Machine[S] }
 
+// Capacity is the machine's.
 func (g granted[S]) Capacity() int { return g.m.Capacity() }
 
+// AllowN decides on the state, and a grant moves the deadline to its
+// ResetAfter.
 func (g granted[S]) AllowN(s *timed[S], now time.Duration, n int) (Decision, error) {
 	d, err := g.m.AllowN(&s.s, now, n)
 	if d.Allowed {
@@ -115,10 +133,12 @@ func (g granted[S]) AllowN(s *timed[S], now time.Duration, n int) (Decision, err
 	return d, err
 }
 
+// PeekN is the machine's.
 func (g granted[S]) PeekN(s *timed[S], now time.Duration, n int) (Decision, error) {
 	return g.m.PeekN(&s.s, now, n)
 }
 
+// Refund is the machine's, and leaves the deadline.
 func (g granted[S]) Refund(s *timed[S], now time.Duration, n int) { g.m.Refund(&s.s, now, n) }
 
 // ResetAfter returns the time until the deadline; the largest Duration,
@@ -146,7 +166,7 @@ type slot[S any] struct {
 // span is where a key's bytes lie in a table's keys. Offsets of 32 bits
 // keep a slot small (and free of pointers, for a state without any, so
 // the garbage collector never reads the slots); they cap a table's keys at
-// 4 GiB.
+// 4 GiB (2 GiB where an int has 32 bits).
 type span struct{ off, n uint32 }
 
 // link is a slot's place in the recency list, kept while evicting, in a
@@ -154,9 +174,10 @@ type span struct{ off, n uint32 }
 type link struct{ newer, older uint32 }
 
 // due is an entry of the heap that orders keys by deadline: the time from
-// which their state is untouched. at is never after its slot's deadline: a
-// deadline that moves later is caught up with lazily, when the entry
-// reaches the top and the state's ResetAfter is read.
+// which their state is untouched (now + its ResetAfter). at is never after
+// its key's deadline: a deadline that moves later is caught up with
+// lazily, when the entry reaches the top and the state's ResetAfter is
+// read.
 type due struct {
 	at   time.Duration
 	slot uint32
@@ -184,7 +205,7 @@ type table[S any] struct {
 	counts   Counts
 	keys     []byte // the bytes of every key held, end to end, and garbage
 	garbage  int    // bytes in keys of keys no longer held
-	keyRoom  int    // the most bytes keys may take: 4 GiB - 1 (less in tests)
+	keyRoom  int    // the most bytes keys may take: 4 GiB - 1, or math.MaxInt (less in tests)
 	scratch  []byte
 	stack    []int // idle's
 	zero     S     // the state of every key not held; only ever copied
@@ -212,20 +233,14 @@ func (t *table[S]) used(i uint32, now time.Duration, d *Decision) {
 	}
 }
 
-// Item is one request of a batch, N units on Key, with room for its
-// answer: a Decision, or an error.
-type Item struct {
-	Key string
-	N   int
-	D   Decision
-	Err error
-}
+var _ BatchTable = (*table[int])(nil)
 
 func (t *table[S]) AllowEach(items []Item, now time.Duration, next *int) {
 	for k := *next; k < len(items); k++ {
 		*next = k
 		it := &items[k]
-		// AllowN, spelled out: a Decision passed up one call less.
+		// AllowN, spelled out: a Decision returned by value is copied
+		// through memory at each call it passes up, and that showed.
 		i, ok := t.lookup(it.Key)
 		if !ok {
 			it.D, it.Err = t.allowNew(it.Key, now, it.N)
@@ -241,17 +256,18 @@ func (t *table[S]) AllowEach(items []Item, now time.Duration, next *int) {
 func (t *table[S]) allowNew(key string, now time.Duration, n int) (Decision, error) {
 	t.fresh = t.zero
 	d, err := t.m.AllowN(&t.fresh, now, n)
-	if !d.Allowed || d.ResetAfter <= 0 {
-		return d, err // nothing to keep
+	switch {
+	case !d.Allowed || d.ResetAfter <= 0: // nothing to keep
+	case !t.room(len(key)): // before admit, which may evict a key
+		d, err = Decision{}, errKeysFull
+	default:
+		if aerr := t.admit(now); aerr != nil {
+			d, err = Decision{}, aerr
+		} else {
+			t.insert(key, t.fresh, after(now, d.ResetAfter))
+		}
 	}
-	if err := t.admit(now); err != nil {
-		return Decision{}, err
-	}
-	ierr := t.insert(key, t.fresh, after(now, d.ResetAfter))
 	t.fresh = t.zero // drop what the new state holds, if anything
-	if ierr != nil {
-		return Decision{}, ierr
-	}
 	return d, err
 }
 
@@ -275,7 +291,7 @@ func (t *table[S]) Refund(key string, now time.Duration, n int) {
 		return
 	}
 	t.m.Refund(&t.slots[i].state, now, n)
-	if wait := t.expiring.ResetAfter(&t.slots[i].state, now); wait > 0 {
+	if wait := t.resetAfter(i, now); wait > 0 {
 		t.earlier(i, after(now, wait))
 	} else {
 		t.remove(i)
@@ -333,6 +349,9 @@ func (t *table[S]) Expire(now time.Duration, budget int) (forgot int) {
 			forgot++
 		}
 	}
+	if forgot > 0 {
+		t.shrink()
+	}
 	return forgot
 }
 
@@ -341,7 +360,7 @@ func (t *table[S]) Expire(now time.Duration, budget int) (forgot int) {
 // it moves its entry down to it instead.
 func (t *table[S]) expireTop(now time.Duration) bool {
 	i := t.due[0].slot
-	if wait := t.expiring.ResetAfter(&t.slots[i].state, now); wait > 0 {
+	if wait := t.resetAfter(i, now); wait > 0 {
 		t.due[0].at = after(now, wait)
 		t.down(0)
 		return false
@@ -399,17 +418,32 @@ func (t *table[S]) dropUntouched(now time.Duration) bool {
 
 // untouched reports whether the state in slot i is untouched at now.
 func (t *table[S]) untouched(i uint32, now time.Duration) bool {
-	return t.expiring.ResetAfter(&t.slots[i].state, now) <= 0
+	return t.resetAfter(i, now) <= 0
 }
 
-// insert stores a new key, which admit has made room for, whose state is
-// untouched from deadline on. It returns errKeysFull if the table's keys
-// have no room for its bytes.
-func (t *table[S]) insert(key string, s S, deadline time.Duration) error {
-	sp, ok := t.store(key)
-	if !ok {
-		return errKeysFull
+// resetAfter returns the ResetAfter of the state in slot i. If the rule
+// panics, the key is forgotten before the panic goes on (to the
+// partition's supervision): a state that cannot tell when it is untouched
+// would otherwise stay at the top of the heap and fail every later
+// Expire, count and new key.
+func (t *table[S]) resetAfter(i uint32, now time.Duration) time.Duration {
+	defer t.dropOnPanic(i)
+	return t.expiring.ResetAfter(&t.slots[i].state, now)
+}
+
+// dropOnPanic, deferred, forgets the key in slot i if a panic is under
+// way, and lets the panic go on.
+func (t *table[S]) dropOnPanic(i uint32) {
+	if v := recover(); v != nil {
+		t.remove(i)
+		panic(v)
 	}
+}
+
+// insert stores a new key whose state is untouched from deadline on;
+// admit has made room for it, and room for its bytes.
+func (t *table[S]) insert(key string, s S, deadline time.Duration) {
+	sp := t.store(key)
 	i, h := uint32(len(t.slots)), t.hash(key)
 	t.slots = append(t.slots, slot[S]{state: s, key: sp, hash: h, due: uint32(len(t.due))})
 	t.place(key, h, i)
@@ -419,7 +453,6 @@ func (t *table[S]) insert(key string, s S, deadline time.Duration) error {
 		t.links = append(t.links, link{})
 		t.link(i)
 	}
-	return nil
 }
 
 // remove forgets the key in slot i.
@@ -488,32 +521,58 @@ func (t *table[S]) earlier(i uint32, deadline time.Duration) {
 }
 
 // errKeysFull refuses a key that the table's keys have no room for.
-var errKeysFull = fmt.Errorf("%w: a table holds at most 4 GiB of keys", ErrTooManyKeys)
+var errKeysFull = fmt.Errorf("%w: a table holds at most 4 GiB of keys (2 GiB where an int has 32 bits)", ErrTooManyKeys)
 
-// store copies key into the table's keys and returns where it lies, or
-// false if the bytes would pass keyRoom. When keys is full and at least
-// half of it is garbage, it squeezes the garbage out instead of growing,
-// so each byte forgotten costs at most one byte copied, once; and it does
-// before refusing a key for want of room.
-func (t *table[S]) store(key string) (span, bool) {
-	full := len(t.keys)+len(key) > cap(t.keys)
-	over := len(key) > t.keyRoom-len(t.keys)
-	if full && 2*t.garbage >= len(t.keys) || over && t.garbage > 0 {
-		t.squeeze(len(key))
+// room reports whether n more bytes of keys fit under keyRoom. If they do
+// not, it squeezes the garbage out first when that makes them fit and
+// frees at least a quarter of keys, so that a table at the cap copies its
+// keys once per quarter forgotten, not for every new key.
+func (t *table[S]) room(n int) bool {
+	if n <= t.keyRoom-len(t.keys) {
+		return true
 	}
-	if len(key) > t.keyRoom-len(t.keys) {
-		return span{}, false
+	live := len(t.keys) - t.garbage
+	if n > t.keyRoom-live || t.garbage < len(t.keys)/4 {
+		return false
+	}
+	t.squeeze(n)
+	return true
+}
+
+// store copies key into keys, which room has said it fits, and returns
+// where it lies. When keys is full and at least half of it is garbage, it
+// squeezes the garbage out instead of growing, so that a byte forgotten
+// costs at most a byte copied.
+func (t *table[S]) store(key string) span {
+	if len(t.keys)+len(key) > cap(t.keys) && t.garbage >= len(t.keys)-t.garbage {
+		t.squeeze(len(key))
 	}
 	sp := span{uint32(len(t.keys)), uint32(len(key))}
 	t.keys = append(t.keys, key...)
-	return sp, true
+	return sp
+}
+
+// minShrink is the capacity of keys below which shrink leaves it be.
+const minShrink = 64 << 10
+
+// shrink gives back the garbage of forgotten keys once few keys are left:
+// when three quarters of keys or more are garbage, and squeezing reads at
+// most IdleCountLimit slots, so that it never stalls the partition. The
+// garbage of a table with more keys waits until keys fills up (store).
+func (t *table[S]) shrink() {
+	live := len(t.keys) - t.garbage
+	if cap(t.keys) >= minShrink && t.garbage/3 >= live && len(t.slots) <= IdleCountLimit {
+		t.squeeze(0)
+	}
 }
 
 // squeeze copies the keys held into a new slice, with room for extra bytes
-// more and a quarter to grow, and drops the garbage.
+// more and a quarter to grow (within keyRoom), and drops the garbage.
+// live + extra never passes keyRoom.
 func (t *table[S]) squeeze(extra int) {
 	live := len(t.keys) - t.garbage
-	keys := make([]byte, 0, live+live/4+extra)
+	size := live + extra
+	keys := make([]byte, 0, size+min(live/4, t.keyRoom-size))
 	for i := range t.slots {
 		sp := &t.slots[i].key
 		off := len(keys)
@@ -631,12 +690,20 @@ func (t *table[S]) AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, e
 		if t.untouched(d.slot, now) {
 			continue
 		}
-		sl := &t.slots[d.slot]
-		t.scratch = t.codec.AppendState(t.scratch[:0], &sl.state, now)
-		dst = appendEntry(dst, t.keyBytes(sl.key), t.scratch)
+		dst = t.appendKey(dst, d.slot, now)
 		keys++
 	}
 	return dst, keys, nil
+}
+
+// appendKey appends the entry of the key in slot i. If the rule panics,
+// the key is forgotten, as a panic in a decision would, so that the next
+// snapshot does not fail on it too.
+func (t *table[S]) appendKey(dst []byte, i uint32, now time.Duration) []byte {
+	defer t.dropOnPanic(i)
+	sl := &t.slots[i]
+	t.scratch = t.codec.AppendState(t.scratch[:0], &sl.state, now)
+	return appendEntry(dst, t.keyBytes(sl.key), t.scratch)
 }
 
 func (t *table[S]) Load(key string, state []byte, now, age time.Duration) error {
@@ -654,8 +721,9 @@ func (t *table[S]) Load(key string, state []byte, now, age time.Duration) error 
 	if wait <= 0 {
 		return nil // untouched by now
 	}
-	if err := t.insert(key, s, after(now, wait)); err != nil {
-		return fmt.Errorf("%w: key %q: %w", ErrBadSnapshot, key, err)
+	if !t.room(len(key)) {
+		return fmt.Errorf("%w: key %q: %w", ErrBadSnapshot, key, errKeysFull)
 	}
+	t.insert(key, s, after(now, wait))
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -272,7 +273,7 @@ func TestTableWithoutExpiring(t *testing.T) {
 
 	tab.Expire(s-1, 100)
 	assert.Equal(t, 1, tab.Len(), "kept until the deadline")
-	assert.Equal(t, 1, tab.Counts(s-1).Idle+1, "nothing idle before it")
+	assert.Zero(t, tab.Counts(s-1).Idle, "nothing idle before it")
 	assert.Equal(t, 1, tab.Counts(s).Idle, "idle from the deadline on")
 	tab.Expire(s, 100)
 	assert.Equal(t, 0, tab.Len(), "forgotten at the deadline")
@@ -374,45 +375,77 @@ func TestTableKeysTakeAtMostKeyRoom(t *testing.T) {
 	assert.Equal(t, 3, tab.Len())
 }
 
-// TestTableDueHeap plays random grants, refunds, resets and expiries with
-// deadlines all over the place, and checks the due heap after each: the
-// heap order, every slot's place in it, and that no entry is after its
-// key's deadline (else a key would be forgotten late, or counted wrongly
-// as in use).
+// TestTableDueHeap plays random grants, refunds, resets and expiries
+// (some lingering behind the latest now, as a partition's do) with
+// deadlines all over the place, for every built-in rule and for one that
+// cannot tell when a state is untouched, and checks the due heap after
+// each: the heap order, every slot's place in it, and that no entry is
+// after its key's deadline (else a key would be forgotten late, or counted
+// wrongly as in use).
 func TestTableDueHeap(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 8))
-	m, err := NewTokenBucket(Params{Limit: 4, Window: 1000})
-	require.NoError(t, err)
-	tab := Keyed[TokenBucketState](m).NewTable()
-	impl := tab.(*table[TokenBucketState])
-	var now time.Duration
-	for op := range 20_000 {
-		now += time.Duration(rng.IntN(40))
-		key := fmt.Sprint(rng.IntN(500))
-		switch r := rng.IntN(20); {
-		case r < 14:
-			n := 1 + rng.IntN(4)
-			if d := allow(t, tab, key, now, n); d.Allowed && r == 0 {
-				tab.Refund(key, now, n)
-			}
-		case r < 16:
-			tab.Reset(key)
-		default:
-			tab.Expire(now, rng.IntN(8))
-		}
-		if op%97 == 0 {
-			checkHeap(t, impl, now)
-		}
+	rules := map[string]Algorithm{}
+	for _, name := range builtins {
+		f, err := Lookup(name)
+		require.NoError(t, err)
+		rules[name], err = f(Params{Limit: 4, Window: 1000})
+		require.NoError(t, err)
 	}
-	checkHeap(t, impl, now)
-	tab.Expire(now, math.MaxInt)
-	for i := range impl.slots {
-		require.False(t, impl.untouched(uint32(i), now), "a full Expire leaves no untouched key")
+	var m Machine[FixedWindowState] = &FixedWindow{limit: 4, window: 1000}
+	rules["granted"] = Keyed(struct{ Machine[FixedWindowState] }{m}) // hides ResetAfter
+	for name, rule := range rules {
+		t.Run(name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, 8))
+			tab := rule.NewTable()
+			var now time.Duration
+			for op := range 20_000 {
+				now += time.Duration(rng.IntN(40))
+				key := fmt.Sprint(rng.IntN(500))
+				switch r := rng.IntN(20); {
+				case r < 14:
+					n := 1 + rng.IntN(4)
+					if d := allow(t, tab, key, now, n); d.Allowed && r == 0 {
+						tab.Refund(key, now, n)
+					}
+				case r < 16:
+					tab.Reset(key)
+				default:
+					tab.Expire(now-time.Duration(rng.IntN(50)), rng.IntN(8))
+				}
+				if op%97 == 0 {
+					checkHeapOf(t, tab, now, false)
+				}
+			}
+			checkHeapOf(t, tab, now, false)
+			tab.Expire(now, math.MaxInt)
+			checkHeapOf(t, tab, now, true)
+		})
 	}
 }
 
-// checkHeap checks the due heap of tab at now.
-func checkHeap[S any](t *testing.T, tab *table[S], now time.Duration) {
+// checkHeapOf checks the due heap of tab at now (see checkHeap).
+func checkHeapOf(t *testing.T, tab Table, now time.Duration, expired bool) {
+	t.Helper()
+	switch impl := tab.(type) {
+	case *table[TokenBucketState]:
+		checkHeap(t, impl, now, expired)
+	case *table[GCRAState]:
+		checkHeap(t, impl, now, expired)
+	case *table[FixedWindowState]:
+		checkHeap(t, impl, now, expired)
+	case *table[SlidingWindowLogState]:
+		checkHeap(t, impl, now, expired)
+	case *table[SlidingWindowCounterState]:
+		checkHeap(t, impl, now, expired)
+	case *table[timed[FixedWindowState]]:
+		checkHeap(t, impl, now, expired)
+	default:
+		t.Fatalf("no heap check for %T", tab)
+	}
+}
+
+// checkHeap checks the due heap of tab at now and, if expired is set, that
+// it holds no key untouched at now.
+func checkHeap[S any](t *testing.T, tab *table[S], now time.Duration, expired bool) {
 	t.Helper()
 	require.Equal(t, len(tab.slots), len(tab.due))
 	for h, e := range tab.due {
@@ -422,5 +455,116 @@ func checkHeap[S any](t *testing.T, tab *table[S], now time.Duration) {
 		}
 		wait := tab.expiring.ResetAfter(&tab.slots[e.slot].state, now)
 		require.LessOrEqual(t, e.at, after(now, max(wait, 0)), "entry %d is after its key's deadline", h)
+		if expired {
+			require.Positive(t, wait, "a full Expire leaves no untouched key")
+		}
 	}
+}
+
+// TestTableAllowEachIsAllowNInTurn: AllowEach answers a batch exactly as
+// AllowN does item by item, on random batches with repeated keys, new
+// keys, keys refused by the cap or by the room for key bytes, and
+// eviction; and leaves the same keys held.
+func TestTableAllowEachIsAllowNInTurn(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	m := &FixedWindow{limit: 3, window: 50}
+	for round := range 200 {
+		limit := KeyLimit{Max: 1 + rng.IntN(6), Evict: round%2 == 1}
+		batch, single := Keyed[FixedWindowState](m).NewTable(), Keyed[FixedWindowState](m).NewTable()
+		room := 20 + rng.IntN(20)
+		for _, tab := range []Table{batch, single} {
+			tab.Bound(limit)
+			tab.(*table[FixedWindowState]).keyRoom = room
+		}
+		var now time.Duration
+		for step := range 30 {
+			now += time.Duration(rng.IntN(30))
+			items := make([]Item, rng.IntN(8))
+			for k := range items {
+				items[k] = Item{Key: fmt.Sprint("key-", rng.IntN(10)), N: 1 + rng.IntN(2)}
+			}
+			next := 0
+			batch.(BatchTable).AllowEach(items, now, &next)
+			require.Equal(t, len(items), next)
+			for k, it := range items {
+				d, err := single.AllowN(it.Key, now, it.N)
+				where := fmt.Sprintf("round %d step %d item %d (%s, %d)", round, step, k, it.Key, it.N)
+				require.Equal(t, err, it.Err, where)
+				require.Equal(t, d, it.D, where)
+			}
+			require.Equal(t, single.Len(), batch.Len())
+			batch.Expire(now, 4)
+			single.Expire(now, 4)
+		}
+	}
+}
+
+// panicky is a fixed window that panics on a request for 3 units.
+type panicky struct{ *FixedWindow }
+
+func (p panicky) AllowN(s *FixedWindowState, now time.Duration, n int) (Decision, error) {
+	if n == 3 {
+		panic("three")
+	}
+	return p.FixedWindow.AllowN(s, now, n)
+}
+
+// TestTableAllowEachTellsWhereItPanicked: when the rule panics on an item,
+// next holds that item's index, and the items before it are decided.
+func TestTableAllowEachTellsWhereItPanicked(t *testing.T) {
+	tab := Keyed[FixedWindowState](panicky{&FixedWindow{limit: 5, window: s}}).NewTable().(BatchTable)
+	items := []Item{{Key: "a", N: 1}, {Key: "b", N: 2}, {Key: "new", N: 3}, {Key: "a", N: 1}}
+	next := 0
+	func() {
+		defer func() { require.Equal(t, "three", recover()) }()
+		tab.AllowEach(items, 0, &next)
+	}()
+	assert.Equal(t, 2, next, "the item it panicked on")
+	assert.True(t, items[0].D.Allowed)
+	assert.True(t, items[1].D.Allowed)
+	assert.Zero(t, items[3].D, "not reached")
+
+	next = 3
+	tab.AllowEach(items, 0, &next)
+	assert.Equal(t, 4, next)
+	assert.Equal(t, 3, items[3].D.Remaining, "a took its second unit")
+}
+
+// TestTableRefusesABigKeyWithoutEvicting: a new key its keys have no room
+// for is refused before eviction makes room for it, so no key loses its
+// state for a key that is refused anyway.
+func TestTableRefusesABigKeyWithoutEvicting(t *testing.T) {
+	tab := fixedWindows(1)
+	tab.Bound(KeyLimit{Max: 2, Evict: true})
+	tab.(*table[FixedWindowState]).keyRoom = 20
+	allow(t, tab, "aaaaaaaaaa", 0, 1)
+	allow(t, tab, "bbbbbbbbbb", 0, 1)
+	_, err := tab.AllowN("c", 0, 1)
+	require.ErrorIs(t, err, ErrTooManyKeys)
+	assert.Zero(t, tab.Counts(0).Evicted)
+	for _, k := range []string{"aaaaaaaaaa", "bbbbbbbbbb"} {
+		d, err := tab.PeekN(k, 0, 1)
+		require.NoError(t, err)
+		assert.False(t, d.Allowed, "%s keeps its state", k)
+	}
+}
+
+// TestTableGivesBackTheBytesOfForgottenKeys: once most of a table's keys
+// are forgotten, Expire gives back the memory their bytes took.
+func TestTableGivesBackTheBytesOfForgottenKeys(t *testing.T) {
+	tab := fixedWindows(1)
+	impl := tab.(*table[FixedWindowState])
+	long := strings.Repeat("k", 1000)
+	for k := range 1000 {
+		allow(t, tab, fmt.Sprint(long, k), time.Duration(k), 1) // a megabyte of keys
+	}
+	allow(t, tab, "hot", 2*s, 1)
+	require.GreaterOrEqual(t, cap(impl.keys), 1000*1000)
+	tab.Expire(2*s, math.MaxInt)
+	assert.Equal(t, 1, tab.Len())
+	assert.Less(t, cap(impl.keys), minShrink, "the garbage is given back")
+	checkIndex(t, impl)
+	d, err := tab.PeekN("hot", 2*s, 1)
+	require.NoError(t, err)
+	assert.False(t, d.Allowed, "hot is still held, its key intact")
 }

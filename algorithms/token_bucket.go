@@ -56,10 +56,11 @@ func (tb *TokenBucket) AllowN(s *TokenBucketState, now time.Duration, n int) (De
 }
 
 // PeekN returns what AllowN would, and changes nothing: it decides on a
-// copy of s. (AllowN does the work itself rather than through a helper
-// both share: a Decision returned up one more call is copied through
-// memory, which made every AllowN on a table 20% slower.)
+// copy of s.
 func (tb *TokenBucket) PeekN(s *TokenBucketState, now time.Duration, n int) (Decision, error) {
+	// AllowN does the work itself rather than through a helper both
+	// share: a Decision returned up one more call is copied through
+	// memory, which made every AllowN on a table 20% slower.
 	c := *s
 	return tb.AllowN(&c, now, n)
 }
