@@ -102,7 +102,7 @@ type keyed[S any] struct {
 func (k keyed[S]) Capacity() int { return k.m.Capacity() }
 
 func (k keyed[S]) NewTable() Table {
-	t := &table[S]{m: k.m, expiring: k.e, seed: maphash.MakeSeed(), newest: none, oldest: none, keyRoom: min(math.MaxUint32, math.MaxInt)}
+	t := &table[S]{m: k.m, expiring: k.e, seed: maphash.MakeSeed(), newest: none, oldest: none, asking: none, keyRoom: min(math.MaxUint32, math.MaxInt)}
 	t.codec, _ = k.m.(StateCodec[S])
 	return t
 }
@@ -207,9 +207,10 @@ type table[S any] struct {
 	garbage  int    // bytes in keys of keys no longer held
 	keyRoom  int    // the most bytes keys may take: 4 GiB - 1, or math.MaxInt (less in tests)
 	scratch  []byte
-	stack    []int // idle's
-	zero     S     // the state of every key not held; only ever copied
-	fresh    S     // a new key's state while it is decided, or PeekN's copy: a field, as &fresh escapes
+	stack    []int  // idle's
+	asking   uint32 // the slot whose state the rule is asked about, or none
+	zero     S      // the state of every key not held; only ever copied
+	fresh    S      // a new key's state while it is decided, or PeekN's copy: a field, as &fresh escapes
 }
 
 func (t *table[S]) AllowN(key string, now time.Duration, n int) (d Decision, err error) {
@@ -291,6 +292,7 @@ func (t *table[S]) Refund(key string, now time.Duration, n int) {
 		return
 	}
 	t.m.Refund(&t.slots[i].state, now, n)
+	defer t.dropAsked()
 	if wait := t.resetAfter(i, now); wait > 0 {
 		t.earlier(i, after(now, wait))
 	} else {
@@ -326,6 +328,7 @@ func (t *table[S]) idle(now time.Duration) (n int) {
 	if len(t.due) == 0 || !passed(t.due[0].at, now) {
 		return 0
 	}
+	defer t.dropAsked()
 	stack := append(t.stack[:0], 0)
 	for read := 0; len(stack) > 0 && read < IdleCountLimit; read++ {
 		h := stack[len(stack)-1]
@@ -344,6 +347,7 @@ func (t *table[S]) idle(now time.Duration) (n int) {
 }
 
 func (t *table[S]) Expire(now time.Duration, budget int) (forgot int) {
+	defer t.dropAsked()
 	for ; budget > 0 && len(t.due) > 0 && passed(t.due[0].at, now); budget-- {
 		if t.expireTop(now) {
 			forgot++
@@ -408,6 +412,7 @@ func (t *table[S]) admit(now time.Duration) error {
 
 // dropUntouched forgets one key untouched at now, if the table holds one.
 func (t *table[S]) dropUntouched(now time.Duration) bool {
+	defer t.dropAsked()
 	for len(t.due) > 0 && passed(t.due[0].at, now) {
 		if t.expireTop(now) {
 			return true
@@ -421,22 +426,25 @@ func (t *table[S]) untouched(i uint32, now time.Duration) bool {
 	return t.resetAfter(i, now) <= 0
 }
 
-// resetAfter returns the ResetAfter of the state in slot i. If the rule
-// panics, the key is forgotten before the panic goes on (to the
-// partition's supervision): a state that cannot tell when it is untouched
-// would otherwise stay at the top of the heap and fail every later
-// Expire, count and new key.
+// resetAfter returns the ResetAfter of the state in slot i, noting in
+// asking that it asks, for dropAsked.
 func (t *table[S]) resetAfter(i uint32, now time.Duration) time.Duration {
-	defer t.dropOnPanic(i)
-	return t.expiring.ResetAfter(&t.slots[i].state, now)
+	t.asking = i
+	wait := t.expiring.ResetAfter(&t.slots[i].state, now)
+	t.asking = none
+	return wait
 }
 
-// dropOnPanic, deferred, forgets the key in slot i if a panic is under
-// way, and lets the panic go on.
-func (t *table[S]) dropOnPanic(i uint32) {
-	if v := recover(); v != nil {
+// dropAsked is deferred by each method that asks the rule about a key
+// outside a decision on it (resetAfter, appendKey). If the rule panicked,
+// the key it was asked about is forgotten as the panic goes on (to the
+// partition's supervision): a state that cannot tell when it is untouched
+// would otherwise stay at the top of the heap and fail every later
+// Expire, count and new key. (One defer a call, not one a key asked.)
+func (t *table[S]) dropAsked() {
+	if i := t.asking; i != none {
+		t.asking = none
 		t.remove(i)
-		panic(v)
 	}
 }
 
@@ -685,6 +693,7 @@ func (t *table[S]) AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, e
 	if t.codec == nil {
 		return dst, 0, errNoCodec
 	}
+	defer t.dropAsked()
 	keys := 0
 	for _, d := range t.due {
 		if t.untouched(d.slot, now) {
@@ -696,13 +705,14 @@ func (t *table[S]) AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, e
 	return dst, keys, nil
 }
 
-// appendKey appends the entry of the key in slot i. If the rule panics,
-// the key is forgotten, as a panic in a decision would, so that the next
-// snapshot does not fail on it too.
+// appendKey appends the entry of the key in slot i, noting in asking that
+// it asks the rule (see dropAsked): a key whose state panics is forgotten,
+// so the next snapshot does not fail on it too.
 func (t *table[S]) appendKey(dst []byte, i uint32, now time.Duration) []byte {
-	defer t.dropOnPanic(i)
 	sl := &t.slots[i]
+	t.asking = i
 	t.scratch = t.codec.AppendState(t.scratch[:0], &sl.state, now)
+	t.asking = none
 	return appendEntry(dst, t.keyBytes(sl.key), t.scratch)
 }
 

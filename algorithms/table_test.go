@@ -568,3 +568,55 @@ func TestTableGivesBackTheBytesOfForgottenKeys(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, d.Allowed, "hot is still held, its key intact")
 }
+
+// grumpy is a fixed window whose states cannot be saved once a request
+// for 2 units was allowed on them.
+type grumpy struct{ *FixedWindow }
+
+type grumpyState struct {
+	fw  FixedWindowState
+	bad bool
+}
+
+func (g grumpy) AllowN(s *grumpyState, now time.Duration, n int) (Decision, error) {
+	s.bad = s.bad || n == 2
+	return g.FixedWindow.AllowN(&s.fw, now, n)
+}
+
+func (g grumpy) PeekN(s *grumpyState, now time.Duration, n int) (Decision, error) {
+	return g.FixedWindow.PeekN(&s.fw, now, n)
+}
+
+func (g grumpy) Refund(s *grumpyState, now time.Duration, n int) { g.FixedWindow.Refund(&s.fw, now, n) }
+
+func (g grumpy) ResetAfter(s *grumpyState, now time.Duration) time.Duration {
+	return g.FixedWindow.ResetAfter(&s.fw, now)
+}
+
+func (g grumpy) AppendState(dst []byte, s *grumpyState, now time.Duration) []byte {
+	if s.bad {
+		panic("grumpy")
+	}
+	return g.FixedWindow.AppendState(dst, &s.fw, now)
+}
+
+func (g grumpy) ParseState(src []byte, s *grumpyState, now, age time.Duration) error {
+	return g.FixedWindow.ParseState(src, &s.fw, now, age)
+}
+
+// TestTableDropsAKeyItCannotSave: a state whose codec panics fails the
+// snapshot once and is forgotten, so the next snapshot succeeds.
+func TestTableDropsAKeyItCannotSave(t *testing.T) {
+	tab := Keyed[grumpyState](grumpy{&FixedWindow{limit: 3, window: s}}).NewTable()
+	allow(t, tab, "good", 0, 1)
+	allow(t, tab, "bad", 0, 2)
+	func() {
+		defer func() { require.Equal(t, "grumpy", recover()) }()
+		_, _, _ = tab.AppendSnapshot(nil, 0)
+	}()
+	assert.Equal(t, 1, tab.Len(), "bad is forgotten")
+	_, keys, err := tab.AppendSnapshot(nil, 0)
+	require.NoError(t, err)
+	assert.Equal(t, 1, keys)
+	checkIndex(t, tab.(*table[grumpyState]))
+}
