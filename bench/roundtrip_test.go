@@ -16,8 +16,10 @@ import (
 // partition goroutine reading the clock and deciding on a token-bucket
 // table, as chanlimit's does, and nothing else; stage=chanlimit is the
 // router, which adds what makes it a service: contexts, Close, supervision,
-// counts, forgetting, and a whole Decision in the reply.
+// counts, forgetting, and a whole Decision in the reply. stage=work is the
+// table stage's work alone: the clock and the decision, with no goroutine.
 func BenchmarkRoundTrip(b *testing.B) {
+	b.Run("stage=work", benchWork)
 	for _, st := range []struct {
 		name string
 		make func(testing.TB, policy) limiter
@@ -74,4 +76,27 @@ func (f *tableFloor) Close() {
 		close(mb)
 	}
 	f.wg.Wait()
+}
+
+// benchWork reads the clock and decides on a token-bucket table, as the
+// table stage's goroutine does for each request.
+func benchWork(b *testing.B) {
+	rule, err := algorithms.NewTokenBucket(algorithms.Params{Limit: admitAll.limit, Window: admitAll.window})
+	if err != nil {
+		b.Fatal(err)
+	}
+	table := algorithms.Keyed[algorithms.TokenBucketState](rule).NewTable()
+	ks := keys(1000)
+	origin := time.Now()
+	for _, k := range ks {
+		table.AllowN(k, time.Since(origin), 1)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if d, err := table.AllowN(ks[i%len(ks)], time.Since(origin), 1); err != nil || !d.Allowed {
+			b.Fatal(d, err)
+		}
+		i++
+	}
 }
