@@ -109,12 +109,13 @@ const (
 // DefaultPartitions returns the number of partitions a Config with
 // Partitions 0 gets: one per processor Go may use (GOMAXPROCS), at most
 // MaxPartitions. The trade-off, measured on 2 cores (bench/RESULTS.md):
-// more partitions spread contention, so four per processor cut Allow under
-// 64 hammering goroutines by 11-12%, but cost one or two callers 2-6%
-// more; and a batch travels as one message per partition it touches, so
-// two per processor already made AllowBatch cost 7-23% more per decision
-// for 64 requests (35-46% for 16). The mailbox size made no measurable difference
-// between 1 and 256. With MaxKeys, at most MaxKeys partitions.
+// more partitions spread contention, so sixteen per processor cut Allow
+// under 64 hammering goroutines by about 10%, but cost one or two callers
+// about 8% more; and a batch travels as one message per partition it
+// touches, so two per processor made AllowBatch cost 23% more per decision
+// for 64 requests (53% for 16), and a single partition 17% less. The
+// mailbox size made no measurable difference between 1 and 256. With
+// MaxKeys, at most MaxKeys partitions.
 func DefaultPartitions() int { return min(runtime.GOMAXPROCS(0), MaxPartitions) }
 
 // Decision is the answer to one request; see algorithms.Decision for what
