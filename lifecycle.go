@@ -19,7 +19,8 @@ type PartitionStats = actor.Stats
 
 // Stats are a router's figures, summed over its partitions. Each
 // partition's figures are taken as its turn comes, so the sums are not of
-// one instant; the counts are of answers delivered since New.
+// one instant; the counts are since New, of answers delivered (Panicked
+// also counts panics with no request to answer; see PartitionStats).
 type Stats struct {
 	Keys     int    // keys held whose state is not untouched
 	Idle     int    // keys held, untouched, still to be forgotten (see README)
@@ -27,7 +28,7 @@ type Stats struct {
 	Allowed  uint64 // decisions that allowed (a batch's one by one)
 	Denied   uint64 // decisions that denied
 	Refused  uint64 // requests a partition refused (ErrTooManyKeys)
-	Panicked uint64 // requests failed with ErrAlgorithmPanic, and keys dropped when their rule panicked while they were forgotten
+	Panicked uint64 // requests failed with ErrAlgorithmPanic, and keys dropped when their rule panicked with no request to fail
 	Expired  uint64 // keys forgotten once untouched again
 	Evicted  uint64 // keys dropped with their state to make room (EvictLRU)
 

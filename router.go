@@ -110,12 +110,12 @@ const (
 // Partitions 0 gets: one per processor Go may use (GOMAXPROCS), at most
 // MaxPartitions. The trade-off, measured on 2 cores (bench/RESULTS.md):
 // more partitions spread contention, so sixteen per processor cut Allow
-// under 64 hammering goroutines by about 10%, but cost one or two callers
-// about 8% more; and a batch travels as one message per partition it
-// touches, so two per processor made AllowBatch cost 23% more per decision
-// for 64 requests (53% for 16), and a single partition 17% less. The
-// mailbox size made no measurable difference between 1 and 256. With
-// MaxKeys, at most MaxKeys partitions.
+// under 64 hammering goroutines by 9-14%, but cost one or two callers
+// 6-19% more; and a batch travels as one message per partition it
+// touches, so two per processor made AllowBatch cost 17-23% more per
+// decision for 64 requests (53-61% for 16), and a single partition 17-18%
+// less. The mailbox size made no measurable difference between 1 and 256.
+// With MaxKeys, at most MaxKeys partitions.
 func DefaultPartitions() int { return min(runtime.GOMAXPROCS(0), MaxPartitions) }
 
 // Decision is the answer to one request; see algorithms.Decision for what
@@ -147,8 +147,9 @@ var (
 
 	// ErrTooManyKeys is returned for a request on a new key when MaxKeys
 	// keys are held and none can make room (see Config.MaxKeys), or when
-	// the keys held by its partition take 4 GiB (a partition keeps the
-	// bytes of its keys in one slice, with 32-bit offsets).
+	// the key bytes of its partition are near 4 GiB (2 GiB on 32-bit
+	// platforms): a partition keeps the bytes of its keys in one slice,
+	// with 32-bit offsets; see algorithms.ErrTooManyKeys.
 	ErrTooManyKeys = algorithms.ErrTooManyKeys
 
 	// ErrKeyTooLong is returned, wrapped with the lengths, for a key longer

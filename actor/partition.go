@@ -123,8 +123,10 @@ type admin struct {
 // and leaves D zero.
 type Item = algorithms.Item
 
-// Stats are a partition's figures. The counts are of answers delivered:
-// a request whose caller gave up before its answer counts nowhere.
+// Stats are a partition's figures. Allowed, Denied and Refused count
+// answers delivered: a request whose caller gave up before its answer
+// counts nowhere. Panicked also counts the panics met with no one to
+// answer: while forgetting keys, or giving back a grant whose caller left.
 type Stats struct {
 	Keys     int    // keys held whose state is not untouched
 	Idle     int    // keys held whose state is untouched, not yet forgotten
@@ -132,7 +134,7 @@ type Stats struct {
 	Allowed  uint64 // decisions that allowed (a batch's items one by one)
 	Denied   uint64 // decisions that denied
 	Refused  uint64 // requests refused with an error, ErrTooManyKeys among them
-	Panicked uint64 // requests failed with ErrAlgorithmPanic (Peeks, Stats and Snapshots among them), and keys dropped when their rule panicked while they were forgotten
+	Panicked uint64 // requests failed with ErrAlgorithmPanic (Peeks, Stats and Snapshots among them), and keys dropped when their rule panicked with no request to fail
 	Expired  uint64 // keys forgotten once untouched
 	Evicted  uint64 // keys dropped to make room for a new one
 }
@@ -511,14 +513,20 @@ func (l *loop) peek(key string, now time.Duration, n int) (d algorithms.Decision
 }
 
 // refund gives back n units on key, under supervision: a refund that
-// panics drops the key.
+// panics drops the key, and is counted.
 func (l *loop) refund(key string, now time.Duration, n int) {
-	var (
-		d   algorithms.Decision
-		err error
-	)
+	if l.tryRefund(key, now, n) != nil {
+		l.stats.Panicked++
+	}
+}
+
+// tryRefund gives back n units on key, and returns ErrAlgorithmPanic if
+// the rule panicked (and the key was dropped).
+func (l *loop) tryRefund(key string, now time.Duration, n int) (err error) {
+	var d algorithms.Decision
 	defer l.supervise(key, &d, &err)
 	l.table.Refund(key, now, n)
+	return nil
 }
 
 // supervise, deferred, turns a panic in the algorithm into an

@@ -14,7 +14,10 @@ var (
 	// ErrTooManyKeys is returned for a request on a new key when the tables
 	// sharing a KeyLimit hold as many keys as it allows and none can make
 	// room: no key held is untouched, and eviction is off. A table also
-	// refuses a new key with it once its keys take 4 GiB.
+	// refuses a new key with it when the key's bytes would not fit in 4 GiB
+	// (2 GiB where an int has 32 bits) beside those of the keys it holds
+	// and up to a quarter as many again of forgotten keys' bytes not yet
+	// squeezed out.
 	ErrTooManyKeys = errors.New("chanlimit: too many keys")
 
 	// ErrBadSnapshot is wrapped with the reason a snapshot was refused.

@@ -10,7 +10,16 @@ import (
 
 // Table holds the state of many keys under one rule. Not safe for concurrent
 // use: one partition goroutine owns it. Its now never goes back from one
-// call to the next.
+// decision (AllowN, PeekN, Refund) to the next; Expire and Counts may be
+// given an earlier now, since a partition forgets keys a grace period
+// behind.
+//
+// A partition supervises the table's rule: a panic in a decision fails
+// that request and Resets its key. Expire, Counts, AppendSnapshot and
+// Refund may also ask the rule about keys other than a request's; if the
+// rule panics there, the table must forget the key it was asking about
+// before the panic goes on, or the next call would panic on it again (the
+// Keyed tables do).
 type Table interface {
 	// AllowN decides a request for n units on key at now, as the rule's
 	// AllowN does on the key's state. A key is stored only once it is
@@ -490,6 +499,9 @@ func (t *table[S]) remove(i uint32) {
 	t.slots = t.slots[:last]
 	if last == 0 {
 		t.keys, t.garbage = t.keys[:0], 0
+		if cap(t.keys) >= minShrink {
+			t.keys = nil // a flood's worth: give it back
+		}
 	}
 	if t.evicting() {
 		t.links = t.links[:last]
@@ -529,12 +541,13 @@ func (t *table[S]) earlier(i uint32, deadline time.Duration) {
 }
 
 // errKeysFull refuses a key that the table's keys have no room for.
-var errKeysFull = fmt.Errorf("%w: a table holds at most 4 GiB of keys (2 GiB where an int has 32 bits)", ErrTooManyKeys)
+var errKeysFull = fmt.Errorf("%w: a table's key bytes, with up to a quarter not yet squeezed out, fill 4 GiB (2 GiB where an int has 32 bits)", ErrTooManyKeys)
 
 // room reports whether n more bytes of keys fit under keyRoom. If they do
 // not, it squeezes the garbage out first when that makes them fit and
 // frees at least a quarter of keys, so that a table at the cap copies its
-// keys once per quarter forgotten, not for every new key.
+// keys once per quarter forgotten, not for every new key. (Near 4 GiB that
+// one copy is long, and needs the memory twice over while it lasts.)
 func (t *table[S]) room(n int) bool {
 	if n <= t.keyRoom-len(t.keys) {
 		return true
@@ -560,16 +573,21 @@ func (t *table[S]) store(key string) span {
 	return sp
 }
 
-// minShrink is the capacity of keys below which shrink leaves it be.
-const minShrink = 64 << 10
+// minShrink is the capacity of keys below which shrink leaves it be, and
+// maxShrink the most bytes of keys it copies.
+const (
+	minShrink = 64 << 10
+	maxShrink = 1 << 20
+)
 
 // shrink gives back the garbage of forgotten keys once few keys are left:
 // when three quarters of keys or more are garbage, and squeezing reads at
-// most IdleCountLimit slots, so that it never stalls the partition. The
+// most IdleCountLimit slots and copies at most maxShrink bytes, so that it
+// never stalls the partition for long (well under a millisecond). The
 // garbage of a table with more keys waits until keys fills up (store).
 func (t *table[S]) shrink() {
 	live := len(t.keys) - t.garbage
-	if cap(t.keys) >= minShrink && t.garbage/3 >= live && len(t.slots) <= IdleCountLimit {
+	if cap(t.keys) >= minShrink && t.garbage/3 >= live && live <= maxShrink && len(t.slots) <= IdleCountLimit {
 		t.squeeze(0)
 	}
 }

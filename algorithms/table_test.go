@@ -620,3 +620,74 @@ func TestTableDropsAKeyItCannotSave(t *testing.T) {
 	assert.Equal(t, 1, keys)
 	checkIndex(t, tab.(*table[grumpyState]))
 }
+
+// moody is a fixed window whose ResetAfter panics for a state once
+// allowed a request for 2 units.
+type moody struct{ *FixedWindow }
+
+type moodyState struct {
+	fw  FixedWindowState
+	bad bool
+}
+
+func (m moody) AllowN(s *moodyState, now time.Duration, n int) (Decision, error) {
+	s.bad = s.bad || n == 2
+	return m.FixedWindow.AllowN(&s.fw, now, n)
+}
+
+func (m moody) PeekN(s *moodyState, now time.Duration, n int) (Decision, error) {
+	return m.FixedWindow.PeekN(&s.fw, now, n)
+}
+
+func (m moody) Refund(s *moodyState, now time.Duration, n int) { m.FixedWindow.Refund(&s.fw, now, n) }
+
+func (m moody) ResetAfter(s *moodyState, now time.Duration) time.Duration {
+	if s.bad {
+		panic("moody")
+	}
+	return m.FixedWindow.ResetAfter(&s.fw, now)
+}
+
+// TestTableForgetsAKeyWhoseResetAfterPanics: Expire and Refund forget the
+// key whose ResetAfter panicked, also when it is not in the last slot (so
+// that another key moves into its place), and leave the index and the heap
+// whole.
+func TestTableForgetsAKeyWhoseResetAfterPanics(t *testing.T) {
+	tab := Keyed[moodyState](moody{&FixedWindow{limit: 3, window: s}}).NewTable()
+	impl := tab.(*table[moodyState])
+	allow(t, tab, "bad", 0, 2) // due first
+	allow(t, tab, "a", 5*ms, 1)
+	allow(t, tab, "c", 10*ms, 1)
+	require.Zero(t, slotOf(t, impl, "bad"), "bad is not in the last slot: forgetting it moves c")
+	func() {
+		defer func() { require.Equal(t, "moody", recover()) }()
+		tab.Expire(2*s, 100)
+	}()
+	assert.Equal(t, none, impl.asking)
+	checkIndex(t, impl)
+	checkHeap(t, impl, 2*s, false)
+	_, held := impl.lookup("bad")
+	assert.False(t, held, "bad is forgotten")
+	tab.Expire(2*s, 100)
+	assert.Zero(t, tab.Len(), "the others are forgotten, as usual")
+	assert.Equal(t, uint64(2), tab.Counts(2*s).Expired, "a and c")
+
+	allow(t, tab, "bad", 3*s, 2)
+	allow(t, tab, "d", 3*s, 1)
+	func() {
+		defer func() { require.Equal(t, "moody", recover()) }()
+		tab.Refund("bad", 3*s, 2)
+	}()
+	_, held = impl.lookup("bad")
+	assert.False(t, held, "a refund that panics forgets bad too")
+	checkIndex(t, impl)
+	checkHeap(t, impl, 3*s, false)
+}
+
+// slotOf returns the slot that holds key.
+func slotOf[S any](t *testing.T, tab *table[S], key string) uint32 {
+	t.Helper()
+	i, ok := tab.lookup(key)
+	require.True(t, ok, "%s is held", key)
+	return i
+}
