@@ -161,3 +161,23 @@ func TestMessagesForgetKeysAfterLinger(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), st.Expired)
 }
+
+// sourRefund is a table whose Refund panics.
+type sourRefund struct{ algorithms.Table }
+
+func (sourRefund) Refund(string, time.Duration, int) { panic("no refunds") }
+
+// TestAPanickingRefundIsCountedAndDropsTheKey: giving back the grant of a
+// caller who left, the rule panics: nobody gets an error, so the panic is
+// counted, and the key is dropped.
+func TestAPanickingRefundIsCountedAndDropsTheKey(t *testing.T) {
+	_, inner := idle(t)
+	p := newPartition(sourRefund{inner}, clock.NewFake(time.Unix(0, 0)), 1)
+	full := make(chan reply, 1)
+	full <- reply{}
+	d, err := inner.AllowN("k", 0, 2)
+	require.NoError(t, err)
+	p.loop.deliver(request{op: opAllow, key: "k", n: 2, reply: full}, 0, reply{d: d})
+	assert.Equal(t, uint64(1), p.loop.stats.Panicked)
+	assert.Zero(t, inner.Len(), "k is dropped")
+}
