@@ -569,83 +569,66 @@ func TestTableGivesBackTheBytesOfForgottenKeys(t *testing.T) {
 	assert.False(t, d.Allowed, "hot is still held, its key intact")
 }
 
-// grumpy is a fixed window whose states cannot be saved once a request
-// for 2 units was allowed on them.
-type grumpy struct{ *FixedWindow }
+// tetchy is a fixed window that panics in one method, named by in
+// ("ResetAfter" or "AppendState"), for a state once allowed a request for
+// 2 units; the panic's value is that name.
+type tetchy struct {
+	*FixedWindow
+	in string
+}
 
-type grumpyState struct {
+type tetchyState struct {
 	fw  FixedWindowState
 	bad bool
 }
 
-func (g grumpy) AllowN(s *grumpyState, now time.Duration, n int) (Decision, error) {
+func (m tetchy) AllowN(s *tetchyState, now time.Duration, n int) (Decision, error) {
 	s.bad = s.bad || n == 2
-	return g.FixedWindow.AllowN(&s.fw, now, n)
+	return m.FixedWindow.AllowN(&s.fw, now, n)
 }
 
-func (g grumpy) PeekN(s *grumpyState, now time.Duration, n int) (Decision, error) {
-	return g.FixedWindow.PeekN(&s.fw, now, n)
+func (m tetchy) PeekN(s *tetchyState, now time.Duration, n int) (Decision, error) {
+	return m.FixedWindow.PeekN(&s.fw, now, n)
 }
 
-func (g grumpy) Refund(s *grumpyState, now time.Duration, n int) { g.FixedWindow.Refund(&s.fw, now, n) }
+func (m tetchy) Refund(s *tetchyState, now time.Duration, n int) { m.FixedWindow.Refund(&s.fw, now, n) }
 
-func (g grumpy) ResetAfter(s *grumpyState, now time.Duration) time.Duration {
-	return g.FixedWindow.ResetAfter(&s.fw, now)
-}
-
-func (g grumpy) AppendState(dst []byte, s *grumpyState, now time.Duration) []byte {
-	if s.bad {
-		panic("grumpy")
+// sulk panics if the state is bad and the method is the one named in.
+func (m tetchy) sulk(s *tetchyState, method string) {
+	if s.bad && m.in == method {
+		panic(method)
 	}
-	return g.FixedWindow.AppendState(dst, &s.fw, now)
 }
 
-func (g grumpy) ParseState(src []byte, s *grumpyState, now, age time.Duration) error {
-	return g.FixedWindow.ParseState(src, &s.fw, now, age)
+func (m tetchy) ResetAfter(s *tetchyState, now time.Duration) time.Duration {
+	m.sulk(s, "ResetAfter")
+	return m.FixedWindow.ResetAfter(&s.fw, now)
+}
+
+func (m tetchy) AppendState(dst []byte, s *tetchyState, now time.Duration) []byte {
+	m.sulk(s, "AppendState")
+	return m.FixedWindow.AppendState(dst, &s.fw, now)
+}
+
+func (m tetchy) ParseState(src []byte, s *tetchyState, now, age time.Duration) error {
+	return m.FixedWindow.ParseState(src, &s.fw, now, age)
 }
 
 // TestTableDropsAKeyItCannotSave: a state whose codec panics fails the
 // snapshot once and is forgotten, so the next snapshot succeeds.
 func TestTableDropsAKeyItCannotSave(t *testing.T) {
-	tab := Keyed[grumpyState](grumpy{&FixedWindow{limit: 3, window: s}}).NewTable()
+	tab := Keyed[tetchyState](tetchy{&FixedWindow{limit: 3, window: s}, "AppendState"}).NewTable()
 	allow(t, tab, "good", 0, 1)
 	allow(t, tab, "bad", 0, 2)
 	func() {
-		defer func() { require.Equal(t, "grumpy", recover()) }()
+		defer func() { require.Equal(t, "AppendState", recover()) }()
 		_, _, _ = tab.AppendSnapshot(nil, 0)
 	}()
 	assert.Equal(t, 1, tab.Len(), "bad is forgotten")
 	_, keys, err := tab.AppendSnapshot(nil, 0)
 	require.NoError(t, err)
 	assert.Equal(t, 1, keys)
-	checkIndex(t, tab.(*table[grumpyState]))
-}
-
-// moody is a fixed window whose ResetAfter panics for a state once
-// allowed a request for 2 units.
-type moody struct{ *FixedWindow }
-
-type moodyState struct {
-	fw  FixedWindowState
-	bad bool
-}
-
-func (m moody) AllowN(s *moodyState, now time.Duration, n int) (Decision, error) {
-	s.bad = s.bad || n == 2
-	return m.FixedWindow.AllowN(&s.fw, now, n)
-}
-
-func (m moody) PeekN(s *moodyState, now time.Duration, n int) (Decision, error) {
-	return m.FixedWindow.PeekN(&s.fw, now, n)
-}
-
-func (m moody) Refund(s *moodyState, now time.Duration, n int) { m.FixedWindow.Refund(&s.fw, now, n) }
-
-func (m moody) ResetAfter(s *moodyState, now time.Duration) time.Duration {
-	if s.bad {
-		panic("moody")
-	}
-	return m.FixedWindow.ResetAfter(&s.fw, now)
+	checkIndex(t, tab.(*table[tetchyState]))
 }
 
 // TestTableForgetsAKeyWhoseResetAfterPanics: Expire and Refund forget the
@@ -653,14 +636,14 @@ func (m moody) ResetAfter(s *moodyState, now time.Duration) time.Duration {
 // that another key moves into its place), and leave the index and the heap
 // whole.
 func TestTableForgetsAKeyWhoseResetAfterPanics(t *testing.T) {
-	tab := Keyed[moodyState](moody{&FixedWindow{limit: 3, window: s}}).NewTable()
-	impl := tab.(*table[moodyState])
+	tab := Keyed[tetchyState](tetchy{&FixedWindow{limit: 3, window: s}, "ResetAfter"}).NewTable()
+	impl := tab.(*table[tetchyState])
 	allow(t, tab, "bad", 0, 2) // due first
 	allow(t, tab, "a", 5*ms, 1)
 	allow(t, tab, "c", 10*ms, 1)
 	require.Zero(t, slotOf(t, impl, "bad"), "bad is not in the last slot: forgetting it moves c")
 	func() {
-		defer func() { require.Equal(t, "moody", recover()) }()
+		defer func() { require.Equal(t, "ResetAfter", recover()) }()
 		tab.Expire(2*s, 100)
 	}()
 	assert.Equal(t, none, impl.asking)
@@ -675,7 +658,7 @@ func TestTableForgetsAKeyWhoseResetAfterPanics(t *testing.T) {
 	allow(t, tab, "bad", 3*s, 2)
 	allow(t, tab, "d", 3*s, 1)
 	func() {
-		defer func() { require.Equal(t, "moody", recover()) }()
+		defer func() { require.Equal(t, "ResetAfter", recover()) }()
 		tab.Refund("bad", 3*s, 2)
 	}()
 	_, held = impl.lookup("bad")

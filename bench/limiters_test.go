@@ -95,15 +95,29 @@ type floorLimiter struct {
 	wg        sync.WaitGroup
 }
 
-func newFloor(testing.TB, policy) limiter {
+func newFloor(testing.TB, policy) limiter { return startFloor(nil) }
+
+// startFloor starts the floor's goroutines. If decider is not nil, each
+// goroutine gets a decide func of its own from it and answers what that
+// says; otherwise it allows everything.
+func startFloor(decider func() func(key string, n int) bool) *floorLimiter {
 	f := &floorLimiter{mailboxes: make([]chan floorRequest, chanlimit.DefaultPartitions()), seed: maphash.MakeSeed()}
 	f.replies.New = func() any { return make(chan bool, 1) }
 	for i := range f.mailboxes {
 		mb := make(chan floorRequest, chanlimit.DefaultMailboxSize)
 		f.mailboxes[i] = mb
+		if decider == nil {
+			f.wg.Go(func() {
+				for req := range mb {
+					req.reply <- true
+				}
+			})
+			continue
+		}
+		decide := decider()
 		f.wg.Go(func() {
 			for req := range mb {
-				req.reply <- true
+				req.reply <- decide(req.key, req.n)
 			}
 		})
 	}

@@ -1,12 +1,9 @@
 package bench
 
 import (
-	"hash/maphash"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chanlimit/chanlimit"
 	"github.com/chanlimit/chanlimit/algorithms"
 )
 
@@ -30,52 +27,21 @@ func BenchmarkRoundTrip(b *testing.B) {
 	}
 }
 
-// tableFloor is the floor whose goroutines each own a table and decide on
-// it at the clock's reading.
-type tableFloor struct {
-	mailboxes []chan floorRequest
-	seed      maphash.Seed
-	replies   sync.Pool
-	wg        sync.WaitGroup
-}
-
+// newTableFloor is the floor whose goroutines each own a table and decide
+// on it at the clock's reading.
 func newTableFloor(tb testing.TB, p policy) limiter {
-	f := &tableFloor{mailboxes: make([]chan floorRequest, chanlimit.DefaultPartitions()), seed: maphash.MakeSeed()}
-	f.replies.New = func() any { return make(chan bool, 1) }
 	rule, err := algorithms.NewTokenBucket(algorithms.Params{Limit: p.limit, Window: p.window})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	origin := time.Now()
-	for i := range f.mailboxes {
-		mb := make(chan floorRequest, chanlimit.DefaultMailboxSize)
-		f.mailboxes[i] = mb
+	return startFloor(func() func(string, int) bool {
 		table := algorithms.Keyed[algorithms.TokenBucketState](rule).NewTable()
-		f.wg.Go(func() {
-			for req := range mb {
-				d, err := table.AllowN(req.key, time.Since(origin), req.n)
-				req.reply <- err == nil && d.Allowed
-			}
-		})
-	}
-	return f
-}
-
-func (f *tableFloor) Allow(key string) bool {
-	h := maphash.String(f.seed, key) >> 32
-	mb := f.mailboxes[h*uint64(len(f.mailboxes))>>32]
-	reply := f.replies.Get().(chan bool)
-	mb <- floorRequest{key: key, n: 1, reply: reply}
-	ok := <-reply
-	f.replies.Put(reply)
-	return ok
-}
-
-func (f *tableFloor) Close() {
-	for _, mb := range f.mailboxes {
-		close(mb)
-	}
-	f.wg.Wait()
+		return func(key string, n int) bool {
+			d, err := table.AllowN(key, time.Since(origin), n)
+			return err == nil && d.Allowed
+		}
+	})
 }
 
 // benchWork reads the clock and decides on a token-bucket table, as the
