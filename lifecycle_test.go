@@ -164,9 +164,10 @@ func TestMaxKeysRefusesNewKeysAndForgivesNone(t *testing.T) {
 	assert.Equal(t, 3, st.Keys)
 	assert.Equal(t, uint64(2), st.Refused)
 
-	// Peek and Reset on a new key need no room.
+	// Peek answers as AllowN would; Reset on a new key needs no room.
 	_, err = r.Peek(bg, "d", 1)
-	assert.NoError(t, err)
+	assert.ErrorIs(t, err, chanlimit.ErrTooManyKeys)
+	require.NoError(t, r.Reset(bg, "d"))
 	require.NoError(t, r.Reset(bg, "a"))
 	assert.True(t, r.Allow("d"), "a's place is free")
 
@@ -215,158 +216,6 @@ func TestMaxKeyBytes(t *testing.T) {
 func newRouterDefault(t *testing.T) *chanlimit.Router {
 	r, _ := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Second})
 	return r
-}
-
-// tantrum is a fixed window that panics on requests for 2 units (with an
-// error) and for 3 (with a string), to test supervision. It has no codec.
-type tantrum struct{ *algorithms.FixedWindow }
-
-type tantrumState struct {
-	fw       algorithms.FixedWindowState
-	poisoned bool // set by a PeekN that panics half-way
-}
-
-var errTantrum = errors.New("tantrum")
-
-func (m tantrum) AllowN(s *tantrumState, now time.Duration, n int) (chanlimit.Decision, error) {
-	if s.poisoned {
-		panic("poisoned state")
-	}
-	if n == 2 {
-		s.fw = algorithms.FixedWindowState{} // half-written, then
-		panic(errTantrum)
-	}
-	if n == 3 {
-		panic("three")
-	}
-	return m.FixedWindow.AllowN(&s.fw, now, n)
-}
-
-func (m tantrum) PeekN(s *tantrumState, now time.Duration, n int) (chanlimit.Decision, error) {
-	if n == 2 {
-		s.poisoned = true // a PeekN that breaks its promise, then
-		panic(errTantrum)
-	}
-	return m.FixedWindow.PeekN(&s.fw, now, n)
-}
-
-func (m tantrum) Refund(s *tantrumState, now time.Duration, n int) {
-	m.FixedWindow.Refund(&s.fw, now, n)
-}
-
-// sulk is a fixed window whose ResetAfter panics for a key that once took
-// 2 units: the table asks it outside any request, while forgetting keys,
-// counting idle ones and making room for a new key.
-type sulk struct{ *algorithms.FixedWindow }
-
-type sulkState struct {
-	fw   algorithms.FixedWindowState
-	sulk bool
-}
-
-func (m sulk) AllowN(s *sulkState, now time.Duration, n int) (chanlimit.Decision, error) {
-	s.sulk = s.sulk || n == 2
-	return m.FixedWindow.AllowN(&s.fw, now, n)
-}
-
-func (m sulk) PeekN(s *sulkState, now time.Duration, n int) (chanlimit.Decision, error) {
-	return m.FixedWindow.PeekN(&s.fw, now, n)
-}
-
-func (m sulk) Refund(s *sulkState, now time.Duration, n int) { m.FixedWindow.Refund(&s.fw, now, n) }
-
-func (m sulk) ResetAfter(s *sulkState, now time.Duration) time.Duration {
-	if s.sulk {
-		panic("sulking")
-	}
-	return m.FixedWindow.ResetAfter(&s.fw, now)
-}
-
-// TestAPanickingResetAfterDropsItsKey: when the rule panics while the
-// partition asks when a key is untouched, outside any request of that key,
-// the key is dropped and the panic counted; a request or Stats that set it
-// off fails with ErrAlgorithmPanic, once, and the partition goes on.
-func TestAPanickingResetAfterDropsItsKey(t *testing.T) {
-	name := fmt.Sprint("test_sulk_", registrations.Add(1))
-	require.NoError(t, algorithms.Register(name, func(p algorithms.Params) (algorithms.Algorithm, error) {
-		fw, err := algorithms.NewFixedWindow(p)
-		if err != nil {
-			return nil, err
-		}
-		return algorithms.Keyed[sulkState](sulk{fw}), nil
-	}))
-	r, clk := newRouter(t, chanlimit.Config{Algorithm: name, Limit: 3, Window: time.Second, Partitions: 1, MaxKeys: 2})
-
-	// Making room: the key to be replaced panics.
-	require.True(t, allowN(t, r, "bad", 2).Allowed)
-	require.True(t, allowN(t, r, "good", 1).Allowed)
-	clk.Advance(1500 * time.Millisecond) // both untouched, within the grace
-	_, err := r.AllowN(bg, "new", 1)
-	require.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic, "the key it would replace panicked")
-	assert.True(t, allowN(t, r, "new", 1).Allowed, "that key is gone: room for the new one")
-
-	// Counting idle keys.
-	require.True(t, allowN(t, r, "bad", 2).Allowed) // takes good's place
-	clk.Advance(1500 * time.Millisecond)
-	_, err = r.Stats(bg)
-	require.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
-	st := stats(t, r)
-	assert.Equal(t, 1, st.Keys+st.Idle, "bad is gone, new is left")
-
-	// Forgetting, after a request.
-	require.True(t, allowN(t, r, "bad", 2).Allowed)
-	clk.Advance(5 * time.Second)
-	require.True(t, allowN(t, r, "good", 1).Allowed, "forgetting bad comes after this answer")
-	st = stats(t, r)
-	assert.Equal(t, 1, st.Keys, "only good is held")
-	assert.Equal(t, uint64(3), st.Panicked, "the new key's request, the Stats, the forgetting")
-	assert.True(t, allowN(t, r, "bad", 1).Allowed, "bad starts afresh")
-}
-
-func TestAPanickingAlgorithmFailsOnlyItsRequest(t *testing.T) {
-	name := fmt.Sprint("test_tantrum_", registrations.Add(1))
-	require.NoError(t, algorithms.Register(name, func(p algorithms.Params) (algorithms.Algorithm, error) {
-		fw, err := algorithms.NewFixedWindow(p)
-		if err != nil {
-			return nil, err
-		}
-		return algorithms.Keyed[tantrumState](tantrum{FixedWindow: fw}), nil
-	}))
-	r, _ := newRouter(t, chanlimit.Config{Algorithm: name, Limit: 3, Window: time.Second, Partitions: 1})
-	require.True(t, allowN(t, r, "k", 1).Allowed)
-	require.True(t, allowN(t, r, "other", 1).Allowed)
-
-	d, err := r.AllowN(bg, "k", 2)
-	assert.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
-	assert.ErrorIs(t, err, errTantrum, "the panic's error is wrapped")
-	assert.Equal(t, chanlimit.Decision{}, d)
-	_, err = r.AllowN(bg, "k", 3)
-	assert.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
-	assert.ErrorContains(t, err, "three")
-	_, err = r.Peek(bg, "third", 2)
-	assert.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
-	require.True(t, allowN(t, r, "brand new", 1).Allowed, "a Peek that panicked on an unseen key harms no new key")
-	_, err = r.Peek(bg, "other", 2)
-	assert.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
-	d, err = r.Peek(bg, "other", 1)
-	require.NoError(t, err)
-	require.Equal(t, 1, d.Remaining, "nor the key it peeked at: other keeps its state")
-
-	assert.Equal(t, 3, allowN(t, r, "k", 1).Remaining+1, "k's state was dropped: it starts afresh")
-	assert.Equal(t, 3, allowN(t, r, "third", 1).Remaining+1, "the partition goes on")
-	assert.Equal(t, 1, allowN(t, r, "other", 1).Remaining, "other keys keep their state")
-
-	out := make([]chanlimit.Decision, 3)
-	err = r.AllowBatch(bg, []chanlimit.Request{{Key: "b", N: 1}, {Key: "b", N: 2}, {Key: "b", N: 1}}, out)
-	assert.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
-	assert.ErrorContains(t, err, "request 1")
-	assert.True(t, out[0].Allowed)
-	assert.Equal(t, chanlimit.Decision{}, out[1])
-	assert.True(t, out[2].Allowed, "the rest of the batch is decided")
-	assert.Equal(t, 2, out[2].Remaining, "b was dropped after request 1")
-
-	st := stats(t, r)
-	assert.Equal(t, uint64(5), st.Panicked)
 }
 
 func TestRestoreRefusesBadSnapshotsAndLoadsNothing(t *testing.T) {
@@ -421,12 +270,12 @@ func TestRestoreRefusesBadSnapshotsAndLoadsNothing(t *testing.T) {
 	require.NoError(t, short.Restore(bg, bytes.NewReader(good)), "same config")
 
 	// A snapshot of another version, with its checksum made right.
-	v2 := bytes.Clone(good)
-	v2[len("chanlimit snapshot\n")] = 2
-	v2 = resum(v2)
-	err := dst.Restore(bg, bytes.NewReader(v2))
+	v3 := bytes.Clone(good)
+	v3[len("chanlimit snapshot\n")] = 3
+	v3 = resum(v3)
+	err := dst.Restore(bg, bytes.NewReader(v3))
 	assert.ErrorIs(t, err, chanlimit.ErrBadSnapshot)
-	assert.ErrorContains(t, err, "version 2")
+	assert.ErrorContains(t, err, "version 3")
 
 	// Nothing was half-loaded: dst is as it was.
 	assert.Equal(t, before, fmt.Sprint(stats(t, dst).Keys))
@@ -439,14 +288,16 @@ func TestRestoreRefusesBadSnapshotsAndLoadsNothing(t *testing.T) {
 	assert.Equal(t, 0, allowN(t, dst, "a", 1).Remaining)
 }
 
+// noCodec is a fixed window that hides its codec.
+type noCodec struct {
+	algorithms.Machine[algorithms.FixedWindowState]
+}
+
 func TestSnapshotOfAnAlgorithmWithoutCodec(t *testing.T) {
 	name := fmt.Sprint("test_no_codec_", registrations.Add(1))
-	require.NoError(t, algorithms.Register(name, func(p algorithms.Params) (algorithms.Algorithm, error) {
+	require.NoError(t, chanlimit.Register[algorithms.FixedWindowState](name, func(p algorithms.Params) (noCodec, error) {
 		fw, err := algorithms.NewFixedWindow(p)
-		if err != nil {
-			return nil, err
-		}
-		return algorithms.Keyed[tantrumState](tantrum{FixedWindow: fw}), nil
+		return noCodec{fw}, err
 	}))
 	r, _ := newRouter(t, chanlimit.Config{Algorithm: name, Limit: 3, Window: time.Second})
 	r.Allow("k")
@@ -506,8 +357,9 @@ func TestEndOfTimelineStillLimits(t *testing.T) {
 	}
 }
 
-// TestStatsIsExactWhenManyKeysComeDueAtOnce: a Stats message forgets what
-// has come due before it counts, well beyond the few per message.
+// TestStatsIsExactWhenManyKeysComeDueAtOnce: Stats counts the keys that
+// became idle at once apart from those in use, well beyond the few that
+// each message lets expire.
 func TestStatsIsExactWhenManyKeysComeDueAtOnce(t *testing.T) {
 	r, clk := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Second, Partitions: 2})
 	reqs := make([]chanlimit.Request, 2000)
@@ -521,9 +373,9 @@ func TestStatsIsExactWhenManyKeysComeDueAtOnce(t *testing.T) {
 	assert.Equal(t, 0, stats(t, r).Keys)
 }
 
-// TestStatsCountsUntouchedKeysApart: Keys is exact however many keys came
-// due, whether or not the partition has got round to forgetting them.
-func TestStatsCountsUntouchedKeysApart(t *testing.T) {
+// TestStatsCountsIdleKeysApart: Keys is exact however many keys became
+// idle, whether or not the partition has got round to letting them go.
+func TestStatsCountsIdleKeysApart(t *testing.T) {
 	t.Run("AfterTheGrace", func(t *testing.T) {
 		r, clk := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Second, Partitions: 1})
 		reqs := make([]chanlimit.Request, 3000)

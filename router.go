@@ -3,16 +3,21 @@
 // A Router splits keys (users, API keys, IPs, tenants) among partitions by
 // hash. Each partition is one goroutine that owns its keys' state and serves
 // requests one at a time from a bounded mailbox, answering on a reply
-// channel; nothing is locked, because nothing is shared. The algorithms
-// (package algorithms) are plain single-threaded state machines with exact
-// integer arithmetic, and time comes from an injected clock (package clock),
-// so a test can use clock.Fake and move time only when it chooses to.
+// channel; nothing is locked, because nothing is shared. The rules (package
+// algorithms) are plain single-threaded state machines with exact integer
+// arithmetic, and time comes from an injected clock (package clock), so a
+// test can use clock.Fake and move time only when it chooses to.
 //
 // Every call returns: with a Decision, with ErrClosed once the router is
 // closed (also for calls racing with Close), or with the context's error if
 // it is done before the call is answered. A call whose context ends before
 // it is answered uses up no quota. After Close returns, no goroutine of the
 // router is left.
+//
+// Code the router calls but does not own (an algorithm, its constructor, a
+// Clock) is supervised: a panic in it fails what it was doing, with
+// ErrAlgorithmPanic or ErrClockPanic (ErrInvalidConfig in New), and
+// nothing else. README.md says what each case costs.
 package chanlimit
 
 import (
@@ -29,13 +34,15 @@ import (
 	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/clock"
+	"github.com/chanlimit/chanlimit/internal/keytable"
+	"github.com/chanlimit/chanlimit/internal/supervise"
 )
 
 // Config configures a Router. Limit and Window are required; every other
 // field has a default.
 type Config struct {
-	// Algorithm is a registered algorithm name (algorithms.Names lists
-	// them); "" means "token_bucket".
+	// Algorithm is a registered algorithm name (RegisteredAlgorithms lists
+	// them); "" means DefaultAlgorithm, "token_bucket".
 	Algorithm string
 
 	// Limit is N, the requests allowed per Window. It must be > 0.
@@ -50,28 +57,29 @@ type Config struct {
 	Burst int
 
 	// Partitions is the number of partition goroutines; 0 means
-	// DefaultPartitions() (GOMAXPROCS), or fewer if MailboxSize is so large
-	// that Partitions × MailboxSize would pass MaxQueued. At most
-	// MaxPartitions. More spread contention among many callers; fewer make
-	// batches cheaper.
+	// DefaultPartitions(), or fewer if MailboxSize is so large that
+	// Partitions × MailboxSize would pass MaxQueued, or if MaxKeys is
+	// smaller. At most MaxPartitions. More partitions spread contention
+	// among many callers; fewer make batches cheaper (README measures
+	// both).
 	Partitions int
 
 	// MailboxSize is the number of requests each partition queues before
 	// callers wait to send; 0 means DefaultMailboxSize. At most
-	// MaxMailboxSize, and Partitions × MailboxSize at most MaxQueued: each
-	// slot is allocated up front (about 40 bytes).
+	// MaxMailboxSize, and Partitions × MailboxSize at most MaxQueued: the
+	// mailboxes are allocated up front.
 	MailboxSize int
 
 	// Clock is where the router reads the time; nil means clock.Real().
 	Clock clock.Clock
 
 	// MaxKeys caps the keys held across all partitions; 0 means no cap.
-	// Keys are forgotten anyway once they are untouched again (see
-	// README), so the cap matters only against a flood of new keys.
+	// Idle keys are let go anyway (see README), so the cap matters only
+	// against a flood of new keys.
 	//
 	// Each partition holds at most its share: MaxKeys / Partitions, the
 	// remainder spread over the first partitions. When a key's partition
-	// is full, the new key takes the place of an untouched key of that
+	// is full, the new key takes the place of an idle key of that
 	// partition if there is one; otherwise it is refused with
 	// ErrTooManyKeys (Allow returns false), and no key held is forgiven, so
 	// a flood of random keys can never reset anyone's quota. With EvictLRU
@@ -79,13 +87,12 @@ type Config struct {
 	// instead. Shares keep that rule exact without any partition reading
 	// another's keys; the price is that a key can be refused while other
 	// partitions have room (keys spread evenly by hash, so by little).
-	// Partitions 0 then means at most MaxKeys partitions; Partitions above
-	// MaxKeys is an ErrInvalidConfig.
+	// Partitions above MaxKeys is an ErrInvalidConfig.
 	MaxKeys int
 
 	// EvictLRU chooses availability over strictness when MaxKeys is
 	// reached: the least recently used key of the new key's partition is
-	// dropped, with its state, and the new key is decided. A key evicted
+	// evicted, with its state, and the new key is decided. A key evicted
 	// this way starts afresh, so a flood of random keys can reset the
 	// quota of a key that has been quiet for a while. It needs MaxKeys.
 	EvictLRU bool
@@ -98,7 +105,7 @@ type Config struct {
 
 // Limits and defaults of Config.
 const (
-	DefaultAlgorithm   = algorithms.NameTokenBucket
+	DefaultAlgorithm   = "token_bucket"
 	DefaultMailboxSize = 64
 	MaxPartitions      = 1 << 16
 	MaxMailboxSize     = 1 << 16
@@ -108,63 +115,12 @@ const (
 
 // DefaultPartitions returns the number of partitions a Config with
 // Partitions 0 gets: one per processor Go may use (GOMAXPROCS), at most
-// MaxPartitions. The trade-off, measured on 2 cores (bench/RESULTS.md):
-// more partitions spread contention, so sixteen per processor cut Allow
-// under 64 hammering goroutines by 9-14%, but cost one or two callers
-// 6-19% more; and a batch travels as one message per partition it
-// touches, so two per processor made AllowBatch cost 17-23% more per
-// decision for 64 requests (53-61% for 16), and a single partition 17-18%
-// less. The mailbox size made no measurable difference between 1 and 256.
-// With MaxKeys, at most MaxKeys partitions.
+// MaxPartitions.
 func DefaultPartitions() int { return min(runtime.GOMAXPROCS(0), MaxPartitions) }
 
 // Decision is the answer to one request; see algorithms.Decision for what
 // each field means.
 type Decision = algorithms.Decision
-
-// Errors. Those that wrap details (ErrInvalidConfig, ErrUnknownAlgorithm,
-// ErrInvalidCount, ErrExceedsCapacity) are matched with errors.Is.
-var (
-	// ErrClosed is returned by calls on a closed router, and by calls that
-	// raced with Close and were not answered.
-	ErrClosed = actor.ErrClosed
-
-	// ErrInvalidCount is returned for n <= 0.
-	ErrInvalidCount = algorithms.ErrInvalidCount
-
-	// ErrExceedsCapacity is returned for an n larger than any key can ever
-	// be allowed (Burst for the bucket algorithms, Limit for the others).
-	ErrExceedsCapacity = algorithms.ErrExceedsCapacity
-
-	// ErrInvalidConfig is returned by New, wrapped with the field and the
-	// reason.
-	ErrInvalidConfig = algorithms.ErrInvalidConfig
-
-	// ErrUnknownAlgorithm is returned by New for an Algorithm name that is
-	// not registered; the message lists those that are. It also matches
-	// ErrInvalidConfig.
-	ErrUnknownAlgorithm = algorithms.ErrUnknownAlgorithm
-
-	// ErrTooManyKeys is returned for a request on a new key when MaxKeys
-	// keys are held and none can make room (see Config.MaxKeys), or when
-	// the key bytes of its partition are near 4 GiB (2 GiB on 32-bit
-	// platforms): a partition keeps the bytes of its keys in one slice,
-	// with 32-bit offsets; see algorithms.ErrTooManyKeys.
-	ErrTooManyKeys = algorithms.ErrTooManyKeys
-
-	// ErrKeyTooLong is returned, wrapped with the lengths, for a key longer
-	// than Config.MaxKeyBytes.
-	ErrKeyTooLong = errors.New("chanlimit: key too long")
-
-	// ErrAlgorithmPanic is returned, wrapped with the panic's value, by a
-	// request during which the algorithm panicked. The key's state is
-	// dropped; the router and its other keys go on.
-	ErrAlgorithmPanic = actor.ErrAlgorithmPanic
-
-	// ErrBadSnapshot is returned by Restore, wrapped with the reason, for
-	// a snapshot it refuses; nothing is loaded then.
-	ErrBadSnapshot = algorithms.ErrBadSnapshot
-)
 
 // Request is one request of a batch: N units on Key.
 type Request struct {
@@ -181,7 +137,8 @@ type Router struct {
 	maxKeyBytes int
 	maxKeys     int
 	evict       bool
-	alg         algorithms.Algorithm
+	rule        keytable.Rule
+	clock       clock.Clock
 	params      params // what a snapshot must match
 	closeOnce   sync.Once
 	batches     sync.Pool     // of *batch
@@ -191,23 +148,70 @@ type Router struct {
 // batch is AllowBatch's scratch space, kept for the next call unless a
 // partition may still hold part of it.
 type batch struct {
-	items   [][]actor.Item // per partition, in request order
-	at      [][]int        // per partition: the index in reqs of each item
+	items   [][]keytable.Item // per partition, in request order
+	at      [][]int           // per partition: the index in reqs of each item
 	pending []actor.Pending
 	sent    []int // the partitions sent to, in order
 }
 
 // New validates cfg and starts the router's partitions. Every invalid field
 // is an error wrapping ErrInvalidConfig that names the field and the reason;
-// a custom algorithm or clock that panics while New sets it up is reported
-// the same way.
+// an algorithm or clock that panics while New sets it up is reported the
+// same way, and New then leaves no goroutine behind.
 func New(cfg Config) (*Router, error) {
-	partitions, mailbox := cfg.Partitions, cfg.MailboxSize
+	partitions, mailbox, err := shape(cfg)
+	if err != nil {
+		return nil, err
+	}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.Real()
+	}
+	var origin time.Time
+	if err := supervise.Call(ErrClockPanic, func() { origin = clk.Now() }); err != nil {
+		return nil, fmt.Errorf("%w: Clock: %w", ErrInvalidConfig, err)
+	}
+	rule, capacity, err := newRule(cfg)
+	if err != nil {
+		return nil, err
+	}
+
+	r := &Router{
+		parts:       make([]*actor.Partition, partitions),
+		seed:        maphash.MakeSeed(),
+		capacity:    capacity,
+		maxKeyBytes: cmp.Or(cfg.MaxKeyBytes, DefaultMaxKeyBytes),
+		maxKeys:     cfg.MaxKeys,
+		evict:       cfg.EvictLRU,
+		rule:        rule,
+		clock:       clk,
+		restoring:   make(chan struct{}, 1),
+		params:      params{algorithm: cmp.Or(cfg.Algorithm, DefaultAlgorithm), limit: cfg.Limit, window: cfg.Window, capacity: capacity},
+	}
+	r.batches.New = func() any {
+		return &batch{
+			items:   make([][]keytable.Item, partitions),
+			at:      make([][]int, partitions),
+			pending: make([]actor.Pending, partitions),
+		}
+	}
+	for i := range r.parts {
+		table := rule.NewTable()
+		table.Bound(r.keyLimit(i))
+		r.parts[i] = actor.Start(table, clk, origin, mailbox)
+	}
+	return r, nil
+}
+
+// shape checks the fields of cfg that shape the router, and returns its
+// partitions and mailbox size.
+func shape(cfg Config) (partitions, mailbox int, err error) {
+	partitions, mailbox = cfg.Partitions, cfg.MailboxSize
 	switch {
 	case partitions < 0 || partitions > MaxPartitions:
-		return nil, fmt.Errorf("%w: Partitions: must be between 0 (the default) and %d (got %d)", ErrInvalidConfig, MaxPartitions, partitions)
+		return 0, 0, fmt.Errorf("%w: Partitions: must be between 0 (the default) and %d (got %d)", ErrInvalidConfig, MaxPartitions, partitions)
 	case mailbox < 0 || mailbox > MaxMailboxSize:
-		return nil, fmt.Errorf("%w: MailboxSize: must be between 0 (the default) and %d (got %d)", ErrInvalidConfig, MaxMailboxSize, mailbox)
+		return 0, 0, fmt.Errorf("%w: MailboxSize: must be between 0 (the default) and %d (got %d)", ErrInvalidConfig, MaxMailboxSize, mailbox)
 	}
 	if mailbox == 0 {
 		mailbox = DefaultMailboxSize
@@ -219,102 +223,53 @@ func New(cfg Config) (*Router, error) {
 			partitions = min(partitions, cfg.MaxKeys)
 		}
 	}
-	if int64(partitions)*int64(mailbox) > MaxQueued {
-		return nil, fmt.Errorf("%w: Partitions × MailboxSize: must be at most %d (got %d × %d)", ErrInvalidConfig, MaxQueued, partitions, mailbox)
+	switch {
+	case int64(partitions)*int64(mailbox) > MaxQueued:
+		return 0, 0, fmt.Errorf("%w: Partitions × MailboxSize: must be at most %d (got %d × %d)", ErrInvalidConfig, MaxQueued, partitions, mailbox)
+	case cfg.MaxKeys < 0:
+		return 0, 0, fmt.Errorf("%w: MaxKeys: must be >= 0, where 0 means no cap (got %d)", ErrInvalidConfig, cfg.MaxKeys)
+	case cfg.MaxKeys > 0 && cfg.MaxKeys < partitions:
+		return 0, 0, fmt.Errorf("%w: MaxKeys: each partition needs a share of at least one key: at least Partitions (%d), or 0 for no cap (got %d)", ErrInvalidConfig, partitions, cfg.MaxKeys)
+	case cfg.EvictLRU && cfg.MaxKeys == 0:
+		return 0, 0, fmt.Errorf("%w: EvictLRU: evicts only when MaxKeys is reached, and MaxKeys is 0 (no cap)", ErrInvalidConfig)
+	case cfg.MaxKeyBytes < 0:
+		return 0, 0, fmt.Errorf("%w: MaxKeyBytes: must be >= 0, where 0 means %d (got %d)", ErrInvalidConfig, DefaultMaxKeyBytes, cfg.MaxKeyBytes)
+	}
+	return partitions, mailbox, nil
+}
+
+// newRule makes the rule cfg names, after checking what every rule needs
+// of Limit, Window and Burst, and returns it with its capacity.
+func newRule(cfg Config) (rule keytable.Rule, capacity int, err error) {
+	name := cmp.Or(cfg.Algorithm, DefaultAlgorithm)
+	mk, err := lookup(name)
+	if err != nil {
+		return nil, 0, err
 	}
 	switch {
-	case cfg.MaxKeys < 0:
-		return nil, fmt.Errorf("%w: MaxKeys: must be >= 0, where 0 means no cap (got %d)", ErrInvalidConfig, cfg.MaxKeys)
-	case cfg.MaxKeys > 0 && cfg.MaxKeys < partitions:
-		return nil, fmt.Errorf("%w: MaxKeys: each partition needs a share of at least one key: at least Partitions (%d), or 0 for no cap (got %d)", ErrInvalidConfig, partitions, cfg.MaxKeys)
-	case cfg.EvictLRU && cfg.MaxKeys == 0:
-		return nil, fmt.Errorf("%w: EvictLRU: evicts only when MaxKeys is reached, and MaxKeys is 0 (no cap)", ErrInvalidConfig)
-	case cfg.MaxKeyBytes < 0:
-		return nil, fmt.Errorf("%w: MaxKeyBytes: must be >= 0, where 0 means %d (got %d)", ErrInvalidConfig, DefaultMaxKeyBytes, cfg.MaxKeyBytes)
+	case cfg.Limit <= 0:
+		return nil, 0, fmt.Errorf("%w: Limit: must be > 0 (got %d)", ErrInvalidConfig, cfg.Limit)
+	case cfg.Window <= 0:
+		return nil, 0, fmt.Errorf("%w: Window: must be > 0 (got %v)", ErrInvalidConfig, cfg.Window)
+	case cfg.Burst < 0:
+		return nil, 0, fmt.Errorf("%w: Burst: must be >= 0, where 0 means Limit (got %d)", ErrInvalidConfig, cfg.Burst)
 	}
-	clk := cfg.Clock
-	if clk == nil {
-		clk = clock.Real()
-	}
-	if err := try("Clock", func() error { clk.Now(); return nil }); err != nil {
-		return nil, err
-	}
-	alg, tables, err := newTables(cfg, partitions)
-	if err != nil {
-		return nil, err
-	}
-
-	r := &Router{
-		parts:       make([]*actor.Partition, partitions),
-		seed:        maphash.MakeSeed(),
-		capacity:    alg.Capacity(),
-		maxKeyBytes: cmp.Or(cfg.MaxKeyBytes, DefaultMaxKeyBytes),
-		alg:         alg,
-		restoring:   make(chan struct{}, 1),
-		params:      params{algorithm: cmp.Or(cfg.Algorithm, DefaultAlgorithm), limit: cfg.Limit, window: cfg.Window, capacity: alg.Capacity()},
-	}
-	r.maxKeys, r.evict = cfg.MaxKeys, cfg.EvictLRU
-	for i, t := range tables {
-		t.Bound(r.keyLimit(i))
-	}
-	r.batches.New = func() any {
-		return &batch{
-			items:   make([][]actor.Item, partitions),
-			at:      make([][]int, partitions),
-			pending: make([]actor.Pending, partitions),
+	if perr := supervise.Call(ErrAlgorithmPanic, func() {
+		if rule, err = mk(algorithms.Params{Limit: cfg.Limit, Window: cfg.Window, Burst: cfg.Burst}); err == nil {
+			capacity = rule.Capacity()
 		}
+	}); perr != nil {
+		err = perr
 	}
-	for i := range r.parts {
-		r.parts[i] = actor.Start(tables[i], clk, mailbox)
+	switch {
+	case errors.Is(err, algorithms.ErrInvalidParams): // it names the field
+		return nil, 0, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	case err != nil:
+		return nil, 0, fmt.Errorf("%w: Algorithm %q: %w", ErrInvalidConfig, name, err)
+	case capacity < 1:
+		return nil, 0, fmt.Errorf("%w: Algorithm %q: its Machine's Capacity is %d: it could never allow anything", ErrInvalidConfig, name, capacity)
 	}
-	return r, nil
-}
-
-// newTables makes the algorithm cfg names and one table per partition,
-// after checking what every algorithm needs, so a Factory only sees valid
-// Params.
-func newTables(cfg Config, partitions int) (alg algorithms.Algorithm, tables []algorithms.Table, err error) {
-	name := cfg.Algorithm
-	if name == "" {
-		name = DefaultAlgorithm
-	}
-	factory, err := algorithms.Lookup(name)
-	if err != nil {
-		return nil, nil, err
-	}
-	params := algorithms.Params{Limit: cfg.Limit, Window: cfg.Window, Burst: cfg.Burst}
-	if err := params.Validate(); err != nil {
-		return nil, nil, err
-	}
-	err = try("Algorithm", func() error {
-		alg, err = factory(params)
-		switch {
-		case err != nil && errors.Is(err, ErrInvalidConfig):
-			return err
-		case err != nil:
-			return fmt.Errorf("%w: Algorithm: %q refused the config: %w", ErrInvalidConfig, name, err)
-		case alg == nil || alg.Capacity() < 1:
-			return fmt.Errorf("%w: Algorithm: %q made no usable algorithm (nil, or capacity below 1)", ErrInvalidConfig, name)
-		}
-		tables = make([]algorithms.Table, partitions)
-		for i := range tables {
-			if tables[i] = alg.NewTable(); tables[i] == nil {
-				return fmt.Errorf("%w: Algorithm: %q made a nil table", ErrInvalidConfig, name)
-			}
-		}
-		return nil
-	})
-	return alg, tables, err
-}
-
-// try runs f, and turns a panic in it into an ErrInvalidConfig about field.
-func try(field string, f func() error) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("%w: %s: panicked while the router was set up: %v", ErrInvalidConfig, field, v)
-		}
-	}()
-	return f()
+	return rule, capacity, nil
 }
 
 // Allow reports whether one request on key is allowed now. It is
@@ -326,42 +281,57 @@ func (r *Router) Allow(key string) bool {
 }
 
 // AllowN decides a request for n units on key: all n are allowed, or none.
-// It returns ErrInvalidCount for n <= 0 and ErrExceedsCapacity for an n no
-// key can ever be allowed, without touching any state; ctx.Err() if ctx is
-// done before the request is answered, in which case the request uses up
-// nothing; and ErrClosed once the router is closed. A bad n is reported
-// first, then a done ctx, then a closed router.
+// It returns ErrInvalidCount for n <= 0, ErrExceedsCapacity for an n no
+// key can ever be allowed and ErrKeyTooLong for a key longer than
+// MaxKeyBytes, without touching any state; ctx.Err() if ctx is done before
+// the request is answered, in which case the request uses up nothing;
+// ErrClosed once the router is closed; ErrTooManyKeys for a new key that
+// MaxKeys leaves no room for; ErrAlgorithmPanic or ErrClockPanic if the
+// algorithm or the clock panicked. A bad n is reported first, then a long
+// key, then a done ctx, then a closed router.
 func (r *Router) AllowN(ctx context.Context, key string, n int) (Decision, error) {
-	if err := algorithms.CheckCount(n, r.capacity); err != nil {
+	if err := r.check(key, n); err != nil {
 		return Decision{}, err
-	}
-	if len(key) > r.maxKeyBytes {
-		return Decision{}, r.keyTooLong(key)
 	}
 	return r.partition(key).AllowN(ctx, key, n)
 }
 
+// check returns the error for an n no key can be allowed, or a key too
+// long, and nil for a request a partition may decide.
+func (r *Router) check(key string, n int) error {
+	if n >= 1 && n <= r.capacity && len(key) <= r.maxKeyBytes {
+		return nil // small enough to inline on every request's path
+	}
+	return r.badRequest(key, n)
+}
+
+func (r *Router) badRequest(key string, n int) error {
+	switch {
+	case n < 1:
+		return fmt.Errorf("%w (got %d)", ErrInvalidCount, n)
+	case n > r.capacity:
+		return fmt.Errorf("%w: n = %d, capacity %d", ErrExceedsCapacity, n, r.capacity)
+	}
+	return r.keyTooLong(key)
+}
+
 // keyLimit returns the cap on the keys of partition i: its share of
 // MaxKeys.
-func (r *Router) keyLimit(i int) algorithms.KeyLimit {
+func (r *Router) keyLimit(i int) keytable.Limit {
 	if r.maxKeys == 0 {
-		return algorithms.KeyLimit{}
+		return keytable.Limit{}
 	}
 	share := r.maxKeys / len(r.parts)
 	if i < r.maxKeys%len(r.parts) {
 		share++
 	}
-	return algorithms.KeyLimit{Max: share, Evict: r.evict}
+	return keytable.Limit{Max: share, Evict: r.evict}
 }
 
 // keyTooLong returns the error for a key longer than MaxKeyBytes.
 func (r *Router) keyTooLong(key string) error {
 	return fmt.Errorf("%w: %d bytes, MaxKeyBytes is %d", ErrKeyTooLong, len(key), r.maxKeyBytes)
 }
-
-// ErrShortOutput is returned by AllowBatch when out has fewer slots than
-// reqs has requests.
-var ErrShortOutput = errors.New("chanlimit: AllowBatch: out is shorter than reqs")
 
 // AllowBatch decides every request of reqs, as AllowN would one by one, and
 // writes the decision for reqs[i] into out[i]. The requests for each
@@ -372,23 +342,20 @@ var ErrShortOutput = errors.New("chanlimit: AllowBatch: out is shorter than reqs
 // Every N and every key's length is checked before anything is sent: a bad
 // one fails the whole batch with ErrInvalidCount, ErrExceedsCapacity or
 // ErrKeyTooLong (wrapped with its index) and nothing is applied. A request
-// that a partition refuses (ErrTooManyKeys, ErrAlgorithmPanic) gets a zero
-// Decision, the others are decided, and AllowBatch returns the error of
-// the first such request in reqs' order, wrapped with its index. If ctx is done, or the router closes, before every
-// partition has answered, AllowBatch returns ctx.Err() or ErrClosed; the
-// partitions that had not decided their part take nothing, and the parts
-// that were decided stand, with their decisions in out. A zero Decision (its
-// Limit is 0) marks a request that was not decided.
+// that a partition refuses (ErrTooManyKeys, ErrAlgorithmPanic,
+// ErrClockPanic) gets a zero Decision, the others are decided, and
+// AllowBatch returns the error of the first refused request in reqs'
+// order, wrapped with its index. If ctx ends, or the router closes, before
+// every partition has answered, AllowBatch returns ctx.Err() or ErrClosed;
+// the partitions that had not decided their part take nothing, and the
+// parts that were decided stand, with their decisions in out. A zero
+// Decision (its Limit is 0) marks a request that was not decided.
 func (r *Router) AllowBatch(ctx context.Context, reqs []Request, out []Decision) error {
 	if len(out) < len(reqs) {
 		return fmt.Errorf("%w (%d slots for %d requests)", ErrShortOutput, len(out), len(reqs))
 	}
 	for i, req := range reqs {
-		err := algorithms.CheckCount(req.N, r.capacity)
-		if err == nil && len(req.Key) > r.maxKeyBytes {
-			err = r.keyTooLong(req.Key)
-		}
-		if err != nil {
+		if err := r.check(req.Key, req.N); err != nil {
 			return fmt.Errorf("chanlimit: AllowBatch: request %d: %w", i, err)
 		}
 	}
@@ -418,6 +385,8 @@ func (r *Router) AllowBatch(ctx context.Context, reqs []Request, out []Decision)
 		b.sent = append(b.sent, pi)
 	}
 	reusable := true
+	refused := len(reqs) // the index of the first refused request
+	var refusal error
 	for _, pi := range b.sent {
 		if werr := b.pending[pi].Wait(ctx); werr != nil {
 			// The partition may still hold this part: never reuse b.
@@ -427,10 +396,13 @@ func (r *Router) AllowBatch(ctx context.Context, reqs []Request, out []Decision)
 		for k, i := range b.at[pi] {
 			it := &b.items[pi][k]
 			out[i] = it.D
-			if it.Err != nil && err == nil {
-				err = fmt.Errorf("chanlimit: AllowBatch: request %d: %w", i, it.Err)
+			if it.Err != nil && i < refused {
+				refused, refusal = i, it.Err
 			}
 		}
+	}
+	if err == nil && refusal != nil {
+		err = fmt.Errorf("chanlimit: AllowBatch: request %d: %w", refused, refusal)
 	}
 	if reusable {
 		b.reset()
@@ -449,23 +421,19 @@ func (b *batch) reset() {
 	b.sent = b.sent[:0]
 }
 
-// Peek returns what AllowN(ctx, key, n) would answer now, and changes
-// nothing: no units are taken, and an unseen key stays unseen. Errors are
-// those of AllowN.
+// Peek returns what AllowN(ctx, key, n) would answer now, errors included,
+// and changes nothing: no units are taken, and an unseen key stays unseen.
 func (r *Router) Peek(ctx context.Context, key string, n int) (Decision, error) {
-	if err := algorithms.CheckCount(n, r.capacity); err != nil {
+	if err := r.check(key, n); err != nil {
 		return Decision{}, err
-	}
-	if len(key) > r.maxKeyBytes {
-		return Decision{}, r.keyTooLong(key)
 	}
 	return r.partition(key).PeekN(ctx, key, n)
 }
 
 // Reset puts key back to untouched, as if it had never been seen. It
-// returns ErrClosed once the router is closed, and ctx.Err() if ctx is done
-// before the partition has taken the request (then the key may or may not
-// have been reset), and ErrKeyTooLong for a key no partition can hold.
+// returns ErrKeyTooLong for a key no partition can hold, ErrClosed once the
+// router is closed, and ctx.Err() if ctx is done before the partition has
+// taken the request (then the key may or may not have been reset).
 func (r *Router) Reset(ctx context.Context, key string) error {
 	if len(key) > r.maxKeyBytes {
 		return r.keyTooLong(key)
@@ -475,8 +443,9 @@ func (r *Router) Reset(ctx context.Context, key string) error {
 
 // Close stops every partition and returns once all of them have exited.
 // Requests already queued are answered; calls made after Close, or racing
-// with it and not answered, return ErrClosed. Close is idempotent and always
-// returns nil.
+// with it and not answered, return ErrClosed. Close waits for the request
+// each partition is serving: an algorithm that never returns keeps Close
+// from returning too. Close is idempotent and always returns nil.
 func (r *Router) Close() error {
 	r.closeOnce.Do(func() {
 		for _, p := range r.parts {
@@ -503,6 +472,12 @@ func (r *Router) partitionIndex(key string) int {
 	return int(h * uint64(len(r.parts)) >> 32)
 }
 
-// RegisteredAlgorithms returns the names Config.Algorithm accepts, sorted.
-// algorithms.Register adds to them.
-func RegisteredAlgorithms() []string { return algorithms.Names() }
+// each runs f on every partition in turn, between two of its requests.
+func (r *Router) each(ctx context.Context, f func(i int, s *actor.State) error) error {
+	for i, p := range r.parts {
+		if err := p.Do(ctx, func(s *actor.State) error { return f(i, s) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -38,25 +38,28 @@ func newRouter(t *testing.T, cfg chanlimit.Config) (*chanlimit.Router, *clock.Fa
 func init() {
 	// Algorithms that misbehave, to check how New reports them. They are
 	// registered after the conformance suite has taken its list.
-	must(algorithms.Register("test_refuses", func(algorithms.Params) (algorithms.Algorithm, error) {
+	type state = algorithms.TokenBucketState
+	must(chanlimit.Register("test_refuses", func(algorithms.Params) (algorithms.Machine[state], error) {
 		return nil, errors.New("not today")
 	}))
-	must(algorithms.Register("test_nil", func(algorithms.Params) (algorithms.Algorithm, error) {
+	must(chanlimit.Register("test_nil", func(algorithms.Params) (algorithms.Machine[state], error) {
 		return nil, nil
 	}))
-	must(algorithms.Register("test_panics", func(algorithms.Params) (algorithms.Algorithm, error) {
+	must(chanlimit.Register("test_panics", func(algorithms.Params) (algorithms.Machine[state], error) {
 		panic("boom")
 	}))
-	must(algorithms.Register("test_typed_nil", func(algorithms.Params) (algorithms.Algorithm, error) {
-		return (*nilAlgorithm)(nil), nil
+	must(chanlimit.Register[state]("test_typed_nil", func(algorithms.Params) (*algorithms.TokenBucket, error) {
+		return nil, nil // its Capacity panics
+	}))
+	must(chanlimit.Register[state]("test_no_capacity", func(algorithms.Params) (zeroCapacity, error) {
+		return zeroCapacity{}, nil
 	}))
 }
 
-// nilAlgorithm is an Algorithm whose methods panic on a nil receiver.
-type nilAlgorithm struct{ capacity int }
+// zeroCapacity is a token bucket that can never allow anything.
+type zeroCapacity struct{ *algorithms.TokenBucket }
 
-func (a *nilAlgorithm) Capacity() int              { return a.capacity }
-func (a *nilAlgorithm) NewTable() algorithms.Table { return nil }
+func (zeroCapacity) Capacity() int { return 0 }
 
 // registrations numbers the names tests register, so that -count=N runs
 // never meet a name an earlier run took.
@@ -91,9 +94,10 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"UnknownAlgorithm", chanlimit.Config{Algorithm: "leaky", Limit: 1, Window: time.Second}, chanlimit.ErrUnknownAlgorithm, "token_bucket"},
 		{"AlgorithmFactoryRefuses", chanlimit.Config{Algorithm: "test_refuses", Limit: 1, Window: time.Second}, chanlimit.ErrInvalidConfig, "not today"},
 		{"AlgorithmFactoryReturnsNil", chanlimit.Config{Algorithm: "test_nil", Limit: 1, Window: time.Second}, chanlimit.ErrInvalidConfig, "test_nil"},
-		{"AlgorithmFactoryPanics", chanlimit.Config{Algorithm: "test_panics", Limit: 1, Window: time.Second}, chanlimit.ErrInvalidConfig, "boom"},
-		{"AlgorithmIsATypedNil", chanlimit.Config{Algorithm: "test_typed_nil", Limit: 1, Window: time.Second}, chanlimit.ErrInvalidConfig, "Algorithm"},
-		{"ClockIsATypedNil", chanlimit.Config{Limit: 1, Window: time.Second, Clock: (*clock.Fake)(nil)}, chanlimit.ErrInvalidConfig, "Clock"},
+		{"AlgorithmFactoryPanics", chanlimit.Config{Algorithm: "test_panics", Limit: 1, Window: time.Second}, chanlimit.ErrAlgorithmPanic, "boom"},
+		{"AlgorithmIsATypedNil", chanlimit.Config{Algorithm: "test_typed_nil", Limit: 1, Window: time.Second}, chanlimit.ErrAlgorithmPanic, "test_typed_nil"},
+		{"AlgorithmWithoutCapacity", chanlimit.Config{Algorithm: "test_no_capacity", Limit: 1, Window: time.Second}, chanlimit.ErrInvalidConfig, "Capacity is 0"},
+		{"ClockIsATypedNil", chanlimit.Config{Limit: 1, Window: time.Second, Clock: (*clock.Fake)(nil)}, chanlimit.ErrClockPanic, "Clock"},
 		{"MailboxesTooLargeTogether", chanlimit.Config{Limit: 1, Window: time.Second, Partitions: 64, MailboxSize: chanlimit.MaxMailboxSize}, chanlimit.ErrInvalidConfig, "Partitions × MailboxSize"},
 		{"NegativeMaxKeys", chanlimit.Config{Limit: 1, Window: time.Second, MaxKeys: -1}, chanlimit.ErrInvalidConfig, "MaxKeys"},
 		{"EvictLRUWithoutMaxKeys", chanlimit.Config{Limit: 1, Window: time.Second, EvictLRU: true}, chanlimit.ErrInvalidConfig, "EvictLRU"},
@@ -196,13 +200,9 @@ func TestContextDone(t *testing.T) {
 // name, with no change to the router.
 func TestCustomAlgorithmThroughTheRouter(t *testing.T) {
 	name := fmt.Sprint("test_double_burst_", registrations.Add(1)) // a name of its own each run
-	require.NoError(t, algorithms.Register(name, func(p algorithms.Params) (algorithms.Algorithm, error) {
+	require.NoError(t, chanlimit.Register[algorithms.TokenBucketState](name, func(p algorithms.Params) (*algorithms.TokenBucket, error) {
 		p.Burst = 2 * p.Limit
-		m, err := algorithms.NewTokenBucket(p)
-		if err != nil {
-			return nil, err
-		}
-		return algorithms.Keyed[algorithms.TokenBucketState](m), nil
+		return algorithms.NewTokenBucket(p)
 	}))
 	r, _ := newRouter(t, chanlimit.Config{Algorithm: name, Limit: 2, Window: time.Second})
 	d, err := r.AllowN(context.Background(), "k", 4)

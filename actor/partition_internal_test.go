@@ -2,6 +2,7 @@ package actor
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,18 +11,36 @@ import (
 
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/clock"
+	"github.com/chanlimit/chanlimit/internal/errs"
+	"github.com/chanlimit/chanlimit/internal/keytable"
 )
 
 // These tests take the protocol's race branches one at a time, on a
 // partition whose goroutine is not running, so each interleaving is forced
 // rather than hoped for.
 
-func idle(t *testing.T) (*Partition, algorithms.Table) {
+// fixedWindows returns a table of fixed windows of 2 per second.
+func fixedWindows(t *testing.T) keytable.Table {
 	t.Helper()
 	w, err := algorithms.NewFixedWindow(algorithms.Params{Limit: 2, Window: time.Second})
 	require.NoError(t, err)
-	table := algorithms.Keyed[algorithms.FixedWindowState](w).NewTable()
-	return newPartition(table, clock.NewFake(time.Unix(0, 0)), 1), table
+	return keytable.NewRule(w).NewTable()
+}
+
+// idle returns a partition whose goroutine is not running, and its table.
+func idle(t *testing.T) (*Partition, keytable.Table) {
+	t.Helper()
+	table := fixedWindows(t)
+	clk := clock.NewFake(time.Unix(0, 0))
+	return newPartition(table, clk, clk.Now(), 1), table
+}
+
+// allow asks table for n units on key at now.
+func allow(t *testing.T, table keytable.Table, key string, now time.Duration, n int) algorithms.Decision {
+	t.Helper()
+	var d algorithms.Decision
+	require.NoError(t, table.AllowN(key, now, n, &d))
+	return d
 }
 
 var answer = reply{d: algorithms.Decision{Allowed: true, Limit: 2, Remaining: 1}}
@@ -32,7 +51,7 @@ func TestWaitAfterExitUnanswered(t *testing.T) {
 	p, _ := idle(t)
 	close(p.done)
 	_, err := p.wait(context.Background(), make(chan reply, 1), true)
-	assert.ErrorIs(t, err, ErrClosed)
+	assert.ErrorIs(t, err, errs.ErrClosed)
 }
 
 // TestWaitAfterExitAnswered: the goroutine answered, then exited; whichever
@@ -65,7 +84,7 @@ func TestSendAfterStop(t *testing.T) {
 	p, _ := idle(t)
 	close(p.stop)
 	_, _, err := p.send(context.Background(), request{op: opAllow, key: "k", n: 1})
-	assert.ErrorIs(t, err, ErrClosed)
+	assert.ErrorIs(t, err, errs.ErrClosed)
 	assert.Empty(t, p.mailbox)
 }
 
@@ -94,7 +113,7 @@ func TestAbandonMarksTheChannel(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.Len(t, ch, 1, "the mark")
 
-	p.loop.serve(request{op: opAllow, key: "k", n: 2, reply: ch}, 0)
+	p.loop.serve(request{op: opAllow, key: "k", n: 2, reply: ch}, 0, nil)
 	assert.Equal(t, 0, table.Len(), "a marked request is not applied")
 }
 
@@ -110,74 +129,104 @@ func TestServeRefundsAnUndeliveredGrant(t *testing.T) {
 	}
 	// serve skips a request whose channel is full before it decides, so
 	// call the delivery step as serve does after deciding.
-	d, err := table.AllowN("k", 0, 2)
-	require.NoError(t, err)
+	d := allow(t, table, "k", 0, 2)
 	p.loop.deliver(request{op: opAllow, key: "k", n: 2, reply: full()}, 0, reply{d: d})
-	d, err = table.AllowN("k", 0, 2)
-	require.NoError(t, err)
-	assert.True(t, d.Allowed, "the undelivered grant was given back")
+	assert.True(t, allow(t, table, "k", 0, 2).Allowed, "the undelivered grant was given back")
 
-	d, err = table.PeekN("k", 0, 1)
-	require.NoError(t, err)
+	require.NoError(t, table.PeekN("k", 0, 1, &d))
 	require.False(t, d.Allowed)
 	p.loop.deliver(request{op: opPeek, key: "k", n: 1, reply: full()}, 0, reply{d: algorithms.Decision{Allowed: true}})
-	d, err = table.AllowN("k", 0, 1)
-	require.NoError(t, err)
-	assert.False(t, d.Allowed, "an undelivered Peek gives nothing back")
+	assert.False(t, allow(t, table, "k", 0, 1).Allowed, "an undelivered Peek gives nothing back")
+	assert.Zero(t, p.loop.state.Counts, "undelivered answers count nowhere")
 }
 
-// TestMessagesForgetKeysAfterLinger: messages forget a key once it has
-// been untouched for linger, not before; Stats counts it apart meanwhile.
-func TestMessagesForgetKeysAfterLinger(t *testing.T) {
-	w, err := algorithms.NewFixedWindow(algorithms.Params{Limit: 2, Window: time.Second})
-	require.NoError(t, err)
+// TestKeysExpireAfterTheirGrace: a key expires once it has been idle for
+// grace, not before; Counts count it idle meanwhile.
+func TestKeysExpireAfterTheirGrace(t *testing.T) {
 	clk := clock.NewFake(time.Unix(0, 0))
-	p := Start(algorithms.Keyed[algorithms.FixedWindowState](w).NewTable(), clk, 4)
+	p := Start(fixedWindows(t), clk, clk.Now(), 4)
 	defer func() { p.Stop(); <-p.Done() }()
 	ctx := context.Background()
-	held := func() (keys, idle int) {
+	counts := func() (held int, c keytable.Counts) {
 		t.Helper()
-		st, err := p.Stats(ctx)
-		require.NoError(t, err)
-		return st.Keys, st.Idle
+		require.NoError(t, p.Do(ctx, func(s *State) error {
+			held, c = s.Table.Len(), s.Table.Counts(s.Now)
+			return nil
+		}))
+		return held, c
 	}
 
-	_, err = p.AllowN(ctx, "k", 1) // untouched from 1s
+	_, err := p.AllowN(ctx, "k", 1) // idle from 1s
 	require.NoError(t, err)
-	clk.Advance(time.Second + linger - 1)
+	clk.Advance(time.Second + grace - 1)
 	_, err = p.AllowN(ctx, "other", 1)
 	require.NoError(t, err)
-	keys, idle := held()
-	assert.Equal(t, 1, keys, "other")
-	assert.Equal(t, 1, idle, "k is untouched, but within its linger")
+	held, c := counts()
+	assert.Equal(t, 2, held)
+	assert.Equal(t, 1, c.Idle, "k is idle, but within its grace")
 
 	clk.Advance(1)
 	_, err = p.AllowN(ctx, "other", 1)
 	require.NoError(t, err)
-	keys, idle = held()
-	assert.Equal(t, 1, keys)
-	assert.Equal(t, 0, idle, "k has lingered its time: forgotten")
-	st, err := p.Stats(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, uint64(1), st.Expired)
+	held, c = counts()
+	assert.Equal(t, 1, held, "k has had its grace: expired")
+	assert.Zero(t, c.Idle)
+	assert.Equal(t, uint64(1), c.Expired)
 }
 
-// sourRefund is a table whose Refund panics.
-type sourRefund struct{ algorithms.Table }
+// TestAClockThatPanicsFailsOnlyItsBurst: the requests that came with a
+// reading of the clock that panicked fail with an error wrapping the
+// panic, a batch's items each; the partition counts it, keeps its
+// timeline, and serves the next burst once the clock reads again.
+func TestAClockThatPanicsFailsOnlyItsBurst(t *testing.T) {
+	clk := &flakyClock{Fake: clock.NewFake(time.Unix(0, 0))}
+	p := newPartition(fixedWindows(t), clk, clk.Now(), 4)
+	ch := func() chan reply { return make(chan reply, 1) }
 
-func (sourRefund) Refund(string, time.Duration, int) { panic("no refunds") }
-
-// TestAPanickingRefundIsCountedAndDropsTheKey: giving back the grant of a
-// caller who left, the rule panics: nobody gets an error, so the panic is
-// counted, and the key is dropped.
-func TestAPanickingRefundIsCountedAndDropsTheKey(t *testing.T) {
-	_, inner := idle(t)
-	p := newPartition(sourRefund{inner}, clock.NewFake(time.Unix(0, 0)), 1)
-	full := make(chan reply, 1)
-	full <- reply{}
-	d, err := inner.AllowN("k", 0, 2)
+	clk.Advance(time.Second)
+	now, err := p.loop.tick()
 	require.NoError(t, err)
-	p.loop.deliver(request{op: opAllow, key: "k", n: 2, reply: full}, 0, reply{d: d})
-	assert.Equal(t, uint64(1), p.loop.stats.Panicked)
-	assert.Zero(t, inner.Len(), "k is dropped")
+	require.Equal(t, time.Second, now)
+
+	clk.panics.Store(true)
+	clk.Advance(time.Second)
+	now, err = p.loop.tick()
+	require.ErrorIs(t, err, errs.ErrClockPanic)
+	assert.Equal(t, "chanlimit: clock panicked: the clock is broken", err.Error())
+	assert.Equal(t, time.Second, now, "the timeline stays")
+
+	allowReply, doReply := ch(), ch()
+	p.loop.serve(request{op: opAllow, key: "k", n: 1, reply: allowReply}, now, err)
+	items := []keytable.Item{{Key: "a", N: 1}, {Key: "b", N: 1}}
+	p.loop.serve(request{op: opBatch, batch: &items, reply: ch()}, now, err)
+	ran := false
+	p.loop.serve(request{op: opDo, do: func(*State) error { ran = true; return nil }, reply: doReply}, now, err)
+	assert.ErrorIs(t, (<-allowReply).err, errs.ErrClockPanic)
+	for _, it := range items {
+		assert.ErrorIs(t, it.Err, errs.ErrClockPanic)
+	}
+	assert.ErrorIs(t, (<-doReply).err, errs.ErrClockPanic)
+	assert.False(t, ran, "Do's function does not run without a reading")
+	assert.Zero(t, p.loop.state.Table.Len(), "nothing was decided")
+	assert.Equal(t, Counts{ClockPanics: 1}, p.loop.state.Counts, "a panic counts once; its answers count nowhere else")
+
+	clk.panics.Store(false)
+	now, err = p.loop.tick()
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Second, now, "the step taken meanwhile counts once the clock reads again")
 }
+
+// flakyClock is a Fake whose Now and Since panic while panics is set.
+type flakyClock struct {
+	*clock.Fake
+	panics atomic.Bool
+}
+
+func (c *flakyClock) Now() time.Time {
+	if c.panics.Load() {
+		panic("the clock is broken")
+	}
+	return c.Fake.Now()
+}
+
+func (c *flakyClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }

@@ -16,6 +16,8 @@ import (
 	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/clock"
+	"github.com/chanlimit/chanlimit/internal/errs"
+	"github.com/chanlimit/chanlimit/internal/keytable"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -34,7 +36,7 @@ type call struct {
 // key's channel. Only the partition goroutine touches it while it runs; the
 // test reads the records after Done.
 type probeTable struct {
-	algorithms.Table
+	keytable.Table
 	gates   map[string]chan struct{} // the partition's view: deleted once used
 	held    map[string]chan struct{} // the test's view: never changed after newProbe
 	calls   []call
@@ -46,7 +48,7 @@ func newProbe(t *testing.T, gated ...string) *probeTable {
 	w, err := algorithms.NewFixedWindow(algorithms.Params{Limit: 2, Window: time.Second})
 	require.NoError(t, err)
 	pt := &probeTable{
-		Table: algorithms.Keyed[algorithms.FixedWindowState](w).NewTable(),
+		Table: keytable.NewRule(w).NewTable(),
 		gates: map[string]chan struct{}{},
 		held:  map[string]chan struct{}{},
 	}
@@ -57,13 +59,21 @@ func newProbe(t *testing.T, gated ...string) *probeTable {
 	return pt
 }
 
-func (pt *probeTable) AllowN(key string, now time.Duration, n int) (algorithms.Decision, error) {
+func (pt *probeTable) AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error {
 	pt.calls = append(pt.calls, call{key, now, n})
 	if gate, ok := pt.gates[key]; ok {
 		delete(pt.gates, key)
 		<-gate
 	}
-	return pt.Table.AllowN(key, now, n)
+	return pt.Table.AllowN(key, now, n, d)
+}
+
+// AllowEach is AllowN in turn, so that batches are recorded and gated too.
+func (pt *probeTable) AllowEach(items []keytable.Item, now time.Duration) {
+	for i := range items {
+		it := &items[i]
+		it.Err = pt.AllowN(it.Key, now, it.N, &it.D)
+	}
 }
 
 func (pt *probeTable) Refund(key string, now time.Duration, n int) {
@@ -87,6 +97,11 @@ func async(ctx context.Context, p *actor.Partition, key string, n int) <-chan ou
 	return out
 }
 
+// start starts a partition of table on clk.
+func start(table keytable.Table, clk clock.Clock, mailboxSize int) *actor.Partition {
+	return actor.Start(table, clk, clk.Now(), mailboxSize)
+}
+
 func stop(p *actor.Partition) {
 	p.Stop()
 	<-p.Done()
@@ -95,7 +110,7 @@ func stop(p *actor.Partition) {
 func TestRoundTripOnTheFakeClock(t *testing.T) {
 	clk := clock.NewFake(epoch)
 	pt := newProbe(t)
-	p := actor.Start(pt, clk, 4)
+	p := start(pt, clk, 4)
 	ctx := context.Background()
 
 	steps := []struct {
@@ -125,7 +140,7 @@ func TestRoundTripOnTheFakeClock(t *testing.T) {
 func TestTimelineSaturates(t *testing.T) {
 	clk := clock.NewFake(epoch)
 	pt := newProbe(t)
-	p := actor.Start(pt, clk, 0)
+	p := start(pt, clk, 0)
 	for range 3 {
 		clk.Advance(math.MaxInt64)
 		_, err := p.AllowN(context.Background(), "k", 1)
@@ -136,18 +151,25 @@ func TestTimelineSaturates(t *testing.T) {
 	assert.Equal(t, []call{{"k", want, 1}, {"k", want, 1}, {"k", want, 1}}, pt.calls, "the timeline stops at the largest Duration instead of wrapping")
 }
 
+// TestErrorsComeBack: the table's errors reach the caller: here a new key
+// refused for want of room, and an n the rule panics on.
 func TestErrorsComeBack(t *testing.T) {
-	p := actor.Start(newProbe(t), clock.NewFake(epoch), 1)
+	pt := newProbe(t)
+	pt.Bound(keytable.Limit{Max: 1})
+	p := start(pt, clock.NewFake(epoch), 1)
 	defer stop(p)
-	_, err := p.AllowN(context.Background(), "k", 0)
-	assert.ErrorIs(t, err, algorithms.ErrInvalidCount)
-	_, err = p.AllowN(context.Background(), "k", 3)
-	assert.ErrorIs(t, err, algorithms.ErrExceedsCapacity)
+	ctx := context.Background()
+	_, err := p.AllowN(ctx, "k", 1)
+	require.NoError(t, err)
+	_, err = p.AllowN(ctx, "new", 1)
+	assert.ErrorIs(t, err, errs.ErrTooManyKeys)
+	_, err = p.AllowN(ctx, "k", 3)
+	assert.ErrorIs(t, err, errs.ErrAlgorithmPanic, "n beyond the capacity: the router checks it first")
 }
 
 func TestContextDoneBeforeTheCall(t *testing.T) {
 	pt := newProbe(t)
-	p := actor.Start(pt, clock.NewFake(epoch), 1)
+	p := start(pt, clock.NewFake(epoch), 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := p.AllowN(ctx, "k", 1)
@@ -161,7 +183,7 @@ func TestContextDoneBeforeTheCall(t *testing.T) {
 func TestGiveUpWhileQueued(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pt := newProbe(t, "slow")
-		p := actor.Start(pt, clock.NewFake(epoch), 4)
+		p := start(pt, clock.NewFake(epoch), 4)
 		bg := context.Background()
 
 		slow := async(bg, p, "slow", 1)
@@ -169,7 +191,7 @@ func TestGiveUpWhileQueued(t *testing.T) {
 		ctx, cancel := context.WithCancel(bg)
 		queued := async(ctx, p, "k", 2)
 		synctest.Wait()
-		require.Equal(t, 1, p.Depth(), "the request waits in the mailbox")
+		require.Equal(t, 1, p.Queued(), "the request waits in the mailbox")
 
 		cancel()
 		assert.ErrorIs(t, (<-queued).err, context.Canceled)
@@ -191,7 +213,7 @@ func TestGiveUpWhileQueued(t *testing.T) {
 func TestGiveUpWhileDeciding(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pt := newProbe(t, "k")
-		p := actor.Start(pt, clock.NewFake(epoch), 4)
+		p := start(pt, clock.NewFake(epoch), 4)
 		bg := context.Background()
 
 		ctx, cancel := context.WithCancel(bg)
@@ -224,14 +246,14 @@ func TestGiveUpWhileDeciding(t *testing.T) {
 func TestMailboxFullHonoursContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pt := newProbe(t, "slow")
-		p := actor.Start(pt, clock.NewFake(epoch), 1)
+		p := start(pt, clock.NewFake(epoch), 1)
 		bg := context.Background()
 
 		slow := async(bg, p, "slow", 1)
 		synctest.Wait()
 		queued := async(bg, p, "b", 1)
 		synctest.Wait()
-		require.Equal(t, 1, p.Depth(), "the mailbox is full")
+		require.Equal(t, 1, p.Queued(), "the mailbox is full")
 
 		ctx, cancel := context.WithTimeout(bg, time.Minute) // synctest's clock: no real wait
 		_, err := p.AllowN(ctx, "c", 1)
@@ -251,7 +273,7 @@ func TestMailboxFullHonoursContext(t *testing.T) {
 func TestStopAnswersWhatIsQueued(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pt := newProbe(t, "slow")
-		p := actor.Start(pt, clock.NewFake(epoch), 4)
+		p := start(pt, clock.NewFake(epoch), 4)
 		bg := context.Background()
 
 		slow := async(bg, p, "slow", 1)
@@ -261,12 +283,12 @@ func TestStopAnswersWhatIsQueued(t *testing.T) {
 			queued = append(queued, async(bg, p, key, 1))
 			synctest.Wait() // in the mailbox, in this order
 		}
-		require.Equal(t, 2, p.Depth())
+		require.Equal(t, 2, p.Queued())
 
 		p.Stop()
 		p.Stop() // idempotent
 		_, err := p.AllowN(bg, "c", 1)
-		assert.ErrorIs(t, err, actor.ErrClosed)
+		assert.ErrorIs(t, err, errs.ErrClosed)
 
 		release(pt, "slow")
 		for _, o := range append(queued, slow) {
@@ -276,7 +298,7 @@ func TestStopAnswersWhatIsQueued(t *testing.T) {
 		}
 		<-p.Done()
 		_, err = p.AllowN(bg, "c", 1)
-		assert.ErrorIs(t, err, actor.ErrClosed)
+		assert.ErrorIs(t, err, errs.ErrClosed)
 		assert.Equal(t, []string{"slow", "a", "b"}, keys(pt.calls))
 	})
 }
@@ -284,12 +306,12 @@ func TestStopAnswersWhatIsQueued(t *testing.T) {
 // TestStopRacingCallers: hundreds of callers hammer a partition while it
 // stops; every call returns, with a decision or ErrClosed.
 func TestStopRacingCallers(t *testing.T) {
-	p := actor.Start(newProbe(t), clock.NewFake(epoch), 8)
+	p := start(newProbe(t), clock.NewFake(epoch), 8)
 	var (
 		wg      sync.WaitGroup
 		started sync.WaitGroup
 	)
-	errs := make(chan error, 300)
+	failures := make(chan error, 300)
 	for i := range 300 {
 		started.Add(1)
 		wg.Go(func() {
@@ -301,7 +323,7 @@ func TestStopRacingCallers(t *testing.T) {
 					first = false
 				}
 				if err != nil {
-					errs <- err
+					failures <- err
 					return
 				}
 			}
@@ -310,9 +332,9 @@ func TestStopRacingCallers(t *testing.T) {
 	started.Wait() // every caller has been answered at least once
 	stop(p)
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if !errors.Is(err, actor.ErrClosed) {
+	close(failures)
+	for err := range failures {
+		if !errors.Is(err, errs.ErrClosed) {
 			t.Errorf("a call racing Stop returned %v, want ErrClosed", err)
 		}
 	}
@@ -332,7 +354,7 @@ func keys(calls []call) []string {
 
 func TestPeekAndReset(t *testing.T) {
 	pt := newProbe(t)
-	p := actor.Start(pt, clock.NewFake(epoch), 2)
+	p := start(pt, clock.NewFake(epoch), 2)
 	ctx := context.Background()
 
 	d, err := p.PeekN(ctx, "k", 2)
@@ -352,13 +374,10 @@ func TestPeekAndReset(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, d.Allowed, "k was forgotten")
 
-	_, err = p.PeekN(ctx, "k", 3)
-	assert.ErrorIs(t, err, algorithms.ErrExceedsCapacity)
-
 	stop(p)
-	assert.ErrorIs(t, p.Reset(ctx, "k"), actor.ErrClosed)
+	assert.ErrorIs(t, p.Reset(ctx, "k"), errs.ErrClosed)
 	_, err = p.PeekN(ctx, "k", 1)
-	assert.ErrorIs(t, err, actor.ErrClosed)
+	assert.ErrorIs(t, err, errs.ErrClosed)
 	assert.Equal(t, 1, pt.Len(), "only k is held")
 }
 
@@ -367,12 +386,12 @@ func TestPeekAndReset(t *testing.T) {
 func TestBatchDecidesInOrder(t *testing.T) {
 	clk := clock.NewFake(epoch)
 	pt := newProbe(t)
-	p := actor.Start(pt, clk, 1)
+	p := start(pt, clk, 1)
 	defer stop(p)
 	ctx := context.Background()
 
 	clk.Advance(time.Second)
-	items := []actor.Item{{Key: "a", N: 1}, {Key: "b", N: 2}, {Key: "a", N: 1}, {Key: "a", N: 1}}
+	items := []keytable.Item{{Key: "a", N: 1}, {Key: "b", N: 2}, {Key: "a", N: 1}, {Key: "a", N: 1}}
 	pending, err := p.SendBatch(ctx, &items)
 	require.NoError(t, err)
 	require.NoError(t, pending.Wait(ctx))
@@ -389,11 +408,11 @@ func TestBatchDecidesInOrder(t *testing.T) {
 func TestBatchGivenUpIsTakenBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pt := newProbe(t, "slow")
-		p := actor.Start(pt, clock.NewFake(epoch), 1)
+		p := start(pt, clock.NewFake(epoch), 1)
 		bg := context.Background()
 
 		ctx, cancel := context.WithCancel(bg)
-		items := []actor.Item{{Key: "a", N: 2}, {Key: "slow", N: 1}, {Key: "b", N: 1}}
+		items := []keytable.Item{{Key: "a", N: 2}, {Key: "slow", N: 1}, {Key: "b", N: 1}}
 		pending, err := p.SendBatch(ctx, &items)
 		require.NoError(t, err)
 		synctest.Wait() // the partition is held inside the batch, at "slow"

@@ -1,16 +1,17 @@
-// Package algorithms holds chanlimit's rate-limiting algorithms, each a plain
-// single-threaded state machine, and the registry that names them.
+// Package algorithms holds chanlimit's rate-limiting rules, each a plain
+// single-threaded state machine.
 //
-// An algorithm is split in two. The rule (a *TokenBucket, say) is made once
+// A rule is split in two. The Machine (a *TokenBucket, say) is made once
 // from Params, is immutable and may be shared. The state of one key (a
-// TokenBucketState) is a small value whose zero is an untouched key; it is
-// owned by one goroutine, a router partition, and is never locked.
+// TokenBucketState) is a small value whose zero is an untouched key: one
+// never seen. A state is owned by one goroutine, a router partition, and
+// is never locked.
 //
 // Time is an argument, never read: every method takes now, a point on the
 // caller's monotonic timeline, given as the time since an origin the caller
 // picks (a router partition starts its timeline at 0 and never lets it go
-// back). For a now that does go back, every algorithm grants nothing it
-// would not grant at the latest instant it has seen. token_bucket,
+// back). For a now that does go back, every rule grants nothing it would
+// not grant at the latest instant it has seen. token_bucket,
 // sliding_window_log and fixed_window read such a now as that instant, and
 // their waits count from the caller's now, so they stay exact; gcra,
 // leaky_bucket and sliding_window_counter keep no such instant and read
@@ -20,6 +21,9 @@
 // Arithmetic is exact: integers only, 128 bits wide where products need it,
 // so that Limit per Window is honoured to the nanosecond at any ratio
 // (3 per second, 7 per 10 seconds) with no drift.
+//
+// A rule of your own is a Machine too: chanlimit.Register gives it a name
+// that Config.Algorithm accepts.
 package algorithms
 
 import (
@@ -48,61 +52,30 @@ type Decision struct {
 	// nothing else happens to the key in between).
 	RetryAfter time.Duration
 
-	// ResetAfter is the time until the key is back to its full, untouched
-	// state if no more requests arrive.
+	// ResetAfter is the time until the key is untouched again, as if never
+	// seen, if no more requests arrive.
 	ResetAfter time.Duration
 
 	// Delay is, for leaky_bucket only, how long an admitted request waits
-	// for its turn. Other algorithms leave it 0.
+	// for its turn. Other rules leave it 0.
 	Delay time.Duration
 }
 
-// Errors shared by every algorithm. package chanlimit exports the same
-// values, so errors.Is works whichever package a caller names.
-var (
-	// ErrInvalidCount is returned for a request of n <= 0 units.
-	ErrInvalidCount = errors.New("chanlimit: n must be at least 1")
+// ErrInvalidParams is matched (errors.Is) by the error of a constructor
+// given Params it cannot honour, which names the field and the reason.
+var ErrInvalidParams = errors.New("algorithms: invalid params")
 
-	// ErrExceedsCapacity is returned for a request of more units than the
-	// key can ever hold, so that no wait would let it through.
-	ErrExceedsCapacity = errors.New("chanlimit: n exceeds capacity")
-
-	// ErrInvalidConfig is wrapped with the name of the bad field and why.
-	ErrInvalidConfig = errors.New("chanlimit: invalid config")
-
-	// ErrUnknownAlgorithm is wrapped with the name asked for and the names
-	// that are registered.
-	ErrUnknownAlgorithm = errors.New("chanlimit: unknown algorithm")
-)
-
-// CheckCount returns ErrInvalidCount if n < 1, ErrExceedsCapacity if n >
-// capacity, and nil otherwise.
-func CheckCount(n, capacity int) error {
-	if n >= 1 && n <= capacity {
-		return nil // small enough to inline on every request's path
-	}
-	return countError(n, capacity)
-}
-
-func countError(n, capacity int) error {
-	if n < 1 {
-		return fmt.Errorf("%w (got %d)", ErrInvalidCount, n)
-	}
-	return fmt.Errorf("%w: n = %d, capacity %d", ErrExceedsCapacity, n, capacity)
-}
-
-// Params configure one algorithm: Limit requests per Window, and for the
-// algorithms that take one, a Burst (0 means Limit).
+// Params configure one rule: Limit requests per Window, and for the rules
+// that take one, a Burst (0 means Limit).
 type Params struct {
 	Limit  int
 	Window time.Duration
 	Burst  int
 }
 
-// Validate checks what every algorithm needs of Params: Limit > 0,
-// Window > 0 and Burst >= 0. Errors wrap ErrInvalidConfig and name the
-// field. chanlimit.New validates before it calls a Factory, so a Factory
-// only sees Params that pass.
+// Validate checks what every rule needs of Params: Limit > 0, Window > 0
+// and Burst >= 0. Its error wraps ErrInvalidParams and names the field.
+// The built-in constructors call it first; a rule of your own may too.
 func (p Params) Validate() error {
 	switch {
 	case p.Limit <= 0:
@@ -115,10 +88,10 @@ func (p Params) Validate() error {
 	return nil
 }
 
-// noBurst rejects a Burst for an algorithm whose capacity is its Limit.
-func (p Params) noBurst(algorithm string) error {
+// noBurst rejects a Burst for a rule whose capacity is its Limit.
+func (p Params) noBurst(rule string) error {
 	if p.Burst != 0 {
-		return invalid("Burst", "%s takes no burst: its capacity is Limit (got Burst %d)", algorithm, p.Burst)
+		return invalid("Burst", "%s takes no burst: its capacity is Limit (got Burst %d)", rule, p.Burst)
 	}
 	return nil
 }
@@ -131,27 +104,39 @@ func (p Params) burst() int {
 	return p.Burst
 }
 
-// invalid returns an ErrInvalidConfig naming field and the reason.
+// invalid returns an ErrInvalidParams naming field and the reason.
 func invalid(field, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+	return &paramsError{field + ": " + fmt.Sprintf(format, args...)}
 }
 
-// Machine is one algorithm's rule, applied to the state S of one key. The
-// zero S is an untouched key, and a state must decide exactly as the zero S
-// from the ResetAfter of its latest decision on, until its next grant:
-// tables rely on it to forget keys, whenever they get round to it.
-// Machines are immutable; a state is owned by one goroutine and passed in
-// by pointer.
+// paramsError is a field of Params a rule cannot honour, and why.
+type paramsError struct{ why string }
+
+func (e *paramsError) Error() string { return "algorithms: " + e.why }
+
+func (e *paramsError) Is(target error) bool { return target == ErrInvalidParams }
+
+// Machine is a rule, applied to the state S of one key. The zero S is an
+// untouched key. A Machine is immutable; a state is owned by one goroutine
+// and passed in by pointer.
+//
+// Every n a Machine is given lies in [1, Capacity()]: the caller checks it
+// (chanlimit's router answers ErrInvalidCount or ErrExceedsCapacity
+// instead), and the built-in rules panic on any other n. A Machine writes
+// its answer into a Decision the caller owns, rather than returning one:
+// a Decision is six words, and copying it out through an interface call is
+// a large share of a decision's cost.
 type Machine[S any] interface {
 	// Capacity returns the largest n that AllowN can ever allow.
 	Capacity() int
 
-	// AllowN decides a request for n units at now. If it allows, it takes
-	// the units from s; if it denies or returns an error, s is unchanged.
-	AllowN(s *S, now time.Duration, n int) (Decision, error)
+	// AllowN decides a request for n units on s at now and writes the
+	// answer into d, every field of it. If it allows, it takes the units
+	// from s; if it denies, s is unchanged.
+	AllowN(s *S, now time.Duration, n int, d *Decision)
 
-	// PeekN returns what AllowN would, and changes nothing.
-	PeekN(s *S, now time.Duration, n int) (Decision, error)
+	// PeekN writes into d what AllowN would, and changes nothing.
+	PeekN(s *S, now time.Duration, n int, d *Decision)
 
 	// Refund gives back n units that the AllowN just before it, at the same
 	// now, allowed on s: from then on s decides as if that call had not been
@@ -160,14 +145,47 @@ type Machine[S any] interface {
 	Refund(s *S, now time.Duration, n int)
 }
 
-// Algorithm is a validated rule, ready to make tables of per-key state. A
-// Factory returns one; Keyed builds one from a Machine.
-type Algorithm interface {
-	// Capacity returns the largest n any key can ever be allowed.
-	Capacity() int
+// Expiring is a Machine that can tell when a state is untouched again, so
+// that a partition can let go of the key then. Without it, a partition
+// takes a state to be untouched from the ResetAfter of its latest grant
+// on, and keeps the key until then even if a Refund gave the grant back.
+// Every built-in rule is Expiring.
+type Expiring[S any] interface {
+	// ResetAfter returns the time from now until s is untouched, 0 if it
+	// already is. It is the ResetAfter of a denied decision on s at now,
+	// and after a decision d at now it is d.ResetAfter until something
+	// else happens to s. From then on s must decide exactly as the zero S,
+	// until its next grant: a partition lets go of the key, whenever it
+	// gets round to it, and one that says 0 early lets the key's requests
+	// through as if never seen.
+	ResetAfter(s *S, now time.Duration) time.Duration
+}
 
-	// NewTable returns an empty table of keys under this rule.
-	NewTable() Table
+// StateCodec is a Machine whose states can be saved in a snapshot and
+// loaded again, maybe in another process. Times are saved relative to the
+// now of the snapshot, so they mean the same on any timeline. A router
+// snapshots a rule's keys only if its Machine is both a StateCodec and
+// Expiring; every built-in rule is.
+type StateCodec[S any] interface {
+	// AppendState appends s, as it stands at now, to dst.
+	AppendState(dst []byte, s *S, now time.Duration) []byte
+
+	// ParseState sets s to the state src holds, as it stands at now after
+	// age more has passed since it was saved. It returns an error, and
+	// leaves s as it was, if src is not a state AppendState could have
+	// written for this rule.
+	ParseState(src []byte, s *S, now, age time.Duration) error
+}
+
+// checkN panics unless 1 <= n <= capacity; see Machine.
+func checkN(n, capacity int) {
+	if n < 1 || n > capacity {
+		badN(n, capacity) // apart, so that checkN inlines
+	}
+}
+
+func badN(n, capacity int) {
+	panic(fmt.Sprintf("algorithms: n = %d outside [1, Capacity() = %d]: the caller must check n", n, capacity))
 }
 
 // catchUp reads a now before latest as latest. It returns the instant to
@@ -179,20 +197,19 @@ func catchUp(now, latest time.Duration) (at, ahead time.Duration) {
 	return latest, since(latest, now)
 }
 
-// delayedBy returns d as seen from ahead earlier: every wait it gives grows
-// by ahead, saturating at the largest Duration.
-func (d Decision) delayedBy(ahead time.Duration) Decision {
+// delay makes d as seen from ahead earlier: every wait it gives grows by
+// ahead, saturating at the largest Duration.
+func (d *Decision) delay(ahead time.Duration) {
 	if ahead == 0 {
-		return d // the common case, small enough to inline
+		return // the common case, small enough to inline
 	}
-	return d.extendedBy(ahead)
+	d.extend(ahead)
 }
 
-func (d Decision) extendedBy(ahead time.Duration) Decision {
+func (d *Decision) extend(ahead time.Duration) {
 	d.RetryAfter = extend(d.RetryAfter, ahead)
 	d.ResetAfter = extend(d.ResetAfter, ahead)
 	d.Delay = extend(d.Delay, ahead)
-	return d
 }
 
 // extend returns wait + ahead for a wait > 0, saturating at the largest

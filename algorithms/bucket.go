@@ -1,10 +1,13 @@
 package algorithms
 
 import (
+	"encoding/binary"
+	"errors"
 	"math"
 	"time"
 
 	"github.com/chanlimit/chanlimit/algorithms/internal/wide"
+	"github.com/chanlimit/chanlimit/internal/wire"
 )
 
 // bucket is the arithmetic token_bucket, gcra and leaky_bucket share: a
@@ -64,6 +67,29 @@ func (b *bucket) take(used wide.Uint128, n int, d *Decision) wide.Uint128 {
 	d.Remaining = b.tokens(free.Sub(need))
 	d.ResetAfter = b.refillTime(used)
 	return used
+}
+
+// The buckets save the units a key misses at the snapshot's now, 128
+// bits as two uvarints, and load them less what the time since refilled.
+
+// appendUsed appends the units used to dst.
+func appendUsed(dst []byte, used wide.Uint128) []byte {
+	hi, lo := used.Parts()
+	return binary.AppendUvarint(binary.AppendUvarint(dst, hi), lo)
+}
+
+// parseUsed returns the units used that src holds, less what age refilled.
+func (b *bucket) parseUsed(src []byte, age time.Duration) (wide.Uint128, error) {
+	r := stateReader{wire.Reader{Src: src}}
+	hi, lo := r.Uvarint(), r.Uvarint()
+	if err := r.done(); err != nil {
+		return wide.Uint128{}, err
+	}
+	used := wide.Make(hi, lo)
+	if b.full.Less(used) {
+		return wide.Uint128{}, errors.New("more units used than the bucket holds")
+	}
+	return used.SubFloor(wide.Mul(uint64(max(age, 0)), b.perNs)), nil
 }
 
 // tokens returns the whole tokens in units.

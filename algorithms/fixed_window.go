@@ -1,6 +1,11 @@
 package algorithms
 
-import "time"
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/chanlimit/chanlimit/internal/wire"
+)
 
 // FixedWindow is the fixed_window rule: a window opens at a key's first
 // request after its previous window ended and lasts Window; at most Limit
@@ -23,7 +28,11 @@ type FixedWindowState struct {
 	count int           // units allowed in the window
 }
 
-var _ Machine[FixedWindowState] = (*FixedWindow)(nil)
+var (
+	_ Machine[FixedWindowState]    = (*FixedWindow)(nil)
+	_ Expiring[FixedWindowState]   = (*FixedWindow)(nil)
+	_ StateCodec[FixedWindowState] = (*FixedWindow)(nil)
+)
 
 // NewFixedWindow returns the rule for p, which must have Limit > 0,
 // Window > 0 and no Burst.
@@ -41,54 +50,83 @@ func NewFixedWindow(p Params) (*FixedWindow, error) {
 func (w *FixedWindow) Capacity() int { return w.limit }
 
 // AllowN counts n units into the window open at now, opening one if none is.
-func (w *FixedWindow) AllowN(s *FixedWindowState, now time.Duration, n int) (Decision, error) {
-	return w.decide(s, now, n, true)
+func (w *FixedWindow) AllowN(s *FixedWindowState, now time.Duration, n int, d *Decision) {
+	w.decide(s, now, n, true, d)
 }
 
-// PeekN returns what AllowN would, and changes nothing.
-func (w *FixedWindow) PeekN(s *FixedWindowState, now time.Duration, n int) (Decision, error) {
-	return w.decide(s, now, n, false)
+// PeekN writes what AllowN would, and changes nothing.
+func (w *FixedWindow) PeekN(s *FixedWindowState, now time.Duration, n int, d *Decision) {
+	w.decide(s, now, n, false, d)
 }
 
-// decide decides n at now, and counts it if it allows and commit is set.
-func (w *FixedWindow) decide(s *FixedWindowState, now time.Duration, n int, commit bool) (Decision, error) {
-	if err := CheckCount(n, w.limit); err != nil {
-		return Decision{}, err
+// Refund takes the n units allowed at now out of the window.
+func (w *FixedWindow) Refund(s *FixedWindowState, now time.Duration, n int) {
+	s.count -= min(n, s.count)
+}
+
+// ResetAfter returns the time until the open window ends, 0 if none is.
+func (w *FixedWindow) ResetAfter(s *FixedWindowState, now time.Duration) time.Duration {
+	if s.count == 0 {
+		return 0
 	}
+	at, ahead := catchUp(now, s.start)
+	if open := since(at, s.start); open < w.window {
+		return extend(w.window-open, ahead)
+	}
+	return 0
+}
+
+// AppendState saves when the window opened, relative to now, and its
+// count; a window no longer open is saved as none.
+func (w *FixedWindow) AppendState(dst []byte, s *FixedWindowState, now time.Duration) []byte {
+	if w.ResetAfter(s, now) == 0 {
+		return binary.AppendUvarint(binary.AppendVarint(dst, 0), 0)
+	}
+	return binary.AppendUvarint(binary.AppendVarint(dst, int64(s.start-now)), uint64(s.count))
+}
+
+// ParseState loads a window, closed if age has ended it.
+func (w *FixedWindow) ParseState(src []byte, s *FixedWindowState, now, age time.Duration) error {
+	r := stateReader{wire.Reader{Src: src}}
+	rel := r.past("window start")
+	count := r.count("count", 0, w.limit)
+	if err := r.done(); err != nil {
+		return err
+	}
+	back, open := rebase(rel, age, w.window)
+	if !open || count == 0 {
+		*s = FixedWindowState{}
+		return nil
+	}
+	*s = FixedWindowState{start: now - back, count: count}
+	return nil
+}
+
+// decide decides n at now into d, and counts it if it allows and commit
+// is set.
+func (w *FixedWindow) decide(s *FixedWindowState, now time.Duration, n int, commit bool, d *Decision) {
+	checkN(n, w.limit)
 	ahead := time.Duration(0)
 	if s.count > 0 {
 		now, ahead = catchUp(now, s.start)
 	}
-	return w.allow(s, now, n, commit).delayedBy(ahead), nil
+	w.allow(s, now, n, commit, d)
+	d.delay(ahead)
 }
 
 // allow decides n at now, which is no earlier than an open window's start.
-func (w *FixedWindow) allow(s *FixedWindowState, now time.Duration, n int, commit bool) Decision {
+func (w *FixedWindow) allow(s *FixedWindowState, now time.Duration, n int, commit bool, d *Decision) {
 	start, count := now, 0
 	if s.count > 0 && since(now, s.start) < w.window {
 		start, count = s.start, s.count
 	}
 	left := w.window - since(now, start)
 	if n > w.limit-count { // so the window is open: a new one holds any n <= Limit
-		return Decision{
-			Limit:      w.limit,
-			Remaining:  w.limit - count,
-			RetryAfter: left,
-			ResetAfter: left,
-		}
+		*d = Decision{Limit: w.limit, Remaining: w.limit - count, RetryAfter: left, ResetAfter: left}
+		return
 	}
 	if commit {
 		s.start, s.count = start, count+n
 	}
-	return Decision{
-		Allowed:    true,
-		Limit:      w.limit,
-		Remaining:  w.limit - count - n,
-		ResetAfter: left,
-	}
-}
-
-// Refund takes the n units allowed at now out of the window.
-func (w *FixedWindow) Refund(s *FixedWindowState, now time.Duration, n int) {
-	s.count -= min(n, s.count)
+	*d = Decision{Allowed: true, Limit: w.limit, Remaining: w.limit - count - n, ResetAfter: left}
 }

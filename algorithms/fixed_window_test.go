@@ -25,8 +25,8 @@ func TestFixedWindowThreePerSecond(t *testing.T) {
 		{at: 1500 * ms, n: 3, want: Decision{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: s}},
 		{at: 2500*ms - ns, n: 1, want: Decision{Limit: 3, RetryAfter: ns, ResetAfter: ns}},
 		{at: 2500 * ms, n: 1, want: Decision{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: s}},
-		{at: 2500 * ms, n: 4, err: ErrExceedsCapacity},
-		{at: 2500 * ms, n: 0, err: ErrInvalidCount},
+		{at: 2500 * ms, n: 4, err: errExceedsCapacity},
+		{at: 2500 * ms, n: 0, err: errInvalidCount},
 	})
 }
 
@@ -46,7 +46,7 @@ func TestFixedWindowSevenPerTenSeconds(t *testing.T) {
 		{at: 9 * s, n: 6, want: Decision{Allowed: true, Limit: 7, Remaining: 0, ResetAfter: s}},
 		{at: 9500 * ms, n: 1, want: Decision{Limit: 7, RetryAfter: 500 * ms, ResetAfter: 500 * ms}},
 		{at: 10 * s, n: 7, want: Decision{Allowed: true, Limit: 7, Remaining: 0, ResetAfter: 10 * s}},
-		{at: 10 * s, n: 8, err: ErrExceedsCapacity},
+		{at: 10 * s, n: 8, err: errExceedsCapacity},
 	})
 }
 

@@ -14,12 +14,12 @@ import (
 //
 //	go test ./algorithms -run '^$' -fuzz FuzzSlidingWindowCounter -fuzztime 1m
 
-func FuzzTokenBucket(f *testing.F)          { fuzzAlgorithm(f, NameTokenBucket) }
-func FuzzGCRA(f *testing.F)                 { fuzzAlgorithm(f, NameGCRA) }
-func FuzzLeakyBucket(f *testing.F)          { fuzzAlgorithm(f, NameLeakyBucket) }
-func FuzzSlidingWindowLog(f *testing.F)     { fuzzAlgorithm(f, NameSlidingWindowLog) }
-func FuzzFixedWindow(f *testing.F)          { fuzzAlgorithm(f, NameFixedWindow) }
-func FuzzSlidingWindowCounter(f *testing.F) { fuzzAlgorithm(f, NameSlidingWindowCounter) }
+func FuzzTokenBucket(f *testing.F)          { fuzzAlgorithm(f, tokenBucket) }
+func FuzzGCRA(f *testing.F)                 { fuzzAlgorithm(f, gcra) }
+func FuzzLeakyBucket(f *testing.F)          { fuzzAlgorithm(f, leakyBucket) }
+func FuzzSlidingWindowLog(f *testing.F)     { fuzzAlgorithm(f, slidingWindowLog) }
+func FuzzFixedWindow(f *testing.F)          { fuzzAlgorithm(f, fixedWindow) }
+func FuzzSlidingWindowCounter(f *testing.F) { fuzzAlgorithm(f, slidingWindowCounter) }
 
 func fuzzAlgorithm(f *testing.F, name string) {
 	seeds := []struct {
@@ -44,8 +44,8 @@ func fuzzAlgorithm(f *testing.F, name string) {
 		p := Params{Limit: int(limit), Window: time.Duration(window), Burst: int(burst)}
 		alg, err := construct(name, p)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidConfig) {
-				t.Fatalf("%+v refused with %v, want an ErrInvalidConfig", p, err)
+			if !errors.Is(err, ErrInvalidParams) {
+				t.Fatalf("%+v refused with %v, want an ErrInvalidParams", p, err)
 			}
 			return
 		}

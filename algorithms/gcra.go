@@ -29,7 +29,11 @@ type GCRAState struct {
 	frac uint64 // plus frac/(Limit/g) of a nanosecond
 }
 
-var _ Machine[GCRAState] = (*GCRA)(nil)
+var (
+	_ Machine[GCRAState]    = (*GCRA)(nil)
+	_ Expiring[GCRAState]   = (*GCRA)(nil)
+	_ StateCodec[GCRAState] = (*GCRA)(nil)
+)
 
 // NewGCRA returns the rule for p, on the terms of NewTokenBucket.
 func NewGCRA(p Params) (*GCRA, error) {
@@ -44,15 +48,13 @@ func NewGCRA(p Params) (*GCRA, error) {
 func (g *GCRA) Capacity() int { return g.burst }
 
 // AllowN takes n tokens at now if there are at least n.
-func (g *GCRA) AllowN(s *GCRAState, now time.Duration, n int) (Decision, error) {
-	d, _, err := g.decide(s, now, n, true)
-	return d, err
+func (g *GCRA) AllowN(s *GCRAState, now time.Duration, n int, d *Decision) {
+	g.decide(s, now, n, true, d)
 }
 
-// PeekN returns what AllowN would, and changes nothing.
-func (g *GCRA) PeekN(s *GCRAState, now time.Duration, n int) (Decision, error) {
-	d, _, err := g.decide(s, now, n, false)
-	return d, err
+// PeekN writes what AllowN would, and changes nothing.
+func (g *GCRA) PeekN(s *GCRAState, now time.Duration, n int, d *Decision) {
+	g.decide(s, now, n, false, d)
 }
 
 // Refund puts back the n tokens taken at now: TAT moves back by
@@ -62,21 +64,40 @@ func (g *GCRA) Refund(s *GCRAState, now time.Duration, n int) {
 	g.setTAT(s, t, g.usedAt(s, t).SubFloor(wide.Mul(uint64(n), g.perToken)))
 }
 
-// decide decides n at now, and moves TAT on if it allows and commit is set.
-// It also returns the units the bucket missed before the decision.
-func (g *GCRA) decide(s *GCRAState, now time.Duration, n int, commit bool) (Decision, wide.Uint128, error) {
-	if err := CheckCount(n, g.burst); err != nil {
-		return Decision{}, wide.Uint128{}, err
+// ResetAfter returns the time until the bucket is full.
+func (g *GCRA) ResetAfter(s *GCRAState, now time.Duration) time.Duration {
+	at, ahead := catchUp(now, 0)
+	return extend(g.refillTime(g.usedAt(s, uint64(at))), ahead)
+}
+
+// AppendState saves the units used at now, as the token bucket does.
+func (g *GCRA) AppendState(dst []byte, s *GCRAState, now time.Duration) []byte {
+	return appendUsed(dst, g.usedAt(s, uint64(max(now, 0))))
+}
+
+// ParseState loads the units used, less what age refilled, as of now.
+func (g *GCRA) ParseState(src []byte, s *GCRAState, now, age time.Duration) error {
+	used, err := g.parseUsed(src, age)
+	if err != nil {
+		return err
 	}
+	g.setTAT(s, uint64(max(now, 0)), used)
+	return nil
+}
+
+// decide decides n at now into d, and moves TAT on if it allows and commit
+// is set. It returns the units the bucket missed before the decision.
+func (g *GCRA) decide(s *GCRAState, now time.Duration, n int, commit bool, d *Decision) wide.Uint128 {
+	checkN(n, g.burst)
 	at, ahead := catchUp(now, 0)
 	t := uint64(at)
 	used := g.usedAt(s, t)
-	var d Decision
-	after := g.take(used, n, &d)
+	after := g.take(used, n, d)
 	if d.Allowed && commit {
 		g.setTAT(s, t, after)
 	}
-	return d.delayedBy(ahead), used, nil
+	d.delay(ahead)
+	return used
 }
 
 // usedAt returns the units the bucket misses at t: (TAT - t) × perNs.

@@ -48,7 +48,7 @@ func TestGCRAEndOfTimeline(t *testing.T) {
 		{at: end, n: 1, want: Decision{Allowed: true, Limit: 1, Remaining: 0, ResetAfter: 30 * time.Hour}},
 	}
 	for i, c := range steps {
-		d, err := g.AllowN(&st, c.at, c.n)
+		d, err := ask(g, &st, c.at, c.n)
 		require.NoError(t, err)
 		require.Equal(t, c.want, d, "step %d: AllowN(t+%v, %d)", i, c.at, c.n)
 	}

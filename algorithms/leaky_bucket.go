@@ -21,7 +21,11 @@ import (
 // for concurrent use; the state of a key is not.
 type LeakyBucket struct{ gcra GCRA }
 
-var _ Machine[GCRAState] = (*LeakyBucket)(nil)
+var (
+	_ Machine[GCRAState]    = (*LeakyBucket)(nil)
+	_ Expiring[GCRAState]   = (*LeakyBucket)(nil)
+	_ StateCodec[GCRAState] = (*LeakyBucket)(nil)
+)
 
 // NewLeakyBucket returns the rule for p, on the terms of NewTokenBucket.
 func NewLeakyBucket(p Params) (*LeakyBucket, error) {
@@ -36,23 +40,37 @@ func NewLeakyBucket(p Params) (*LeakyBucket, error) {
 func (l *LeakyBucket) Capacity() int { return l.gcra.burst }
 
 // AllowN queues n units at now if they fit, and says when their turn comes.
-func (l *LeakyBucket) AllowN(s *GCRAState, now time.Duration, n int) (Decision, error) {
-	return l.decide(s, now, n, true)
+func (l *LeakyBucket) AllowN(s *GCRAState, now time.Duration, n int, d *Decision) {
+	l.decide(s, now, n, true, d)
 }
 
-// PeekN returns what AllowN would, and changes nothing.
-func (l *LeakyBucket) PeekN(s *GCRAState, now time.Duration, n int) (Decision, error) {
-	return l.decide(s, now, n, false)
+// PeekN writes what AllowN would, and changes nothing.
+func (l *LeakyBucket) PeekN(s *GCRAState, now time.Duration, n int, d *Decision) {
+	l.decide(s, now, n, false, d)
 }
 
 // Refund takes the n units queued at now back out of the queue.
 func (l *LeakyBucket) Refund(s *GCRAState, now time.Duration, n int) { l.gcra.Refund(s, now, n) }
 
-func (l *LeakyBucket) decide(s *GCRAState, now time.Duration, n int, commit bool) (Decision, error) {
-	d, queued, err := l.gcra.decide(s, now, n, commit)
+// ResetAfter returns the time until the queue is empty.
+func (l *LeakyBucket) ResetAfter(s *GCRAState, now time.Duration) time.Duration {
+	return l.gcra.ResetAfter(s, now)
+}
+
+// AppendState saves the units queued at now.
+func (l *LeakyBucket) AppendState(dst []byte, s *GCRAState, now time.Duration) []byte {
+	return l.gcra.AppendState(dst, s, now)
+}
+
+// ParseState loads the units queued, less what age drained, as of now.
+func (l *LeakyBucket) ParseState(src []byte, s *GCRAState, now, age time.Duration) error {
+	return l.gcra.ParseState(src, s, now, age)
+}
+
+func (l *LeakyBucket) decide(s *GCRAState, now time.Duration, n int, commit bool, d *Decision) {
+	queued := l.gcra.decide(s, now, n, commit, d)
 	if d.Allowed {
 		_, ahead := catchUp(now, 0) // a now before 0 is read as 0: its turn is that much later
 		d.Delay = min(l.gcra.refillTime(queued), math.MaxInt64-ahead) + ahead
 	}
-	return d, err
 }

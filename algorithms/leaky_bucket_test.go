@@ -28,7 +28,7 @@ func TestLeakyBucketThreePerSecond(t *testing.T) {
 		// 1s, right after the third's.
 		{at: 500 * ms, n: 1, want: Decision{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 833333334 * ns, Delay: 500 * ms}},
 		{at: 5 * s, n: 3, want: Decision{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: s}},
-		{at: 5 * s, n: 4, err: ErrExceedsCapacity},
+		{at: 5 * s, n: 4, err: errExceedsCapacity},
 	})
 }
 
@@ -38,12 +38,12 @@ func TestLeakyBucketShapesABurst(t *testing.T) {
 	l := newLeakyBucket(t, Params{Limit: 10, Window: s})
 	var st GCRAState
 	for i := range 10 {
-		d, err := l.AllowN(&st, 0, 1)
+		d, err := ask(l, &st, 0, 1)
 		require.NoError(t, err)
 		require.True(t, d.Allowed)
 		assert.Equal(t, time.Duration(i)*100*ms, d.Delay, "request %d", i)
 	}
-	d, err := l.AllowN(&st, 0, 1)
+	d, err := ask(l, &st, 0, 1)
 	require.NoError(t, err)
 	assert.False(t, d.Allowed, "the queue of 10 is full")
 	assert.Equal(t, 100*ms, d.RetryAfter)

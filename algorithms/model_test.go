@@ -50,16 +50,6 @@ func (h *history) unitsIn(from, to time.Duration) int {
 	return units
 }
 
-func checkN(n, capacity int) error {
-	switch {
-	case n < 1:
-		return ErrInvalidCount
-	case n > capacity:
-		return ErrExceedsCapacity
-	}
-	return nil
-}
-
 // fit reports whether count + n <= limit, without overflow.
 func fit(count, n, limit int) bool {
 	sum := new(big.Int).Add(big.NewInt(int64(count)), big.NewInt(int64(n)))
@@ -107,7 +97,7 @@ func (m *bucketModel) timeFor(x *big.Rat) time.Duration {
 }
 
 func (m *bucketModel) allowN(now time.Duration, n int) (Decision, error) {
-	if err := checkN(n, m.b); err != nil {
+	if err := checkCount(n, m.b); err != nil {
 		return Decision{}, err
 	}
 	refill := new(big.Rat).Mul(rat(int64(now-m.last)), new(big.Rat).SetFrac64(int64(m.n), int64(m.t)))
@@ -144,7 +134,7 @@ type logModel struct {
 }
 
 func (m *logModel) allowN(now time.Duration, n int) (Decision, error) {
-	if err := checkN(n, m.n); err != nil {
+	if err := checkCount(n, m.n); err != nil {
 		return Decision{}, err
 	}
 	count := m.unitsIn(now-m.t, now)
@@ -184,7 +174,7 @@ type fixedModel struct {
 }
 
 func (m *fixedModel) allowN(now time.Duration, n int) (Decision, error) {
-	if err := checkN(n, m.n); err != nil {
+	if err := checkCount(n, m.n); err != nil {
 		return Decision{}, err
 	}
 	if !m.opened || now-m.start >= m.t {
@@ -283,7 +273,7 @@ func firstWait(now, limit time.Duration, ok func(time.Duration) bool) time.Durat
 }
 
 func (m *counterModel) allowN(now time.Duration, n int) (Decision, error) {
-	if err := checkN(n, m.n); err != nil {
+	if err := checkCount(n, m.n); err != nil {
 		return Decision{}, err
 	}
 	d := Decision{Limit: m.n}
@@ -309,15 +299,15 @@ func (m *counterModel) allowN(now time.Duration, n int) (Decision, error) {
 // newModel returns the reference model of the named algorithm.
 func newModel(name string, p Params) model {
 	switch name {
-	case NameTokenBucket, NameGCRA:
+	case tokenBucket, gcra:
 		return newBucketModel(p, false)
-	case NameLeakyBucket:
+	case leakyBucket:
 		return newBucketModel(p, true)
-	case NameSlidingWindowLog:
+	case slidingWindowLog:
 		return &logModel{n: p.Limit, t: p.Window}
-	case NameFixedWindow:
+	case fixedWindow:
 		return &fixedModel{n: p.Limit, t: p.Window}
-	case NameSlidingWindowCounter:
+	case slidingWindowCounter:
 		return &counterModel{n: p.Limit, t: p.Window}
 	}
 	panic("no model for " + name)
@@ -328,7 +318,7 @@ func newModel(name string, p Params) model {
 func sameError(a, b error) bool { return sentinel(a) == sentinel(b) }
 
 func sentinel(err error) error {
-	for _, s := range []error{ErrInvalidCount, ErrExceedsCapacity, ErrInvalidConfig} {
+	for _, s := range []error{errInvalidCount, errExceedsCapacity, ErrInvalidParams} {
 		if errors.Is(err, s) {
 			return s
 		}
@@ -340,9 +330,9 @@ func sentinel(err error) error {
 // algorithm promises on what any span of one Window holds.
 func checkWindowInvariant(name string, p Params, adm []admission) error {
 	most := map[string]int{
-		NameSlidingWindowLog:     p.Limit,
-		NameFixedWindow:          2 * p.Limit,
-		NameSlidingWindowCounter: 2 * p.Limit,
+		slidingWindowLog:     p.Limit,
+		fixedWindow:          2 * p.Limit,
+		slidingWindowCounter: 2 * p.Limit,
 	}
 	bound, ok := most[name]
 	if !ok || p.Limit > math.MaxInt/2 {

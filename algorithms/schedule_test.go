@@ -19,16 +19,20 @@ import (
 // admitted must keep the algorithm's window invariant.
 
 // builtins are the algorithms with a model.
-var builtins = []string{NameTokenBucket, NameGCRA, NameLeakyBucket, NameSlidingWindowLog, NameFixedWindow, NameSlidingWindowCounter}
+var builtins = []string{tokenBucket, gcra, leakyBucket, slidingWindowLog, fixedWindow, slidingWindowCounter}
 
 const century = 100 * 365 * 24 * time.Hour
 
 // bound is one algorithm and a state of its own.
 type bound struct {
-	allowN, peekN func(now time.Duration, n int) (Decision, error)
-	refund        func(now time.Duration, n int)
-	snapshot      func() string // the state, deeply, as text
-	capacity      int
+	allowN, peekN func(now time.Duration, n int) (Decision, error) // as a router asks: n checked first
+
+	// machineAllowN and machinePeekN call the Machine with any n.
+	machineAllowN, machinePeekN func(now time.Duration, n int) Decision
+
+	refund   func(now time.Duration, n int)
+	snapshot func() string // the state, deeply, as text
+	capacity int
 
 	// resetAfter is the rule's Expiring.ResetAfter on the state.
 	resetAfter func(now time.Duration) time.Duration
@@ -41,8 +45,16 @@ type bound struct {
 func bind[S any](m Machine[S]) bound {
 	var s S
 	return bound{
-		allowN:   func(now time.Duration, n int) (Decision, error) { return m.AllowN(&s, now, n) },
-		peekN:    func(now time.Duration, n int) (Decision, error) { return m.PeekN(&s, now, n) },
+		allowN: func(now time.Duration, n int) (Decision, error) { return ask(m, &s, now, n) },
+		peekN:  func(now time.Duration, n int) (Decision, error) { return peek(m, &s, now, n) },
+		machineAllowN: func(now time.Duration, n int) (d Decision) {
+			m.AllowN(&s, now, n, &d)
+			return d
+		},
+		machinePeekN: func(now time.Duration, n int) (d Decision) {
+			m.PeekN(&s, now, n, &d)
+			return d
+		},
 		refund:   func(now time.Duration, n int) { m.Refund(&s, now, n) },
 		snapshot: func() string { return fmt.Sprintf("%#v", s) },
 		capacity: m.Capacity(),
@@ -69,32 +81,32 @@ func construct(name string, p Params) (bound, error) {
 		err error
 	)
 	switch name {
-	case NameTokenBucket:
+	case tokenBucket:
 		var m *TokenBucket
 		if m, err = NewTokenBucket(p); err == nil {
 			b = bind(m)
 		}
-	case NameGCRA:
+	case gcra:
 		var m *GCRA
 		if m, err = NewGCRA(p); err == nil {
 			b = bind(m)
 		}
-	case NameLeakyBucket:
+	case leakyBucket:
 		var m *LeakyBucket
 		if m, err = NewLeakyBucket(p); err == nil {
 			b = bind(m)
 		}
-	case NameSlidingWindowLog:
+	case slidingWindowLog:
 		var m *SlidingWindowLog
 		if m, err = NewSlidingWindowLog(p); err == nil {
 			b = bind(m)
 		}
-	case NameFixedWindow:
+	case fixedWindow:
 		var m *FixedWindow
 		if m, err = NewFixedWindow(p); err == nil {
 			b = bind(m)
 		}
-	case NameSlidingWindowCounter:
+	case slidingWindowCounter:
 		var m *SlidingWindowCounter
 		if m, err = NewSlidingWindowCounter(p); err == nil {
 			b = bind(m)
@@ -106,7 +118,7 @@ func construct(name string, p Params) (bound, error) {
 }
 
 func takesBurst(name string) bool {
-	return name == NameTokenBucket || name == NameGCRA || name == NameLeakyBucket
+	return name == tokenBucket || name == gcra || name == leakyBucket
 }
 
 // call is one request of a schedule: advance the clock by dt, ask for n.
@@ -162,7 +174,7 @@ func play(name string, p Params, calls []call) error {
 			return fmt.Errorf("call %d: after AllowN(t+%v, %d) = %+v, ResetAfter(state) = %v", i, now, c.n, got, wait)
 		}
 	}
-	if name == NameLeakyBucket {
+	if name == leakyBucket {
 		return checkSpacing(p, m.admitted())
 	}
 	return checkWindowInvariant(name, p, m.admitted())
@@ -275,7 +287,7 @@ func randomCalls(rng *rand.Rand, p Params, capacity, count int) []call {
 		case r < 19:
 			n = -rng.IntN(2)
 		default:
-			n = capacity + 1 // ErrExceedsCapacity, or MinInt's wrap at MaxInt
+			n = capacity + 1 // errExceedsCapacity, or MinInt's wrap at MaxInt
 		}
 		calls[i] = call{dt: dt, n: n}
 	}
@@ -314,7 +326,7 @@ func TestModels(t *testing.T) {
 				p := randomParams(rng, name)
 				alg, err := construct(name, p)
 				if err != nil {
-					if !errors.Is(err, ErrInvalidConfig) || !refillTooLong(p) {
+					if !errors.Is(err, ErrInvalidParams) || !refillTooLong(p) {
 						t.Fatalf("schedule %d: %+v refused: %v", i, p, err)
 					}
 					continue
@@ -345,16 +357,16 @@ func refillTooLong(p Params) bool {
 func TestGCRAMatchesTokenBucket(t *testing.T) {
 	for i := range schedules(t, 500) {
 		rng := rand.New(rand.NewPCG(uint64(i), 99))
-		p := randomParams(rng, NameGCRA)
-		tb, err := construct(NameTokenBucket, p)
+		p := randomParams(rng, gcra)
+		tb, err := construct(tokenBucket, p)
 		if err != nil {
 			continue
 		}
-		g, err := construct(NameGCRA, p)
+		g, err := construct(gcra, p)
 		if err != nil {
 			t.Fatalf("%+v: token_bucket accepts it, gcra says %v", p, err)
 		}
-		lb, err := construct(NameLeakyBucket, p)
+		lb, err := construct(leakyBucket, p)
 		if err != nil {
 			t.Fatalf("%+v: token_bucket accepts it, leaky_bucket says %v", p, err)
 		}

@@ -1,10 +1,13 @@
 package algorithms
 
 import (
+	"encoding/binary"
+	"errors"
 	"math"
 	"time"
 
 	"github.com/chanlimit/chanlimit/algorithms/internal/wide"
+	"github.com/chanlimit/chanlimit/internal/wire"
 )
 
 // SlidingWindowCounter is the sliding_window_counter rule: the sliding
@@ -51,7 +54,11 @@ type SlidingWindowCounterState struct {
 	cur   int           // units allowed in the current window
 }
 
-var _ Machine[SlidingWindowCounterState] = (*SlidingWindowCounter)(nil)
+var (
+	_ Machine[SlidingWindowCounterState]    = (*SlidingWindowCounter)(nil)
+	_ Expiring[SlidingWindowCounterState]   = (*SlidingWindowCounter)(nil)
+	_ StateCodec[SlidingWindowCounterState] = (*SlidingWindowCounter)(nil)
+)
 
 // NewSlidingWindowCounter returns the rule for p, which must have Limit > 0,
 // 0 < Window <= the largest Duration / 2, and no Burst.
@@ -59,7 +66,7 @@ func NewSlidingWindowCounter(p Params) (*SlidingWindowCounter, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if err := p.noBurst(NameSlidingWindowCounter); err != nil {
+	if err := p.noBurst("sliding_window_counter"); err != nil {
 		return nil, err
 	}
 	if p.Window > math.MaxInt64/2 {
@@ -73,13 +80,13 @@ func NewSlidingWindowCounter(p Params) (*SlidingWindowCounter, error) {
 func (c *SlidingWindowCounter) Capacity() int { return c.limit }
 
 // AllowN counts n units into the current window if the estimate allows.
-func (c *SlidingWindowCounter) AllowN(s *SlidingWindowCounterState, now time.Duration, n int) (Decision, error) {
-	return c.decide(s, now, n, true)
+func (c *SlidingWindowCounter) AllowN(s *SlidingWindowCounterState, now time.Duration, n int, d *Decision) {
+	c.decide(s, now, n, true, d)
 }
 
-// PeekN returns what AllowN would, and changes nothing.
-func (c *SlidingWindowCounter) PeekN(s *SlidingWindowCounterState, now time.Duration, n int) (Decision, error) {
-	return c.decide(s, now, n, false)
+// PeekN writes what AllowN would, and changes nothing.
+func (c *SlidingWindowCounter) PeekN(s *SlidingWindowCounterState, now time.Duration, n int, d *Decision) {
+	c.decide(s, now, n, false, d)
 }
 
 // Refund takes the n units allowed at now out of the current window.
@@ -87,17 +94,57 @@ func (c *SlidingWindowCounter) Refund(s *SlidingWindowCounterState, now time.Dur
 	s.cur -= min(n, s.cur)
 }
 
-// decide decides n at now, and counts it if it allows and commit is set. A
-// now before the current window's start is read as the start.
-func (c *SlidingWindowCounter) decide(s *SlidingWindowCounterState, now time.Duration, n int, commit bool) (Decision, error) {
-	if err := CheckCount(n, c.limit); err != nil {
-		return Decision{}, err
+// ResetAfter returns the time until neither window weighs on.
+func (c *SlidingWindowCounter) ResetAfter(s *SlidingWindowCounterState, now time.Duration) time.Duration {
+	w, ahead := c.roll(s, now)
+	elapsed := since(w.now, w.start)
+	switch {
+	case w.cur > 0:
+		return extend(c.window-elapsed+c.window, ahead)
+	case w.prev > 0:
+		return extend(c.window-elapsed, ahead)
 	}
+	return 0
+}
+
+// AppendState saves the windows as they stand at now: the current one's
+// start, relative to now, and both counts.
+func (c *SlidingWindowCounter) AppendState(dst []byte, s *SlidingWindowCounterState, now time.Duration) []byte {
+	w, _ := c.roll(s, now)
+	dst = binary.AppendVarint(dst, int64(w.start-now))
+	return binary.AppendUvarint(binary.AppendUvarint(dst, uint64(w.prev)), uint64(w.cur))
+}
+
+// ParseState loads the windows, which the next request rolls on by age.
+func (c *SlidingWindowCounter) ParseState(src []byte, s *SlidingWindowCounterState, now, age time.Duration) error {
+	r := stateReader{wire.Reader{Src: src}}
+	rel := r.past("window start")
+	prev := r.count("previous count", 0, c.limit)
+	cur := r.count("current count", 0, c.limit)
+	if err := r.done(); err != nil {
+		return err
+	}
+	if rel <= -int64(c.window) {
+		return errors.New("current window already over")
+	}
+	back, weighs := rebase(rel, age, 2*c.window)
+	if !weighs || prev+cur == 0 {
+		*s = SlidingWindowCounterState{}
+		return nil
+	}
+	*s = SlidingWindowCounterState{start: now - back, prev: prev, cur: cur}
+	return nil
+}
+
+// decide decides n at now into d, and counts it if it allows and commit is
+// set. A now before the current window's start is read as the start.
+func (c *SlidingWindowCounter) decide(s *SlidingWindowCounterState, now time.Duration, n int, commit bool, d *Decision) {
+	checkN(n, c.limit)
 	w, ahead := c.roll(s, now)
 	elapsed := since(w.now, w.start)
 	cur := w.cur
 	fits := c.limit - w.cur - c.weigh(w.prev, elapsed) // units that fit now
-	d := Decision{Limit: c.limit}
+	*d = Decision{Limit: c.limit}
 	if n > fits {
 		d.Remaining = max(fits, 0) // below 0 only for a now behind the latest
 		d.RetryAfter = c.retryAfter(w.prev, w.cur, elapsed, n)
@@ -115,7 +162,7 @@ func (c *SlidingWindowCounter) decide(s *SlidingWindowCounterState, now time.Dur
 	case w.prev > 0:
 		d.ResetAfter = c.window - elapsed
 	}
-	return d.delayedBy(ahead), nil
+	d.delay(ahead)
 }
 
 // windows is a key's state brought forward to now.

@@ -34,8 +34,8 @@ func TestSlidingWindowCounterFourPerSecond(t *testing.T) {
 		{at: 1750*ms + ns, n: 2, want: Decision{Limit: 4, Remaining: 1, RetryAfter: 250*ms - ns, ResetAfter: 1250*ms - ns}},
 		// Both windows empty by 3s: new windows open at 5s.
 		{at: 5 * s, n: 4, want: Decision{Allowed: true, Limit: 4, Remaining: 0, ResetAfter: 2 * s}},
-		{at: 5 * s, n: 5, err: ErrExceedsCapacity},
-		{at: 5 * s, n: 0, err: ErrInvalidCount},
+		{at: 5 * s, n: 5, err: errExceedsCapacity},
+		{at: 5 * s, n: 0, err: errInvalidCount},
 	})
 }
 
@@ -58,7 +58,7 @@ func TestSlidingWindowCounterPeriodicTraffic(t *testing.T) {
 		c := newSlidingWindowCounter(t, Params{Limit: limit, Window: s})
 		var st SlidingWindowCounterState
 		for i := range 20 * limit {
-			d, err := c.AllowN(&st, time.Duration(i)*s/time.Duration(limit), 1)
+			d, err := ask(c, &st, time.Duration(i)*s/time.Duration(limit), 1)
 			require.NoError(t, err)
 			require.True(t, d.Allowed, "Limit %d, request %d", limit, i)
 		}
@@ -73,12 +73,12 @@ func TestSlidingWindowCounterAdmitsMoreAtWindowEdges(t *testing.T) {
 	c := newSlidingWindowCounter(t, Params{Limit: 10, Window: s})
 	var st SlidingWindowCounterState
 	for _, r := range []step{{at: 0, n: 1}, {at: 999 * ms, n: 9}} {
-		d, _ := c.AllowN(&st, r.at, r.n)
+		d, _ := ask(c, &st, r.at, r.n)
 		require.True(t, d.Allowed)
 	}
-	d, _ := c.AllowN(&st, 1500*ms, 6)
+	d, _ := ask(c, &st, 1500*ms, 6)
 	assert.True(t, d.Allowed, "the 10 of [0, 1s) count floor(10 × (0.5s − 1ns)/1s) = 4: 6 fit, though (0.5s, 1.5s] holds 9 already")
-	d, _ = c.AllowN(&st, 1500*ms, 1)
+	d, _ = ask(c, &st, 1500*ms, 1)
 	assert.False(t, d.Allowed)
 }
 
@@ -89,9 +89,9 @@ func TestSlidingWindowCounterAdmitsMoreAtWindowEdges(t *testing.T) {
 func TestSlidingWindowCounterRefusesMoreAtWindowStarts(t *testing.T) {
 	c := newSlidingWindowCounter(t, Params{Limit: 10, Window: s})
 	var st SlidingWindowCounterState
-	d, _ := c.AllowN(&st, 0, 10)
+	d, _ := ask(c, &st, 0, 10)
 	require.True(t, d.Allowed)
-	d, _ = c.AllowN(&st, 1500*ms, 7)
+	d, _ = ask(c, &st, 1500*ms, 7)
 	assert.False(t, d.Allowed, "the log would allow 10: nothing in (0.5s, 1.5s]")
 	assert.Equal(t, 6, d.Remaining)
 }
@@ -122,14 +122,14 @@ func TestSlidingWindowCounterHugeWindow(t *testing.T) {
 	// its ResetAfter (1.5 centuries) reaches past the largest Duration.
 	c := newSlidingWindowCounter(t, p)
 	st := replay(c, steps)
-	d, err := c.AllowN(st, century+century/2+1, math.MaxInt/2+5)
+	d, err := ask(c, st, century+century/2+1, math.MaxInt/2+5)
 	require.NoError(t, err)
 	assert.Equal(t, Decision{Allowed: true, Limit: math.MaxInt, Remaining: 2, ResetAfter: century + century/2 - 1}, d)
 }
 
 func TestSlidingWindowCounterWindowTooLong(t *testing.T) {
 	_, err := NewSlidingWindowCounter(Params{Limit: 1, Window: math.MaxInt64/2 + 1})
-	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorIs(t, err, ErrInvalidParams)
 	assert.Contains(t, err.Error(), "Window")
 	_, err = NewSlidingWindowCounter(Params{Limit: 1, Window: math.MaxInt64 / 2})
 	assert.NoError(t, err)
@@ -180,9 +180,9 @@ func TestSlidingWindowCounterWithinItsBound(t *testing.T) {
 				}
 			}
 			want, _ := m.allowN(now, call.n)
-			got, _ := c.AllowN(&st, now, call.n)
+			got, _ := ask(c, &st, now, call.n)
 			require.Equal(t, want, got, "schedule %d, call %d", i, j)
 		}
-		require.NoError(t, checkWindowInvariant(NameSlidingWindowCounter, p, m.admitted()), "schedule %d", i)
+		require.NoError(t, checkWindowInvariant(slidingWindowCounter, p, m.admitted()), "schedule %d", i)
 	}
 }

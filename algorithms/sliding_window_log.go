@@ -1,6 +1,12 @@
 package algorithms
 
-import "time"
+import (
+	"encoding/binary"
+	"errors"
+	"time"
+
+	"github.com/chanlimit/chanlimit/internal/wire"
+)
 
 // SlidingWindowLog is the sliding_window_log rule: a request for n at now is
 // allowed if the units allowed in the last Window, at instants t with
@@ -30,7 +36,11 @@ type logEntry struct {
 	n  int
 }
 
-var _ Machine[SlidingWindowLogState] = (*SlidingWindowLog)(nil)
+var (
+	_ Machine[SlidingWindowLogState]    = (*SlidingWindowLog)(nil)
+	_ Expiring[SlidingWindowLogState]   = (*SlidingWindowLog)(nil)
+	_ StateCodec[SlidingWindowLogState] = (*SlidingWindowLog)(nil)
+)
 
 // NewSlidingWindowLog returns the rule for p, which must have Limit > 0,
 // Window > 0 and no Burst.
@@ -48,38 +58,39 @@ func NewSlidingWindowLog(p Params) (*SlidingWindowLog, error) {
 func (l *SlidingWindowLog) Capacity() int { return l.limit }
 
 // AllowN logs n units at now if the last Window holds room for them.
-func (l *SlidingWindowLog) AllowN(s *SlidingWindowLogState, now time.Duration, n int) (Decision, error) {
-	return l.decide(s, now, n, true)
+func (l *SlidingWindowLog) AllowN(s *SlidingWindowLogState, now time.Duration, n int, d *Decision) {
+	l.decide(s, now, n, true, d)
 }
 
-// PeekN returns what AllowN would, and changes nothing.
-func (l *SlidingWindowLog) PeekN(s *SlidingWindowLogState, now time.Duration, n int) (Decision, error) {
-	return l.decide(s, now, n, false)
+// PeekN writes what AllowN would, and changes nothing.
+func (l *SlidingWindowLog) PeekN(s *SlidingWindowLogState, now time.Duration, n int, d *Decision) {
+	l.decide(s, now, n, false, d)
 }
 
-// decide decides n at now, and logs it if it allows and commit is set.
-func (l *SlidingWindowLog) decide(s *SlidingWindowLogState, now time.Duration, n int, commit bool) (Decision, error) {
-	if err := CheckCount(n, l.limit); err != nil {
-		return Decision{}, err
-	}
+// decide decides n at now into d, and logs it if it allows and commit is
+// set.
+func (l *SlidingWindowLog) decide(s *SlidingWindowLogState, now time.Duration, n int, commit bool, d *Decision) {
+	checkN(n, l.limit)
 	ahead := time.Duration(0)
 	if k := len(s.entries); k > 0 {
 		now, ahead = catchUp(now, s.entries[k-1].at)
 	}
-	return l.allow(s, now, n, commit).delayedBy(ahead), nil
+	l.allow(s, now, n, commit, d)
+	d.delay(ahead)
 }
 
 // allow decides n at now, which is no earlier than the newest entry.
-func (l *SlidingWindowLog) allow(s *SlidingWindowLogState, now time.Duration, n int, commit bool) Decision {
+func (l *SlidingWindowLog) allow(s *SlidingWindowLogState, now time.Duration, n int, commit bool, d *Decision) {
 	first, expired := l.expired(s, now)
 	live := s.total - expired
 	if n > l.limit-live { // so live > 0: the newest entry is inside the window
-		return Decision{
+		*d = Decision{
 			Limit:      l.limit,
 			Remaining:  l.limit - live,
 			RetryAfter: l.retryAfter(s.entries[first:], now, live+n-l.limit),
 			ResetAfter: l.window - since(now, s.entries[len(s.entries)-1].at),
 		}
+		return
 	}
 	if commit {
 		s.entries, s.total = l.prune(s.entries, first), live+n
@@ -89,12 +100,7 @@ func (l *SlidingWindowLog) allow(s *SlidingWindowLogState, now time.Duration, n 
 			s.entries = append(s.entries, logEntry{at: now, n: n})
 		}
 	}
-	return Decision{
-		Allowed:    true,
-		Limit:      l.limit,
-		Remaining:  l.limit - live - n,
-		ResetAfter: l.window,
-	}
+	*d = Decision{Allowed: true, Limit: l.limit, Remaining: l.limit - live - n, ResetAfter: l.window}
 }
 
 // Refund removes the n units logged at now: in the newest entry, which is
@@ -157,4 +163,64 @@ func (l *SlidingWindowLog) retryAfter(live []logEntry, now time.Duration, excess
 		}
 	}
 	return 0 // not reached: the live entries hold more than excess units
+}
+
+// ResetAfter returns the time until the newest entry leaves the window.
+func (l *SlidingWindowLog) ResetAfter(s *SlidingWindowLogState, now time.Duration) time.Duration {
+	k := len(s.entries)
+	if k == 0 {
+		return 0
+	}
+	newest := s.entries[k-1].at
+	at, ahead := catchUp(now, newest)
+	if age := since(at, newest); age < l.window {
+		return extend(l.window-age, ahead)
+	}
+	return 0
+}
+
+// AppendState saves the entries still inside the window, oldest first,
+// each at its time relative to now.
+func (l *SlidingWindowLog) AppendState(dst []byte, s *SlidingWindowLogState, now time.Duration) []byte {
+	first, _ := l.expired(s, now)
+	live := s.entries[first:]
+	dst = binary.AppendUvarint(dst, uint64(len(live)))
+	for _, e := range live {
+		dst = binary.AppendUvarint(binary.AppendVarint(dst, int64(e.at-now)), uint64(e.n))
+	}
+	return dst
+}
+
+// ParseState loads the entries that age has not moved out of the window.
+func (l *SlidingWindowLog) ParseState(src []byte, s *SlidingWindowLogState, now, age time.Duration) error {
+	r := stateReader{wire.Reader{Src: src}}
+	k := r.count("entries", 0, l.limit)
+	var (
+		entries []logEntry
+		total   int
+		last    int64
+	)
+	for i := 0; i < k && r.Err == nil; i++ {
+		rel := r.past("entry")
+		n := r.count("entry units", 1, l.limit)
+		switch {
+		case r.Err != nil:
+		case i > 0 && rel <= last:
+			r.Fail(errors.New("entries out of order"))
+		case n > l.limit-total:
+			r.Fail(errors.New("entries hold more units than Limit"))
+		}
+		last, total = rel, total+n
+		if back, live := rebase(rel, age, l.window); live && r.Err == nil {
+			entries = append(entries, logEntry{at: now - back, n: n})
+		}
+	}
+	if err := r.done(); err != nil {
+		return err
+	}
+	*s = SlidingWindowLogState{entries: entries}
+	for _, e := range entries {
+		s.total += e.n
+	}
+	return nil
 }

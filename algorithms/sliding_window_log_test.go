@@ -30,8 +30,8 @@ func TestSlidingWindowLogThreePerSecond(t *testing.T) {
 		// Three units must leave: the one at 1s and the two at 1.1s.
 		{at: 1500 * ms, n: 3, want: Decision{Limit: 3, RetryAfter: 600 * ms, ResetAfter: 600 * ms}},
 		{at: 5 * s, n: 3, want: Decision{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: s}},
-		{at: 5 * s, n: 4, err: ErrExceedsCapacity},
-		{at: 5 * s, n: -1, err: ErrInvalidCount},
+		{at: 5 * s, n: 4, err: errExceedsCapacity},
+		{at: 5 * s, n: -1, err: errInvalidCount},
 	})
 }
 
@@ -41,7 +41,7 @@ func TestSlidingWindowLogSevenPerTenSeconds(t *testing.T) {
 		{at: 3 * s, n: 1, want: Decision{Limit: 7, RetryAfter: 7 * s, ResetAfter: 7 * s}},
 		{at: 10*s - ns, n: 1, want: Decision{Limit: 7, RetryAfter: ns, ResetAfter: ns}},
 		{at: 10 * s, n: 7, want: Decision{Allowed: true, Limit: 7, Remaining: 0, ResetAfter: 10 * s}},
-		{at: 10 * s, n: 8, err: ErrExceedsCapacity},
+		{at: 10 * s, n: 8, err: errExceedsCapacity},
 	})
 }
 
@@ -51,7 +51,7 @@ func TestSlidingWindowLogSameInstantShareAnEntry(t *testing.T) {
 	l := newSlidingWindowLog(t, Params{Limit: 1000, Window: s})
 	var st SlidingWindowLogState
 	for range 1000 {
-		d, err := l.AllowN(&st, 7*ms, 1)
+		d, err := ask(l, &st, 7*ms, 1)
 		require.NoError(t, err)
 		require.True(t, d.Allowed)
 	}
@@ -65,12 +65,12 @@ func TestSlidingWindowLogMemoryFollowsTheWindow(t *testing.T) {
 	l := newSlidingWindowLog(t, Params{Limit: 10000, Window: s})
 	var st SlidingWindowLogState
 	for i := range 10000 {
-		_, err := l.AllowN(&st, time.Duration(i)*50*time.Microsecond, 1)
+		_, err := ask(l, &st, time.Duration(i)*50*time.Microsecond, 1)
 		require.NoError(t, err)
 	}
 	require.Len(t, st.entries, 10000)
 	for i := range 100 {
-		_, err := l.AllowN(&st, 10*s+time.Duration(i)*10*ms, 1)
+		_, err := ask(l, &st, 10*s+time.Duration(i)*10*ms, 1)
 		require.NoError(t, err)
 	}
 	assert.Len(t, st.entries, 100)
@@ -124,12 +124,12 @@ func TestSlidingWindowLogJumpBackwards(t *testing.T) {
 func TestSlidingWindowLogRefundWhileBehind(t *testing.T) {
 	l := newSlidingWindowLog(t, Params{Limit: 2, Window: s})
 	var st SlidingWindowLogState
-	d, _ := l.AllowN(&st, 10*s, 1)
+	d, _ := ask(l, &st, 10*s, 1)
 	require.True(t, d.Allowed)
-	d, _ = l.AllowN(&st, 4*s, 1)
+	d, _ = ask(l, &st, 4*s, 1)
 	require.True(t, d.Allowed, "logged at 10s")
 	l.Refund(&st, 4*s, 1)
 	assert.Equal(t, 1, st.total)
-	d, _ = l.AllowN(&st, 10*s, 1)
+	d, _ = ask(l, &st, 10*s, 1)
 	assert.True(t, d.Allowed, "the refunded unit is back")
 }

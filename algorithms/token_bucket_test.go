@@ -20,8 +20,8 @@ func newTokenBucket(t *testing.T, p Params) *TokenBucket {
 // alike.
 func runBuckets(t *testing.T, p Params, steps []step) {
 	t.Helper()
-	t.Run(NameTokenBucket, func(t *testing.T) { run(t, newTokenBucket(t, p), steps) })
-	t.Run(NameGCRA, func(t *testing.T) {
+	t.Run(tokenBucket, func(t *testing.T) { run(t, newTokenBucket(t, p), steps) })
+	t.Run(gcra, func(t *testing.T) {
 		g, err := NewGCRA(p)
 		require.NoError(t, err)
 		run(t, g, steps)
@@ -41,8 +41,8 @@ func TestTokenBucketThreePerSecond(t *testing.T) {
 		{at: 1333333334 * ns, n: 3, want: Decision{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: s}},
 		{at: 1833333334 * ns, n: 2, want: Decision{Limit: 3, Remaining: 1, RetryAfter: 166666667 * ns, ResetAfter: 500 * ms}},
 		{at: 1833333334 * ns, n: 1, want: Decision{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 833333334 * ns}},
-		{at: 5 * s, n: 4, err: ErrExceedsCapacity},
-		{at: 5 * s, n: 0, err: ErrInvalidCount},
+		{at: 5 * s, n: 4, err: errExceedsCapacity},
+		{at: 5 * s, n: 0, err: errInvalidCount},
 		{at: 5 * s, n: 3, want: Decision{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: s}},
 	})
 }
@@ -54,7 +54,7 @@ func TestTokenBucketSevenPerTenSecondsBurstTwo(t *testing.T) {
 		{at: 0, n: 2, want: Decision{Allowed: true, Limit: 7, Remaining: 0, ResetAfter: 2857142858 * ns}},
 		{at: 0, n: 1, want: Decision{Limit: 7, RetryAfter: 1428571429 * ns, ResetAfter: 2857142858 * ns}},
 		{at: 1428571429 * ns, n: 1, want: Decision{Allowed: true, Limit: 7, Remaining: 0, ResetAfter: 2857142857 * ns}},
-		{at: time.Hour, n: 3, err: ErrExceedsCapacity},
+		{at: time.Hour, n: 3, err: errExceedsCapacity},
 		{at: time.Hour, n: 2, want: Decision{Allowed: true, Limit: 7, Remaining: 0, ResetAfter: 2857142858 * ns}},
 	})
 }
@@ -113,7 +113,7 @@ func TestTokenBucketBurstTooLarge(t *testing.T) {
 	// 1 per 100 years with a burst of 3 takes 300 years to refill: no
 	// Duration holds its ResetAfter.
 	_, err := NewTokenBucket(Params{Limit: 1, Window: 100 * 365 * 24 * time.Hour, Burst: 3})
-	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorIs(t, err, ErrInvalidParams)
 	assert.Contains(t, err.Error(), "Burst")
 
 	_, err = NewTokenBucket(Params{Limit: 1, Window: 100 * 365 * 24 * time.Hour, Burst: 2})
@@ -139,12 +139,12 @@ func TestTokenBucketJumpBackwards(t *testing.T) {
 func TestTokenBucketRefundThenJumpBackwards(t *testing.T) {
 	tb := newTokenBucket(t, Params{Limit: 1, Window: s})
 	var st TokenBucketState
-	d, _ := tb.AllowN(&st, 10*s, 1)
+	d, _ := ask(tb, &st, 10*s, 1)
 	require.True(t, d.Allowed)
 	tb.Refund(&st, 10*s, 1)
-	d, _ = tb.AllowN(&st, 5*s, 1)
+	d, _ = ask(tb, &st, 5*s, 1)
 	require.True(t, d.Allowed, "the refunded token is there")
 	assert.Equal(t, 6*s, d.ResetAfter, "read at 10s: full again at 11s, 6s after the caller's 5s")
-	d, _ = tb.AllowN(&st, 10*s, 1)
+	d, _ = ask(tb, &st, 10*s, 1)
 	assert.False(t, d.Allowed, "one token per second: the one at 5s (read as 10s) took it")
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/chanlimit/chanlimit"
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/clock"
+	"github.com/chanlimit/chanlimit/internal/keytable"
 )
 
 // BenchmarkExpiryStall: a partition holds 1,000,000 keys that all become
@@ -42,9 +43,10 @@ func BenchmarkExpiryStall(b *testing.B) {
 	b.Run("sweep=full", func(b *testing.B) {
 		var took time.Duration
 		for b.Loop() {
-			tab := algorithms.Keyed[algorithms.TokenBucketState](must(algorithms.NewTokenBucket(algorithms.Params{Limit: 1, Window: time.Minute}))).NewTable()
+			tab := keytable.NewRule(must(algorithms.NewTokenBucket(algorithms.Params{Limit: 1, Window: time.Minute}))).NewTable()
+			var d algorithms.Decision
 			for i := range n {
-				tab.AllowN(fmt.Sprintf("api-key-%08d", i), 0, 1)
+				_ = tab.AllowN(fmt.Sprintf("api-key-%08d", i), 0, 1, &d)
 			}
 			t0 := time.Now()
 			tab.Expire(time.Minute, math.MaxInt)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/chanlimit/chanlimit/algorithms"
+	"github.com/chanlimit/chanlimit/internal/keytable"
 )
 
 // BenchmarkRoundTrip: where the time of one Allow goes, one goroutine
@@ -36,9 +37,10 @@ func newTableFloor(tb testing.TB, p policy) limiter {
 	}
 	origin := time.Now()
 	return startFloor(func() func(string, int) bool {
-		table := algorithms.Keyed[algorithms.TokenBucketState](rule).NewTable()
+		table := keytable.NewRule(rule).NewTable()
+		var d algorithms.Decision
 		return func(key string, n int) bool {
-			d, err := table.AllowN(key, time.Since(origin), n)
+			err := table.AllowN(key, time.Since(origin), n, &d)
 			return err == nil && d.Allowed
 		}
 	})
@@ -51,16 +53,17 @@ func benchWork(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	table := algorithms.Keyed[algorithms.TokenBucketState](rule).NewTable()
+	table := keytable.NewRule(rule).NewTable()
 	ks := keys(1000)
 	origin := time.Now()
+	d := new(algorithms.Decision)
 	for _, k := range ks {
-		table.AllowN(k, time.Since(origin), 1)
+		_ = table.AllowN(k, time.Since(origin), 1, d)
 	}
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		if d, err := table.AllowN(ks[i%len(ks)], time.Since(origin), 1); err != nil || !d.Allowed {
+		if err := table.AllowN(ks[i%len(ks)], time.Since(origin), 1, d); err != nil || !d.Allowed {
 			b.Fatal(d, err)
 		}
 		i++

@@ -10,60 +10,10 @@ import (
 	"time"
 
 	"github.com/chanlimit/chanlimit/actor"
-	"github.com/chanlimit/chanlimit/algorithms"
+	"github.com/chanlimit/chanlimit/internal/keytable"
+	"github.com/chanlimit/chanlimit/internal/supervise"
 	"github.com/chanlimit/chanlimit/internal/wire"
 )
-
-// PartitionStats are one partition's figures.
-type PartitionStats = actor.Stats
-
-// Stats are a router's figures, summed over its partitions. Each
-// partition's figures are taken as its turn comes, so the sums are not of
-// one instant; the counts are since New, of answers delivered (Panicked
-// also counts panics with no request to answer; see PartitionStats).
-type Stats struct {
-	Keys     int    // keys held whose state is not untouched
-	Idle     int    // keys held, untouched, still to be forgotten (see README)
-	Queued   int    // requests waiting in mailboxes
-	Allowed  uint64 // decisions that allowed (a batch's one by one)
-	Denied   uint64 // decisions that denied
-	Refused  uint64 // requests a partition refused (ErrTooManyKeys)
-	Panicked uint64 // requests failed with ErrAlgorithmPanic, and keys dropped when their rule panicked with no request to fail
-	Expired  uint64 // keys forgotten once untouched again
-	Evicted  uint64 // keys dropped with their state to make room (EvictLRU)
-
-	Partitions []PartitionStats
-}
-
-// Stats asks every partition for its figures, through its mailbox. Keys
-// counts the keys whose state is not untouched, so a key leaves it the
-// moment it is untouched. The partitions forget such keys a few per
-// message, after a second's grace (see README): until then they count in
-// Idle, and Keys + Idle is what the partitions hold in memory. To keep a
-// Stats message short, a partition reads at most 16,384 entries of its
-// deadline heap to count Idle: when more of its keys than that are due at
-// once (or have deadlines the heap has yet to catch up with), Keys counts
-// some untouched keys too, never fewer than the keys in use.
-func (r *Router) Stats(ctx context.Context) (Stats, error) {
-	st := Stats{Partitions: make([]PartitionStats, len(r.parts))}
-	for i, p := range r.parts {
-		ps, err := p.Stats(ctx)
-		if err != nil {
-			return Stats{}, err
-		}
-		st.Partitions[i] = ps
-		st.Keys += ps.Keys
-		st.Idle += ps.Idle
-		st.Queued += ps.Queued
-		st.Allowed += ps.Allowed
-		st.Denied += ps.Denied
-		st.Refused += ps.Refused
-		st.Panicked += ps.Panicked
-		st.Expired += ps.Expired
-		st.Evicted += ps.Evicted
-	}
-	return st, nil
-}
 
 // params are what a snapshot must have been taken under to be restored:
 // the algorithm's name, Limit, Window, and the capacity Burst gave it.
@@ -74,32 +24,35 @@ type params struct {
 	capacity  int
 }
 
-// The snapshot format, version 1. Integers are varints (encoding/binary),
-// strings a uvarint length and the bytes.
+// The snapshot format. Integers are varints (encoding/binary), strings a
+// uvarint length and the bytes.
 //
 //	magic     "chanlimit snapshot\n"
-//	version   uvarint, 1
+//	version   uvarint: 2 (1 is read too)
 //	params    algorithm string, Limit uvarint, Window uvarint, capacity uvarint
-//	sections  uvarint, then each: taken varint (Unix ns of the clock),
+//	sections  uvarint, then each, a partition's:
+//	          taken: the clock's reading, Unix seconds varint and
+//	                 nanoseconds uvarint (version 1: Unix ns varint,
+//	                 which holds only the years 1678 to 2262)
 //	          keys uvarint, size uvarint, then size bytes of entries
-//	          (algorithms.NextEntry)
+//	          (keytable.NextEntry)
 //	checksum  CRC-32C of all of the above, 4 bytes big-endian
 const (
 	snapshotMagic   = "chanlimit snapshot\n"
-	snapshotVersion = 1
+	snapshotVersion = 2
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// Snapshot writes the state of every key that is not untouched to w,
-// partition by partition: each partition answers with its keys as they
-// stand between two of its requests, in the mailbox's order, and goes on.
-// Restore reads it back. Each partition's part records the clock's reading,
-// so the time that passes before the restore counts, as it would have had
-// the router kept running. Snapshot returns ctx.Err() if ctx is done before
-// every partition has answered, ErrClosed if the router closes, w's error,
-// and an error wrapping errors.ErrUnsupported if the algorithm cannot save
-// its states; what it wrote to w then is not a snapshot.
+// Snapshot writes the state of every key that is not idle to w, partition
+// by partition: each partition answers with its keys as they stand between
+// two of its requests, in the mailbox's order, and goes on. Restore reads
+// it back. Each partition's part records the clock's reading, so the time
+// that passes before the restore counts, as it would have had the router
+// kept running. Snapshot returns ctx.Err() if ctx is done before every
+// partition has answered, ErrClosed if the router closes, ErrClockPanic,
+// w's error, and an error wrapping errors.ErrUnsupported if the algorithm
+// cannot save its states; what it wrote to w then is not a snapshot.
 func (r *Router) Snapshot(ctx context.Context, w io.Writer) error {
 	sum := crc32.New(castagnoli)
 	out := io.MultiWriter(w, sum)
@@ -110,13 +63,18 @@ func (r *Router) Snapshot(ctx context.Context, w io.Writer) error {
 		var (
 			keys int
 			wall time.Time
-			err  error
 		)
-		entries, keys, wall, err = p.Snapshot(ctx, entries[:0])
+		err := p.Do(ctx, func(s *actor.State) (err error) {
+			if entries, keys, err = s.Table.AppendSnapshot(entries[:0], s.Now); err != nil {
+				return err
+			}
+			return r.readClock(&wall)
+		})
 		if err != nil {
 			return fmt.Errorf("chanlimit: Snapshot: %w", err)
 		}
-		section = binary.AppendVarint(section[:0], wall.UnixNano())
+		section = binary.AppendVarint(section[:0], wall.Unix())
+		section = binary.AppendUvarint(section, uint64(wall.Nanosecond()))
 		section = binary.AppendUvarint(section, uint64(keys))
 		section = binary.AppendUvarint(section, uint64(len(entries)))
 		if i == 0 {
@@ -135,6 +93,11 @@ func (r *Router) Snapshot(ctx context.Context, w io.Writer) error {
 	return nil
 }
 
+// readClock sets *wall to the clock's reading, or returns ErrClockPanic.
+func (r *Router) readClock(wall *time.Time) error {
+	return supervise.Call(ErrClockPanic, func() { *wall = r.clock.Now() })
+}
+
 // appendTo appends the version and p, as a snapshot's header holds them.
 func (p params) appendTo(dst []byte) []byte {
 	dst = binary.AppendUvarint(dst, snapshotVersion)
@@ -150,10 +113,10 @@ func (p params) appendTo(dst []byte) []byte {
 // that reads earlier than the snapshot counts none), and every other key is
 // untouched. Keys are placed by this router's hash, so its Partitions may
 // differ from the snapshot's; a partition then given more than its share
-// of MaxKeys keeps them all until a new key comes: it then forgets its
-// untouched keys and, with EvictLRU, evicts its least recently used ones
-// until it is below its share; without, refuses the new key until it is.
-// Restores run one at a time.
+// of MaxKeys keeps them all until a new key comes: it then lets its idle
+// keys go and, with EvictLRU, evicts its least recently used ones until it
+// is below its share; without, refuses the new key until it is. Restores
+// run one at a time.
 //
 // Restore reads all of rd and checks it before it changes anything: a
 // truncated or corrupted snapshot, one of another version, one taken under
@@ -182,10 +145,12 @@ func (r *Router) Restore(ctx context.Context, rd io.Reader) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("chanlimit: Restore: %w", err)
 	}
-	for i, p := range r.parts { // past checking: not to be interrupted
-		if err := p.Swap(context.Background(), tables[i], r.keyLimit(i)); err != nil {
-			return fmt.Errorf("chanlimit: Restore: %w", err)
-		}
+	err = r.each(context.Background(), func(i int, s *actor.State) error { // past checking: not to be interrupted
+		s.Table.Replace(tables[i])
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("chanlimit: Restore: %w", err)
 	}
 	return nil
 }
@@ -197,7 +162,7 @@ func badSnapshot(format string, args ...any) error {
 
 // load checks data and loads its keys into new tables, one per partition,
 // as of each partition's now.
-func (r *Router) load(ctx context.Context, data []byte) (tables []algorithms.Table, err error) {
+func (r *Router) load(ctx context.Context, data []byte) ([]keytable.Table, error) {
 	body, ok := bytes.CutPrefix(data, []byte(snapshotMagic))
 	if !ok {
 		return nil, badSnapshot("not a chanlimit snapshot")
@@ -210,8 +175,9 @@ func (r *Router) load(ctx context.Context, data []byte) (tables []algorithms.Tab
 		return nil, badSnapshot("checksum mismatch: truncated or corrupted")
 	}
 	rd := wire.Reader{Src: body}
-	if v := rd.Uvarint(); rd.Err == nil && v != snapshotVersion {
-		return nil, badSnapshot("version %d; this chanlimit reads version %d", v, snapshotVersion)
+	version := rd.Uvarint()
+	if rd.Err == nil && version != 1 && version != snapshotVersion {
+		return nil, badSnapshot("version %d; this chanlimit reads versions 1 and %d", version, snapshotVersion)
 	}
 	var got params
 	got.algorithm = string(rd.Bytes())
@@ -224,27 +190,33 @@ func (r *Router) load(ctx context.Context, data []byte) (tables []algorithms.Tab
 	// Each partition's now, and the clock's reading there, to load at.
 	nows := make([]time.Duration, len(r.parts))
 	walls := make([]time.Time, len(r.parts))
-	for i, p := range r.parts {
-		if nows[i], walls[i], err = p.Now(ctx); err != nil {
-			return nil, err
-		}
+	err := r.each(ctx, func(i int, s *actor.State) error {
+		nows[i] = s.Now
+		return r.readClock(&walls[i])
+	})
+	if err != nil {
+		return nil, err
 	}
-	tables = make([]algorithms.Table, len(r.parts))
+	tables := make([]keytable.Table, len(r.parts))
 	for i := range tables {
-		tables[i] = r.alg.NewTable()
+		tables[i] = r.rule.NewTable()
 	}
-	defer func() { // a custom algorithm's codec
-		if v := recover(); v != nil {
-			tables, err = nil, fmt.Errorf("%w: %w", ErrBadSnapshot, fmt.Errorf("%w: %v", ErrAlgorithmPanic, v))
-		}
-	}()
 	sections := rd.Uvarint()
 	for s := uint64(0); s < sections && rd.Err == nil; s++ {
-		taken := time.Unix(0, rd.Varint())
+		var taken time.Time
+		if version == 1 {
+			taken = time.Unix(0, rd.Varint())
+		} else {
+			sec, nsec := rd.Varint(), rd.Uvarint()
+			if nsec >= uint64(time.Second) {
+				return nil, badSnapshot("section %d: %d nanoseconds in a second", s, nsec)
+			}
+			taken = time.Unix(sec, int64(nsec))
+		}
 		keys := rd.Uvarint()
 		entries := rd.Bytes()
 		for k := uint64(0); k < keys && rd.Err == nil; k++ {
-			key, state, rest, err := algorithms.NextEntry(entries)
+			key, state, rest, err := keytable.NextEntry(entries)
 			if err != nil {
 				return nil, badSnapshot("section %d, entry %d: %v", s, k, err)
 			}

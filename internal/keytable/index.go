@@ -1,4 +1,4 @@
-package algorithms
+package keytable
 
 // A table finds a key's slot through its index: open addressing with
 // linear probing over one slice of words, each 0 (empty) or a key's 32-bit

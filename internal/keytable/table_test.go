@@ -1,4 +1,4 @@
-package algorithms
+package keytable
 
 import (
 	"errors"
@@ -12,28 +12,83 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/chanlimit/chanlimit/algorithms"
+	"github.com/chanlimit/chanlimit/internal/errs"
 )
+
+const (
+	ms      = time.Millisecond
+	s       = time.Second
+	century = 100 * 365 * 24 * time.Hour
+)
+
+type (
+	Decision = algorithms.Decision
+	Params   = algorithms.Params
+)
+
+// must returns v, or panics with err.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// builtins are the built-in rules, each for Params.
+var builtins = map[string]func(Params) Rule{
+	"token_bucket": func(p Params) Rule { return NewRule(must(algorithms.NewTokenBucket(p))) },
+	"gcra":         func(p Params) Rule { return NewRule(must(algorithms.NewGCRA(p))) },
+	"leaky_bucket": func(p Params) Rule { return NewRule(must(algorithms.NewLeakyBucket(p))) },
+	"sliding_window_log": func(p Params) Rule {
+		return NewRule(must(algorithms.NewSlidingWindowLog(p)))
+	},
+	"fixed_window": func(p Params) Rule { return NewRule(must(algorithms.NewFixedWindow(p))) },
+	"sliding_window_counter": func(p Params) Rule {
+		return NewRule(must(algorithms.NewSlidingWindowCounter(p)))
+	},
+}
+
+// fixedWindow returns the fixed window of limit per window.
+func fixedWindow(limit int, window time.Duration) *algorithms.FixedWindow {
+	return must(algorithms.NewFixedWindow(Params{Limit: limit, Window: window}))
+}
+
+// decide is the rule's AllowN on s, returning the Decision.
+func decide[S any](m algorithms.Machine[S], s *S, now time.Duration, n int) (d Decision) {
+	m.AllowN(s, now, n, &d)
+	return d
+}
+
+// tryAllow asks tab for n units on key at now.
+func tryAllow(tab Table, key string, now time.Duration, n int) (d Decision, err error) {
+	err = tab.AllowN(key, now, n, &d)
+	return d, err
+}
+
+// peek asks tab what AllowN would answer.
+func peek(tab Table, key string, now time.Duration, n int) (d Decision, err error) {
+	err = tab.PeekN(key, now, n, &d)
+	return d, err
+}
 
 // allow asks tab for n units on key at now and requires an answer.
 func allow(t *testing.T, tab Table, key string, now time.Duration, n int) Decision {
 	t.Helper()
-	d, err := tab.AllowN(key, now, n)
+	d, err := tryAllow(tab, key, now, n)
 	require.NoError(t, err, "AllowN(%q, %v, %d)", key, now, n)
 	return d
 }
 
 func fixedWindows(limit int) Table {
-	return Keyed[FixedWindowState](&FixedWindow{limit: limit, window: s}).NewTable()
+	return NewRule(fixedWindow(limit, s)).NewTable()
 }
 
 func TestTableForgetsKeysExactlyWhenUntouched(t *testing.T) {
-	for _, name := range builtins {
+	for name, rule := range builtins {
 		t.Run(name, func(t *testing.T) {
-			f, err := Lookup(name)
-			require.NoError(t, err)
-			alg, err := f(Params{Limit: 3, Window: s})
-			require.NoError(t, err)
-			tab := alg.NewTable()
+			tab := rule(Params{Limit: 3, Window: s}).NewTable()
 
 			// Keys touched at different instants, some twice.
 			var last []time.Duration // the latest deadline of each key
@@ -89,12 +144,12 @@ func TestTableForgetsAKeyARefundLeavesUntouched(t *testing.T) {
 
 func TestTableKeyLimitRefusesNewKeysAndForgivesNothing(t *testing.T) {
 	a := fixedWindows(1)
-	a.Bound(KeyLimit{Max: 2})
+	a.Bound(Limit{Max: 2})
 
 	allow(t, a, "x", 0, 1)
 	allow(t, a, "z", 500*ms, 1)
-	_, err := a.AllowN("new", 600*ms, 1)
-	assert.ErrorIs(t, err, ErrTooManyKeys)
+	_, err := tryAllow(a, "new", 600*ms, 1)
+	assert.ErrorIs(t, err, errs.ErrTooManyKeys)
 	assert.Equal(t, 2, a.Len())
 	for _, k := range []string{"x", "z"} {
 		d := allow(t, a, k, 600*ms, 1)
@@ -109,15 +164,15 @@ func TestTableKeyLimitRefusesNewKeysAndForgivesNothing(t *testing.T) {
 	assert.Equal(t, uint64(0), a.Counts(0).Evicted)
 	assert.False(t, allow(t, a, "z", s, 1).Allowed, "z's window runs to 1.5s")
 
-	_, err = a.AllowN("newer", s, 1)
-	assert.ErrorIs(t, err, ErrTooManyKeys)
+	_, err = tryAllow(a, "newer", s, 1)
+	assert.ErrorIs(t, err, errs.ErrTooManyKeys)
 	a.Reset("z")
 	assert.True(t, allow(t, a, "newer", s, 1).Allowed, "Reset frees a place")
 }
 
 func TestTableKeyLimitEvictsTheLeastRecentlyUsed(t *testing.T) {
 	tab := fixedWindows(1)
-	tab.Bound(KeyLimit{Max: 3, Evict: true})
+	tab.Bound(Limit{Max: 3, Evict: true})
 	for _, k := range []string{"a", "b", "c"} {
 		allow(t, tab, k, 0, 1)
 	}
@@ -150,11 +205,11 @@ func TestTableLoadRefusesBadStatesAndChangesNothing(t *testing.T) {
 	}
 	for what, b := range bad {
 		err := fresh.Load("k", b, 0, 0)
-		assert.ErrorIs(t, err, ErrBadSnapshot, what)
+		assert.ErrorIs(t, err, errs.ErrBadSnapshot, what)
 		assert.Equal(t, 0, fresh.Len(), what)
 	}
 	require.NoError(t, fresh.Load("k", state, 0, 0))
-	assert.ErrorIs(t, fresh.Load("k", state, 0, 0), ErrBadSnapshot, "a key twice")
+	assert.ErrorIs(t, fresh.Load("k", state, 0, 0), errs.ErrBadSnapshot, "a key twice")
 	assert.False(t, allow(t, fresh, "k", 0, 2).Allowed, "one of two units is used")
 	require.NoError(t, fresh.Load("old", state, 0, 990*ms))
 	assert.Equal(t, 1, fresh.Len(), "a window that ended before the restore is not loaded")
@@ -166,12 +221,12 @@ func TestTableLoadRefusesBadStatesAndChangesNothing(t *testing.T) {
 // a full Expire, so must the keys held.
 func TestTableMatchesAMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	m := &FixedWindow{limit: 3, window: 10}
+	m := fixedWindow(3, 10)
 	for round := range 300 {
 		max, evict := 1+rng.IntN(8), round%2 == 1
-		tab := Keyed[FixedWindowState](m).NewTable()
-		tab.Bound(KeyLimit{Max: max, Evict: evict})
-		ref := map[string]*FixedWindowState{}
+		tab := NewRule(m).NewTable()
+		tab.Bound(Limit{Max: max, Evict: evict})
+		ref := map[string]*algorithms.FixedWindowState{}
 		var used []string // the reference's keys, least recently used first
 		touch := func(key string) {
 			if i := slices.Index(used, key); i >= 0 {
@@ -197,16 +252,16 @@ func TestTableMatchesAMap(t *testing.T) {
 			key, n := fmt.Sprint(rng.IntN(12)), 1+rng.IntN(2)
 			switch op := rng.IntN(10); {
 			case op < 7:
-				got, err := tab.AllowN(key, now, n)
+				got, err := tryAllow(tab, key, now, n)
 				s, held := ref[key]
 				if !held {
 					if len(ref) >= max && !evict {
-						require.ErrorIs(t, err, ErrTooManyKeys, where)
+						require.ErrorIs(t, err, errs.ErrTooManyKeys, where)
 						continue
 					}
-					s = new(FixedWindowState)
+					s = new(algorithms.FixedWindowState)
 				}
-				want, _ := m.AllowN(s, now, n)
+				want := decide(m, s, now, n)
 				require.NoError(t, err, where)
 				require.Equal(t, want, got, where)
 				if !held && want.Allowed {
@@ -244,14 +299,17 @@ func TestTableMatchesAMap(t *testing.T) {
 	}
 }
 
+// hidden hides every method of a Machine but Machine's own: its codec and
+// its ResetAfter.
+type hidden[S any] struct{ algorithms.Machine[S] }
+
 func TestTableWithoutCodec(t *testing.T) {
-	var m Machine[FixedWindowState] = &FixedWindow{limit: 2, window: s}
-	tab := Keyed(struct{ Machine[FixedWindowState] }{m}).NewTable() // hides the codec
+	tab := NewRule[algorithms.FixedWindowState](hidden[algorithms.FixedWindowState]{fixedWindow(2, s)}).NewTable()
 	allow(t, tab, "k", 0, 1)
 	_, _, err := tab.AppendSnapshot(nil, 0)
 	assert.ErrorIs(t, err, errors.ErrUnsupported)
 	err = tab.Load("j", []byte{0, 1}, 0, 0)
-	assert.ErrorIs(t, err, ErrBadSnapshot)
+	assert.ErrorIs(t, err, errs.ErrBadSnapshot)
 	assert.ErrorIs(t, err, errors.ErrUnsupported)
 	assert.Equal(t, 1, tab.Len())
 }
@@ -260,8 +318,7 @@ func TestTableWithoutCodec(t *testing.T) {
 // untouched has its keys kept until the deadline of their latest grant,
 // which a Refund leaves where it was.
 func TestTableWithoutExpiring(t *testing.T) {
-	var m Machine[FixedWindowState] = &FixedWindow{limit: 2, window: s}
-	tab := Keyed(struct{ Machine[FixedWindowState] }{m}).NewTable() // hides ResetAfter
+	tab := NewRule[algorithms.FixedWindowState](hidden[algorithms.FixedWindowState]{fixedWindow(2, s)}).NewTable()
 	allow(t, tab, "k", 0, 1)
 	d := allow(t, tab, "k", 100*ms, 1)
 	require.Equal(t, 900*ms, d.ResetAfter)
@@ -287,8 +344,8 @@ func TestTableWithoutExpiring(t *testing.T) {
 // checks the index against a plain set throughout.
 func TestTableIndexAgainstASet(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	tab := Keyed[FixedWindowState](&FixedWindow{limit: 1, window: century}).NewTable()
-	impl := tab.(*table[FixedWindowState])
+	tab := NewRule(fixedWindow(1, century)).NewTable()
+	impl := tab.(*table[algorithms.FixedWindowState])
 	set := map[string]bool{}
 	universe := make([]string, 3000)
 	for i := range universe {
@@ -308,7 +365,7 @@ func TestTableIndexAgainstASet(t *testing.T) {
 		if op%5000 == 0 {
 			checkIndex(t, impl)
 			for _, k := range universe {
-				d, err := tab.PeekN(k, 0, 1)
+				d, err := peek(tab, k, 0, 1)
 				require.NoError(t, err)
 				require.Equal(t, !set[k], d.Allowed, "op %d: Peek %s", op, k)
 			}
@@ -343,18 +400,18 @@ func checkIndex[S any](t *testing.T, tab *table[S]) {
 }
 
 // TestTableKeysTakeAtMostKeyRoom: a table whose keys would pass keyRoom
-// refuses a new key with ErrTooManyKeys, squeezes out the bytes of keys it
+// refuses a new key with errs.ErrTooManyKeys, squeezes out the bytes of keys it
 // forgot to make room, and refuses to load past it.
 func TestTableKeysTakeAtMostKeyRoom(t *testing.T) {
 	tab := fixedWindows(1)
-	impl := tab.(*table[FixedWindowState])
+	impl := tab.(*table[algorithms.FixedWindowState])
 	impl.keyRoom = 40
 	impl.keys = make([]byte, 0, 64) // room to grow: the squeeze must come from keyRoom
 	for k := range 4 {
 		allow(t, tab, fmt.Sprintf("key-%05d", k), 0, 1) // 10 bytes each
 	}
-	_, err := tab.AllowN("one-more", 0, 1)
-	require.ErrorIs(t, err, ErrTooManyKeys)
+	_, err := tryAllow(tab, "one-more", 0, 1)
+	require.ErrorIs(t, err, errs.ErrTooManyKeys)
 	assert.Equal(t, 4, tab.Len())
 
 	tab.Reset("key-00001")
@@ -364,14 +421,14 @@ func TestTableKeysTakeAtMostKeyRoom(t *testing.T) {
 	assert.Equal(t, 0, impl.garbage)
 	checkIndex(t, impl)
 	for _, k := range []string{"key-00000", "key-00003", "longer-key-16-by"} {
-		d, err := tab.PeekN(k, 0, 1)
+		d, err := peek(tab, k, 0, 1)
 		require.NoError(t, err)
 		assert.False(t, d.Allowed, "%s is still held", k)
 	}
 
 	err = tab.Load("yet-another-key", []byte{0, 1}, 0, 0)
-	require.ErrorIs(t, err, ErrBadSnapshot)
-	require.ErrorIs(t, err, ErrTooManyKeys)
+	require.ErrorIs(t, err, errs.ErrBadSnapshot)
+	require.ErrorIs(t, err, errs.ErrTooManyKeys)
 	assert.Equal(t, 3, tab.Len())
 }
 
@@ -383,15 +440,11 @@ func TestTableKeysTakeAtMostKeyRoom(t *testing.T) {
 // after its key's deadline (else a key would be forgotten late, or counted
 // wrongly as in use).
 func TestTableDueHeap(t *testing.T) {
-	rules := map[string]Algorithm{}
-	for _, name := range builtins {
-		f, err := Lookup(name)
-		require.NoError(t, err)
-		rules[name], err = f(Params{Limit: 4, Window: 1000})
-		require.NoError(t, err)
+	rules := map[string]Rule{}
+	for name, rule := range builtins {
+		rules[name] = rule(Params{Limit: 4, Window: 1000})
 	}
-	var m Machine[FixedWindowState] = &FixedWindow{limit: 4, window: 1000}
-	rules["granted"] = Keyed(struct{ Machine[FixedWindowState] }{m}) // hides ResetAfter
+	rules["granted"] = NewRule[algorithms.FixedWindowState](hidden[algorithms.FixedWindowState]{fixedWindow(4, 1000)})
 	for name, rule := range rules {
 		t.Run(name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, 8))
@@ -426,17 +479,17 @@ func TestTableDueHeap(t *testing.T) {
 func checkHeapOf(t *testing.T, tab Table, now time.Duration, expired bool) {
 	t.Helper()
 	switch impl := tab.(type) {
-	case *table[TokenBucketState]:
+	case *table[algorithms.TokenBucketState]:
 		checkHeap(t, impl, now, expired)
-	case *table[GCRAState]:
+	case *table[algorithms.GCRAState]:
 		checkHeap(t, impl, now, expired)
-	case *table[FixedWindowState]:
+	case *table[algorithms.FixedWindowState]:
 		checkHeap(t, impl, now, expired)
-	case *table[SlidingWindowLogState]:
+	case *table[algorithms.SlidingWindowLogState]:
 		checkHeap(t, impl, now, expired)
-	case *table[SlidingWindowCounterState]:
+	case *table[algorithms.SlidingWindowCounterState]:
 		checkHeap(t, impl, now, expired)
-	case *table[timed[FixedWindowState]]:
+	case *table[timed[algorithms.FixedWindowState]]:
 		checkHeap(t, impl, now, expired)
 	default:
 		t.Fatalf("no heap check for %T", tab)
@@ -467,14 +520,14 @@ func checkHeap[S any](t *testing.T, tab *table[S], now time.Duration, expired bo
 // eviction; and leaves the same keys held.
 func TestTableAllowEachIsAllowNInTurn(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
-	m := &FixedWindow{limit: 3, window: 50}
+	m := fixedWindow(3, 50)
 	for round := range 200 {
-		limit := KeyLimit{Max: 1 + rng.IntN(6), Evict: round%2 == 1}
-		batch, single := Keyed[FixedWindowState](m).NewTable(), Keyed[FixedWindowState](m).NewTable()
+		limit := Limit{Max: 1 + rng.IntN(6), Evict: round%2 == 1}
+		batch, single := NewRule(m).NewTable(), NewRule(m).NewTable()
 		room := 20 + rng.IntN(20)
 		for _, tab := range []Table{batch, single} {
 			tab.Bound(limit)
-			tab.(*table[FixedWindowState]).keyRoom = room
+			tab.(*table[algorithms.FixedWindowState]).keyRoom = room
 		}
 		var now time.Duration
 		for step := range 30 {
@@ -483,11 +536,9 @@ func TestTableAllowEachIsAllowNInTurn(t *testing.T) {
 			for k := range items {
 				items[k] = Item{Key: fmt.Sprint("key-", rng.IntN(10)), N: 1 + rng.IntN(2)}
 			}
-			next := 0
-			batch.(BatchTable).AllowEach(items, now, &next)
-			require.Equal(t, len(items), next)
+			batch.AllowEach(items, now)
 			for k, it := range items {
-				d, err := single.AllowN(it.Key, now, it.N)
+				d, err := tryAllow(single, it.Key, now, it.N)
 				where := fmt.Sprintf("round %d step %d item %d (%s, %d)", round, step, k, it.Key, it.N)
 				require.Equal(t, err, it.Err, where)
 				require.Equal(t, d, it.D, where)
@@ -499,51 +550,20 @@ func TestTableAllowEachIsAllowNInTurn(t *testing.T) {
 	}
 }
 
-// panicky is a fixed window that panics on a request for 3 units.
-type panicky struct{ *FixedWindow }
-
-func (p panicky) AllowN(s *FixedWindowState, now time.Duration, n int) (Decision, error) {
-	if n == 3 {
-		panic("three")
-	}
-	return p.FixedWindow.AllowN(s, now, n)
-}
-
-// TestTableAllowEachTellsWhereItPanicked: when the rule panics on an item,
-// next holds that item's index, and the items before it are decided.
-func TestTableAllowEachTellsWhereItPanicked(t *testing.T) {
-	tab := Keyed[FixedWindowState](panicky{&FixedWindow{limit: 5, window: s}}).NewTable().(BatchTable)
-	items := []Item{{Key: "a", N: 1}, {Key: "b", N: 2}, {Key: "new", N: 3}, {Key: "a", N: 1}}
-	next := 0
-	func() {
-		defer func() { require.Equal(t, "three", recover()) }()
-		tab.AllowEach(items, 0, &next)
-	}()
-	assert.Equal(t, 2, next, "the item it panicked on")
-	assert.True(t, items[0].D.Allowed)
-	assert.True(t, items[1].D.Allowed)
-	assert.Zero(t, items[3].D, "not reached")
-
-	next = 3
-	tab.AllowEach(items, 0, &next)
-	assert.Equal(t, 4, next)
-	assert.Equal(t, 3, items[3].D.Remaining, "a took its second unit")
-}
-
 // TestTableRefusesABigKeyWithoutEvicting: a new key its keys have no room
 // for is refused before eviction makes room for it, so no key loses its
 // state for a key that is refused anyway.
 func TestTableRefusesABigKeyWithoutEvicting(t *testing.T) {
 	tab := fixedWindows(1)
-	tab.Bound(KeyLimit{Max: 2, Evict: true})
-	tab.(*table[FixedWindowState]).keyRoom = 20
+	tab.Bound(Limit{Max: 2, Evict: true})
+	tab.(*table[algorithms.FixedWindowState]).keyRoom = 20
 	allow(t, tab, "aaaaaaaaaa", 0, 1)
 	allow(t, tab, "bbbbbbbbbb", 0, 1)
-	_, err := tab.AllowN("c", 0, 1)
-	require.ErrorIs(t, err, ErrTooManyKeys)
+	_, err := tryAllow(tab, "c", 0, 1)
+	require.ErrorIs(t, err, errs.ErrTooManyKeys)
 	assert.Zero(t, tab.Counts(0).Evicted)
 	for _, k := range []string{"aaaaaaaaaa", "bbbbbbbbbb"} {
-		d, err := tab.PeekN(k, 0, 1)
+		d, err := peek(tab, k, 0, 1)
 		require.NoError(t, err)
 		assert.False(t, d.Allowed, "%s keeps its state", k)
 	}
@@ -553,7 +573,7 @@ func TestTableRefusesABigKeyWithoutEvicting(t *testing.T) {
 // are forgotten, Expire gives back the memory their bytes took.
 func TestTableGivesBackTheBytesOfForgottenKeys(t *testing.T) {
 	tab := fixedWindows(1)
-	impl := tab.(*table[FixedWindowState])
+	impl := tab.(*table[algorithms.FixedWindowState])
 	long := strings.Repeat("k", 1000)
 	for k := range 1000 {
 		allow(t, tab, fmt.Sprint(long, k), time.Duration(k), 1) // a megabyte of keys
@@ -564,113 +584,22 @@ func TestTableGivesBackTheBytesOfForgottenKeys(t *testing.T) {
 	assert.Equal(t, 1, tab.Len())
 	assert.Less(t, cap(impl.keys), minShrink, "the garbage is given back")
 	checkIndex(t, impl)
-	d, err := tab.PeekN("hot", 2*s, 1)
+	d, err := peek(tab, "hot", 2*s, 1)
 	require.NoError(t, err)
 	assert.False(t, d.Allowed, "hot is still held, its key intact")
 }
 
-// tetchy is a fixed window that panics in one method, named by in
-// ("ResetAfter" or "AppendState"), for a state once allowed a request for
-// 2 units; the panic's value is that name.
-type tetchy struct {
-	*FixedWindow
-	in string
-}
+func TestTableKeysAreIndependentCopies(t *testing.T) {
+	tab := fixedWindows(1)
+	buf := []byte("alice bob")
+	alice := string(buf[:5])
+	assert.True(t, allow(t, tab, alice, 0, 1).Allowed)
+	assert.True(t, allow(t, tab, "bob", 0, 1).Allowed, "keys are independent")
+	assert.False(t, allow(t, tab, "alice", 0, 1).Allowed)
+	assert.Equal(t, 2, tab.Len())
 
-type tetchyState struct {
-	fw  FixedWindowState
-	bad bool
-}
-
-func (m tetchy) AllowN(s *tetchyState, now time.Duration, n int) (Decision, error) {
-	s.bad = s.bad || n == 2
-	return m.FixedWindow.AllowN(&s.fw, now, n)
-}
-
-func (m tetchy) PeekN(s *tetchyState, now time.Duration, n int) (Decision, error) {
-	return m.FixedWindow.PeekN(&s.fw, now, n)
-}
-
-func (m tetchy) Refund(s *tetchyState, now time.Duration, n int) { m.FixedWindow.Refund(&s.fw, now, n) }
-
-// sulk panics if the state is bad and the method is the one named in.
-func (m tetchy) sulk(s *tetchyState, method string) {
-	if s.bad && m.in == method {
-		panic(method)
-	}
-}
-
-func (m tetchy) ResetAfter(s *tetchyState, now time.Duration) time.Duration {
-	m.sulk(s, "ResetAfter")
-	return m.FixedWindow.ResetAfter(&s.fw, now)
-}
-
-func (m tetchy) AppendState(dst []byte, s *tetchyState, now time.Duration) []byte {
-	m.sulk(s, "AppendState")
-	return m.FixedWindow.AppendState(dst, &s.fw, now)
-}
-
-func (m tetchy) ParseState(src []byte, s *tetchyState, now, age time.Duration) error {
-	return m.FixedWindow.ParseState(src, &s.fw, now, age)
-}
-
-// TestTableDropsAKeyItCannotSave: a state whose codec panics fails the
-// snapshot once and is forgotten, so the next snapshot succeeds.
-func TestTableDropsAKeyItCannotSave(t *testing.T) {
-	tab := Keyed[tetchyState](tetchy{&FixedWindow{limit: 3, window: s}, "AppendState"}).NewTable()
-	allow(t, tab, "good", 0, 1)
-	allow(t, tab, "bad", 0, 2)
-	func() {
-		defer func() { require.Equal(t, "AppendState", recover()) }()
-		_, _, _ = tab.AppendSnapshot(nil, 0)
-	}()
-	assert.Equal(t, 1, tab.Len(), "bad is forgotten")
-	_, keys, err := tab.AppendSnapshot(nil, 0)
-	require.NoError(t, err)
-	assert.Equal(t, 1, keys)
-	checkIndex(t, tab.(*table[tetchyState]))
-}
-
-// TestTableForgetsAKeyWhoseResetAfterPanics: Expire and Refund forget the
-// key whose ResetAfter panicked, also when it is not in the last slot (so
-// that another key moves into its place), and leave the index and the heap
-// whole.
-func TestTableForgetsAKeyWhoseResetAfterPanics(t *testing.T) {
-	tab := Keyed[tetchyState](tetchy{&FixedWindow{limit: 3, window: s}, "ResetAfter"}).NewTable()
-	impl := tab.(*table[tetchyState])
-	allow(t, tab, "bad", 0, 2) // due first
-	allow(t, tab, "a", 5*ms, 1)
-	allow(t, tab, "c", 10*ms, 1)
-	require.Zero(t, slotOf(t, impl, "bad"), "bad is not in the last slot: forgetting it moves c")
-	func() {
-		defer func() { require.Equal(t, "ResetAfter", recover()) }()
-		tab.Expire(2*s, 100)
-	}()
-	assert.Equal(t, none, impl.asking)
-	checkIndex(t, impl)
-	checkHeap(t, impl, 2*s, false)
-	_, held := impl.lookup("bad")
-	assert.False(t, held, "bad is forgotten")
-	tab.Expire(2*s, 100)
-	assert.Zero(t, tab.Len(), "the others are forgotten, as usual")
-	assert.Equal(t, uint64(2), tab.Counts(2*s).Expired, "a and c")
-
-	allow(t, tab, "bad", 3*s, 2)
-	allow(t, tab, "d", 3*s, 1)
-	func() {
-		defer func() { require.Equal(t, "ResetAfter", recover()) }()
-		tab.Refund("bad", 3*s, 2)
-	}()
-	_, held = impl.lookup("bad")
-	assert.False(t, held, "a refund that panics forgets bad too")
-	checkIndex(t, impl)
-	checkHeap(t, impl, 3*s, false)
-}
-
-// slotOf returns the slot that holds key.
-func slotOf[S any](t *testing.T, tab *table[S], key string) uint32 {
-	t.Helper()
-	i, ok := tab.lookup(key)
-	require.True(t, ok, "%s is held", key)
-	return i
+	tab.Refund("alice", 0, 1)
+	assert.True(t, allow(t, tab, "alice", 0, 1).Allowed, "the refund gave alice's unit back")
+	tab.Refund("nobody", 0, 1)
+	assert.Equal(t, 2, tab.Len(), "refunding an unseen key stores nothing")
 }

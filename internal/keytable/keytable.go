@@ -1,0 +1,164 @@
+// Package keytable keeps the keys of one router partition under one rule:
+// each key's state, found by the key's bytes, with the order in which the
+// keys become idle and, when evicting, the order of their use. It is the
+// room between a partition (package actor), which owns a Table and is its
+// only user, and the rules (package algorithms), which it applies to the
+// states it keeps. Nothing in it is locked.
+//
+// A Table is generic over the rule's state, which lives inline in the
+// table's slots: table.go (slots and decisions), index.go (the key →
+// slot index), heap.go (the order keys become idle in), lru.go (the order
+// of use, while evicting), keys.go (the keys' bytes), lifecycle.go (idle
+// keys, the cap on keys), snapshot.go (saving and loading).
+//
+// Words, as README.md defines them: a state is untouched when it decides as
+// a key never seen; a key held whose state is untouched is idle; a table
+// expires its idle keys when its partition says, evicts keys that are not
+// idle to make room when its Limit says, and drops a key on Reset or when
+// its rule panics on it.
+package keytable
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/chanlimit/chanlimit/algorithms"
+	"github.com/chanlimit/chanlimit/internal/errs"
+)
+
+// Table is the keys of one partition under one rule. Its now never goes
+// back from one decision (AllowN, PeekN, AllowEach, Refund) to the next;
+// Expire may be given an earlier now, since a partition expires keys a
+// grace period behind.
+//
+// Every call into the rule is supervised (package supervise): a panic
+// drops the key the rule was working on, whose state it may have left
+// half-written, and counts in Counts.Panicked; when the rule was deciding
+// a request on that key (AllowN, PeekN, an item of AllowEach), that request
+// fails with an error wrapping errs.ErrAlgorithmPanic. Everything else goes on.
+type Table interface {
+	// AllowN decides a request for n units on key at now, as the rule's
+	// AllowN does on the key's state, and writes the answer into d. A key
+	// is held only once it is allowed something, under a copy of key the
+	// table owns. A new key the table has no room for is refused with an
+	// error wrapping errs.ErrTooManyKeys. On an error d is zero.
+	AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error
+
+	// PeekN writes into d what AllowN would answer, errors included, and
+	// changes nothing.
+	PeekN(key string, now time.Duration, n int, d *algorithms.Decision) error
+
+	// AllowEach decides items in order, exactly as AllowN would one by one,
+	// and writes each answer into its item's D and Err.
+	AllowEach(items []Item, now time.Duration)
+
+	// Refund gives back n units that the AllowN just before it, on the same
+	// key at the same now, allowed.
+	Refund(key string, now time.Duration, n int)
+
+	// Reset drops key: its next request finds it untouched. It never calls
+	// the rule.
+	Reset(key string)
+
+	// Expire drops keys idle at now, in the order they became idle, doing
+	// at most budget steps of work, and returns how many it dropped.
+	Expire(now time.Duration, budget int) int
+
+	// Len returns the number of keys held.
+	Len() int
+
+	// Counts returns what the table has done with its keys since it was
+	// made, and how many of those it holds are idle at now.
+	Counts(now time.Duration) Counts
+
+	// Bound caps the keys the table holds from now on. A table that holds
+	// more already keeps them, and makes room for a new key only once it
+	// is below the cap.
+	Bound(limit Limit)
+
+	// AppendSnapshot appends to dst an entry (see NextEntry) for every key
+	// not idle at now, and returns how many. Its error wraps
+	// errors.ErrUnsupported if the rule cannot save its states.
+	AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, error)
+
+	// Load adds key, with a state that AppendSnapshot saved age before now,
+	// unless by now it is untouched. It ignores the cap. Its error wraps
+	// errs.ErrBadSnapshot, and then the table is as it was.
+	Load(key string, state []byte, now, age time.Duration) error
+
+	// Replace drops every key the table holds and takes those of other, a
+	// table of the same rule, which is left empty. The table keeps its
+	// counts and its Limit.
+	Replace(other Table)
+}
+
+// Rule is a rule ready to make tables: what a router keeps of an algorithm
+// once its Params are known.
+type Rule interface {
+	// Capacity returns the largest n any key can ever be allowed.
+	Capacity() int
+
+	// NewTable returns an empty table of keys under the rule.
+	NewTable() Table
+}
+
+// NewRule returns the Rule whose tables keep one S per key, decided by m.
+// If m is not an algorithms.Expiring[S], its tables keep beside each state
+// the deadline of the key's latest grant (see granted).
+func NewRule[S any](m algorithms.Machine[S]) Rule {
+	if e, ok := m.(algorithms.Expiring[S]); ok {
+		return rule[S]{m, e}
+	}
+	g := granted[S]{m}
+	return rule[timed[S]]{g, g}
+}
+
+type rule[S any] struct {
+	m algorithms.Machine[S]
+	e algorithms.Expiring[S]
+}
+
+func (r rule[S]) Capacity() int { return r.m.Capacity() }
+
+func (r rule[S]) NewTable() Table { return newTable(r.m, r.e) }
+
+// Item is one request of a batch, N units on Key, with room for its
+// answer: a Decision, or an error (and a zero Decision).
+type Item struct {
+	Key string
+	N   int
+	D   algorithms.Decision
+	Err error
+}
+
+// Counts are what a table has done with its keys since it was made, and
+// how many it holds idle.
+type Counts struct {
+	Expired  uint64 // idle keys dropped by Expire, or to make room for a new key
+	Evicted  uint64 // keys dropped, not idle, to make room for a new key
+	Panicked uint64 // keys dropped because their rule panicked
+	Idle     int    // keys held whose state is untouched
+}
+
+// Limit caps the keys a table holds. When the table is full, a new key
+// takes the place of an idle key if the table holds one; otherwise, with
+// Evict, of the table's least recently used key, and without, it is
+// refused with errs.ErrTooManyKeys. Max 0 means no cap.
+type Limit struct {
+	Max   int
+	Evict bool
+}
+
+var (
+	// errNoRoom refuses a new key when the table is full and can make no
+	// room.
+	errNoRoom = fmt.Errorf("%w: this partition's share of MaxKeys is held, and no key is idle", errs.ErrTooManyKeys)
+
+	// errKeysFull refuses a key whose bytes do not fit.
+	errKeysFull = fmt.Errorf("%w: this partition's keys fill the 4 GiB it keeps them in", errs.ErrTooManyKeys)
+
+	// errNoCodec is returned by the snapshot methods of a table whose rule
+	// cannot save its states.
+	errNoCodec = fmt.Errorf("%w: the algorithm cannot save its states (its Machine is not a StateCodec and an Expiring)", errors.ErrUnsupported)
+)

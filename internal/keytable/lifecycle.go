@@ -1,0 +1,163 @@
+package keytable
+
+import (
+	"math"
+	"time"
+)
+
+// idleCountLimit is the most heap entries Counts reads to count the idle
+// keys, so that a count costs at most a fraction of a millisecond (bench/
+// measures it): when more keys than that come due at once, the count
+// falls short until Expire catches up.
+const idleCountLimit = 1 << 14
+
+func (t *table[S]) Expire(now time.Duration, budget int) (dropped int) {
+	t.supervised(func() {
+		for ; budget > 0 && len(t.due) > 0 && passed(t.due[0].at, now); budget-- {
+			if t.expireTop(now) {
+				dropped++
+			}
+		}
+	})
+	if dropped > 0 {
+		t.shrink()
+	}
+	return dropped
+}
+
+// expireTop drops the key at the top of the due heap if it is idle at
+// now, and reports whether it did; if the key's deadline has moved on, it
+// moves its entry down to it instead.
+func (t *table[S]) expireTop(now time.Duration) bool {
+	i := t.due[0].slot
+	if wait := t.resetAfter(i, now); wait > 0 {
+		t.due[0].at = after(now, wait)
+		t.down(0)
+		return false
+	}
+	t.remove(i)
+	t.counts.Expired++
+	return true
+}
+
+func (t *table[S]) Counts(now time.Duration) Counts {
+	idle := t.idle(now) // first: it may drop a key whose rule panics
+	c := t.counts
+	c.Idle = idle
+	return c
+}
+
+// idle counts the keys idle at now. Their entries, and only theirs and
+// stale ones (a deadline moved later, not yet caught up with), have an
+// at <= now, and those form a subtree at the top of the heap: it reads
+// just that, changing nothing, and at most idleCountLimit entries of it.
+// A key whose rule panics is dropped, and the count starts again.
+func (t *table[S]) idle(now time.Duration) (n int) {
+	t.supervised(func() {
+		n = 0
+		if len(t.due) == 0 || !passed(t.due[0].at, now) {
+			return
+		}
+		stack := append(t.stack[:0], 0)
+		for read := 0; len(stack) > 0 && read < idleCountLimit; read++ {
+			h := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if t.untouched(t.due[h].slot, now) {
+				n++
+			}
+			for c := arity*h + 1; c <= arity*h+arity && c < len(t.due); c++ {
+				if passed(t.due[c].at, now) {
+					stack = append(stack, c)
+				}
+			}
+		}
+		t.stack = stack
+	})
+	return n
+}
+
+func (t *table[S]) Bound(limit Limit) {
+	was := t.evicting()
+	t.limit = limit
+	switch {
+	case t.evicting() && !was:
+		t.relinkAll()
+	case !t.evicting():
+		t.links, t.newest, t.oldest = nil, none, none
+	}
+}
+
+// evicting reports whether the table keeps its keys in order of use.
+func (t *table[S]) evicting() bool { return t.limit.Max > 0 && t.limit.Evict }
+
+// full reports whether the table holds as many keys as its Limit allows.
+func (t *table[S]) full() bool { return t.limit.Max > 0 && t.held >= t.limit.Max }
+
+// admit makes room for a new key if the table is full: first by dropping
+// an idle key, then, if eviction is on, the least recently used one. It
+// returns errNoRoom if neither can be done.
+func (t *table[S]) admit(now time.Duration) error {
+	for t.full() {
+		switch {
+		case t.dropIdle(now):
+		case t.evicting() && t.oldest != none:
+			t.remove(t.oldest)
+			t.counts.Evicted++
+		default:
+			return errNoRoom
+		}
+	}
+	return nil
+}
+
+// dropIdle drops one key idle at now, if the table holds one. A key whose
+// rule panics is dropped too: that also makes room.
+func (t *table[S]) dropIdle(now time.Duration) (dropped bool) {
+	held := t.held
+	t.supervised(func() {
+		for len(t.due) > 0 && passed(t.due[0].at, now) {
+			if t.expireTop(now) {
+				return
+			}
+		}
+	})
+	return t.held < held
+}
+
+// hasRoom reports whether admit would make room for a new key at now,
+// changing nothing it would not change anyway: it brings the heap up to
+// date (which admit's callers cannot tell), but drops no idle key, unless
+// its rule panics.
+func (t *table[S]) hasRoom(now time.Duration) (ok bool) {
+	if !t.full() || (t.evicting() && t.oldest != none) {
+		return true
+	}
+	t.supervised(func() {
+		for ok = false; len(t.due) > 0 && passed(t.due[0].at, now); {
+			i := t.due[0].slot
+			wait := t.resetAfter(i, now)
+			if wait <= 0 {
+				ok = true
+				return
+			}
+			t.due[0].at = after(now, wait)
+			t.down(0)
+		}
+	})
+	return ok || !t.full()
+}
+
+// passed reports whether a deadline has come at now. The largest Duration
+// stands for every deadline past the end of the timeline, so it never
+// comes: at the timeline's end, time stops, and so does expiring.
+func passed(deadline, now time.Duration) bool {
+	return deadline <= now && deadline != math.MaxInt64
+}
+
+// after returns now + wait, saturating at the largest Duration.
+func after(now, wait time.Duration) time.Duration {
+	if wait > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + wait
+}

@@ -1,0 +1,292 @@
+package keytable
+
+import (
+	"hash/maphash"
+	"math"
+	"time"
+
+	"github.com/chanlimit/chanlimit/algorithms"
+	"github.com/chanlimit/chanlimit/internal/errs"
+	"github.com/chanlimit/chanlimit/internal/supervise"
+)
+
+// none is the slot index that stands for no slot.
+const none = ^uint32(0)
+
+// slot is one key held, with its state inline. When the state is
+// untouched again is the rule's to tell (Expiring), so no deadline is kept
+// beside it.
+type slot[S any] struct {
+	state S
+	key   span   // the table's own copy, in its keys
+	hash  uint32 // the key's, in the index
+	due   uint32 // the slot's place in the table's due heap
+}
+
+// table keeps each key's state in a slot of one dense slice, found through
+// an index (index.go); a dropped slot takes the last one's place, so no
+// free list has to grow while keys come and go. A min-heap of deadlines
+// (heap.go) says which key becomes idle next, so expiring and making room
+// are exact and cost O(log n) per key; with eviction on, a list through
+// the slots (lru.go) keeps them in order of use.
+type table[S any] struct {
+	m        algorithms.Machine[S]
+	expiring algorithms.Expiring[S]   // m, or what keeps deadlines for it (granted)
+	codec    algorithms.StateCodec[S] // nil if m cannot save states
+	seed     maphash.Seed
+	buckets  []uint64 // the index
+	held     int      // keys held
+	slots    []slot[S]
+	links    []link // links[i] is slots[i]'s, while evicting
+	due      []due
+	limit    Limit
+	newest   uint32 // the recency list's ends
+	oldest   uint32
+	counts   Counts
+	keys     []byte // the bytes of every key held, end to end, and garbage
+	garbage  int    // bytes in keys of keys no longer held
+	keyRoom  int    // the most bytes keys may take: 4 GiB - 1, or math.MaxInt (less in tests)
+	scratch  []byte
+	stack    []int  // idle's
+	asking   uint32 // the slot whose state the rule is asked about, or none
+	zero     S      // the state of every key not held; only ever copied
+	fresh    S      // a new key's state while it is decided, or PeekN's copy: a field, as &fresh escapes
+}
+
+var _ Table = (*table[int])(nil)
+
+func newTable[S any](m algorithms.Machine[S], e algorithms.Expiring[S]) *table[S] {
+	t := &table[S]{m: m, expiring: e, seed: maphash.MakeSeed(), newest: none, oldest: none, asking: none, keyRoom: min(math.MaxUint32, math.MaxInt)}
+	t.codec, _ = m.(algorithms.StateCodec[S])
+	return t
+}
+
+func (t *table[S]) AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error {
+	i, ok := t.lookup(key)
+	if !ok {
+		return t.allowNew(key, now, n, d)
+	}
+	if err := t.ask(i, func() { t.m.AllowN(&t.slots[i].state, now, n, d) }); err != nil {
+		*d = algorithms.Decision{}
+		return err
+	}
+	t.used(i, now, d)
+	return nil
+}
+
+// used notes that the key in slot i was just decided d at now.
+func (t *table[S]) used(i uint32, now time.Duration, d *algorithms.Decision) {
+	if d.Allowed {
+		t.earlier(i, after(now, d.ResetAfter))
+	}
+	if t.evicting() {
+		t.unlink(i)
+		t.link(i)
+	}
+}
+
+// allowNew decides a request on a key the table does not hold.
+func (t *table[S]) allowNew(key string, now time.Duration, n int, d *algorithms.Decision) (err error) {
+	t.fresh = t.zero
+	err = t.ask(none, func() { t.m.AllowN(&t.fresh, now, n, d) })
+	switch {
+	case err != nil:
+	case !d.Allowed || d.ResetAfter <= 0: // nothing to keep
+	case !t.room(len(key)): // before admit, which may evict a key
+		err = errKeysFull
+	default:
+		if err = t.admit(now); err == nil {
+			t.insert(key, t.fresh, after(now, d.ResetAfter))
+		}
+	}
+	if err != nil {
+		*d = algorithms.Decision{}
+	}
+	t.fresh = t.zero // drop what the new state holds, if anything
+	return err
+}
+
+func (t *table[S]) AllowEach(items []Item, now time.Duration) {
+	for k := 0; k < len(items); k++ {
+		// One supervision covers the run of items: a panic fails the item
+		// it came on, and the run goes on after it.
+		err := supervise.Call(errs.ErrAlgorithmPanic, func() {
+			for ; k < len(items); k++ {
+				it := &items[k]
+				// AllowN, spelled out: a call less per item.
+				i, ok := t.lookup(it.Key)
+				if !ok {
+					it.Err = t.allowNew(it.Key, now, it.N, &it.D)
+					continue
+				}
+				t.asking = i
+				t.m.AllowN(&t.slots[i].state, now, it.N, &it.D)
+				t.asking = none
+				it.Err = nil
+				t.used(i, now, &it.D)
+			}
+		})
+		if err != nil {
+			items[k].D, items[k].Err = algorithms.Decision{}, err
+			t.dropAsked()
+		}
+	}
+}
+
+func (t *table[S]) PeekN(key string, now time.Duration, n int, d *algorithms.Decision) error {
+	// On a copy of the state's value: PeekN changes nothing, and if it
+	// panics half-way through breaking that promise, t.zero is not harmed.
+	i, held := t.lookup(key)
+	if held {
+		t.fresh = t.slots[i].state
+	} else {
+		i, t.fresh = none, t.zero
+	}
+	err := t.ask(i, func() { t.m.PeekN(&t.fresh, now, n, d) })
+	t.fresh = t.zero // hold on to nothing of the key's
+	switch {
+	case err != nil:
+	case held || !d.Allowed || d.ResetAfter <= 0: // AllowN would not store the key
+	case !t.fits(len(key)):
+		err = errKeysFull
+	case !t.hasRoom(now):
+		err = errNoRoom
+	}
+	if err != nil {
+		*d = algorithms.Decision{}
+	}
+	return err
+}
+
+func (t *table[S]) Refund(key string, now time.Duration, n int) {
+	i, ok := t.lookup(key)
+	if !ok {
+		return
+	}
+	var wait time.Duration
+	if t.ask(i, func() {
+		t.m.Refund(&t.slots[i].state, now, n)
+		wait = t.expiring.ResetAfter(&t.slots[i].state, now)
+	}) != nil {
+		return // the key is dropped
+	}
+	if wait > 0 {
+		t.earlier(i, after(now, wait))
+	} else {
+		t.remove(i)
+		t.counts.Expired++
+	}
+}
+
+func (t *table[S]) Reset(key string) {
+	if i, ok := t.lookup(key); ok {
+		t.remove(i)
+	}
+}
+
+func (t *table[S]) Len() int { return t.held }
+
+// ask runs f, which calls the rule about the key in slot i (none for a
+// state the table does not hold), under supervision: if the rule panics,
+// the key is dropped, the panic counted, and ask returns its error.
+func (t *table[S]) ask(i uint32, f func()) error {
+	t.asking = i
+	err := supervise.Call(errs.ErrAlgorithmPanic, f)
+	t.asking = none
+	if err != nil {
+		t.counts.Panicked++
+		if i != none {
+			t.remove(i)
+		}
+	}
+	return err
+}
+
+// supervised runs work, which calls the rule about one key after another,
+// noting each in asking (as resetAfter does), under one supervision for
+// them all: if the rule panics, the key it was asked about is dropped, the
+// panic counted, and work runs again, to go on from where it was or start
+// afresh, until it returns.
+func (t *table[S]) supervised(work func()) {
+	for {
+		err := supervise.Call(errs.ErrAlgorithmPanic, work)
+		if err == nil {
+			return
+		}
+		if t.asking == none {
+			panic(err) // not the rule's: a bug of the table's own
+		}
+		t.dropAsked()
+	}
+}
+
+// dropAsked drops the key whose state the rule was asked about when it
+// panicked, and counts the panic.
+func (t *table[S]) dropAsked() {
+	if i := t.asking; i != none {
+		t.asking = none
+		t.remove(i)
+	}
+	t.counts.Panicked++
+}
+
+// resetAfter returns the ResetAfter of the state in slot i, noting in
+// asking that it asks, for supervised.
+func (t *table[S]) resetAfter(i uint32, now time.Duration) time.Duration {
+	t.asking = i
+	wait := t.expiring.ResetAfter(&t.slots[i].state, now)
+	t.asking = none
+	return wait
+}
+
+// untouched reports whether the state in slot i is untouched at now.
+func (t *table[S]) untouched(i uint32, now time.Duration) bool {
+	return t.resetAfter(i, now) <= 0
+}
+
+// insert stores a new key whose state is untouched from deadline on;
+// admit has made room for it, and room for its bytes.
+func (t *table[S]) insert(key string, s S, deadline time.Duration) {
+	sp := t.store(key)
+	i, h := uint32(len(t.slots)), t.hash(key)
+	t.slots = append(t.slots, slot[S]{state: s, key: sp, hash: h, due: uint32(len(t.due))})
+	t.place(key, h, i)
+	t.due = append(t.due, due{at: deadline, slot: i})
+	t.up(len(t.due) - 1)
+	if t.evicting() {
+		t.links = append(t.links, link{})
+		t.link(i)
+	}
+}
+
+// remove drops the key in slot i, whose place the last slot takes.
+func (t *table[S]) remove(i uint32) {
+	t.unplace(i)
+	if t.evicting() {
+		t.unlink(i)
+	}
+	t.unqueue(int(t.slots[i].due))
+	t.garbage += int(t.slots[i].key.n)
+	last := len(t.slots) - 1
+	if int(i) != last {
+		t.move(uint32(last), i)
+	}
+	t.slots[last] = slot[S]{} // drop whatever the state held
+	t.slots = t.slots[:last]
+	if last == 0 {
+		t.forgetKeys()
+	}
+	if t.evicting() {
+		t.links = t.links[:last]
+	}
+}
+
+// move puts the key in slot from into slot to, which is free.
+func (t *table[S]) move(from, to uint32) {
+	t.replace(from, to)
+	t.slots[to] = t.slots[from]
+	t.due[t.slots[to].due].slot = to
+	if t.evicting() {
+		t.relink(from, to)
+	}
+}

@@ -1,0 +1,51 @@
+package supervise
+
+import (
+	"errors"
+	"io/fs"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var errCulprit = errors.New("culprit")
+
+func TestCallReturnsNilWhenFReturns(t *testing.T) {
+	ran := false
+	require.NoError(t, Call(errCulprit, func() { ran = true }))
+	assert.True(t, ran)
+}
+
+func TestCallTurnsAPanicIntoAnError(t *testing.T) {
+	tests := []struct {
+		name  string
+		give  any
+		want  string
+		match error // besides errCulprit
+	}{
+		{"String", "boom", "culprit: boom", nil},
+		{"Error", fs.ErrNotExist, "culprit: file does not exist", fs.ErrNotExist},
+		{"Int", 42, "culprit: 42", nil},
+		{"Nil", nil, "culprit: panic called with nil argument", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Call(errCulprit, func() { panic(tt.give) })
+			require.ErrorIs(t, err, errCulprit)
+			assert.Equal(t, tt.want, err.Error())
+			if tt.match != nil {
+				assert.ErrorIs(t, err, tt.match)
+			}
+		})
+	}
+}
+
+func TestCallMeetsRuntimeErrors(t *testing.T) {
+	var m map[string]int
+	err := Call(errCulprit, func() { m["k"] = 1 })
+	require.ErrorIs(t, err, errCulprit)
+	var re runtime.Error
+	assert.ErrorAs(t, err, &re, "the runtime's error is found too")
+}

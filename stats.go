@@ -1,0 +1,67 @@
+package chanlimit
+
+import (
+	"context"
+
+	"github.com/chanlimit/chanlimit/actor"
+)
+
+// Stats are a router's figures, summed over its partitions. Each
+// partition's figures are taken as its turn comes, so the sums are not of
+// one instant. The counts are since New.
+type Stats struct {
+	Keys   int // keys held that are not idle: the keys in use
+	Idle   int // keys held that are idle, yet to expire (see README)
+	Queued int // requests waiting in mailboxes
+
+	// Allowed, Denied and Refused count the answers callers received to
+	// AllowN, Allow and each request of AllowBatch (not Peek): a request
+	// whose caller gave up before its answer counts nowhere.
+	Allowed uint64 // decisions that allowed
+	Denied  uint64 // decisions that denied
+	Refused uint64 // requests refused with ErrTooManyKeys
+
+	Panicked uint64 // panics of the algorithm (each dropping the key it was on) and of the Clock, whether or not a caller heard of them
+	Expired  uint64 // idle keys let go
+	Evicted  uint64 // keys evicted, not idle, to make room (EvictLRU)
+
+	Partitions []Stats // each partition's figures, in the order of partitions; theirs is nil
+}
+
+// Stats asks every partition for its figures, through its mailbox. Keys
+// and Idle count what the partitions hold at that moment; see README for
+// how exact Idle is when very many keys become idle at once.
+func (r *Router) Stats(ctx context.Context) (Stats, error) {
+	st := Stats{Partitions: make([]Stats, len(r.parts))}
+	err := r.each(ctx, func(i int, s *actor.State) error {
+		c := s.Table.Counts(s.Now)
+		st.Partitions[i] = Stats{
+			Keys:     s.Table.Len() - c.Idle,
+			Idle:     c.Idle,
+			Allowed:  s.Counts.Allowed,
+			Denied:   s.Counts.Denied,
+			Refused:  s.Counts.Refused,
+			Panicked: c.Panicked + s.Counts.ClockPanics,
+			Expired:  c.Expired,
+			Evicted:  c.Evicted,
+		}
+		return nil
+	})
+	if err != nil {
+		return Stats{}, err
+	}
+	for i, p := range r.parts {
+		ps := &st.Partitions[i]
+		ps.Queued = p.Queued()
+		st.Keys += ps.Keys
+		st.Idle += ps.Idle
+		st.Queued += ps.Queued
+		st.Allowed += ps.Allowed
+		st.Denied += ps.Denied
+		st.Refused += ps.Refused
+		st.Panicked += ps.Panicked
+		st.Expired += ps.Expired
+		st.Evicted += ps.Evicted
+	}
+	return st, nil
+}

@@ -1,0 +1,458 @@
+package chanlimit_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/algorithms"
+	"github.com/chanlimit/chanlimit/clock"
+)
+
+// Test doubles for supervision: rules and clocks that panic on cue.
+
+// panicsOnTwoOrThree is a fixed window that panics on a request for 2
+// units, with an error and after half-writing the state, and on one for
+// 3, with a string. Peek panics on 2 as well.
+type panicsOnTwoOrThree struct{ *algorithms.FixedWindow }
+
+var errTwo = errors.New("two")
+
+func (m panicsOnTwoOrThree) AllowN(s *algorithms.FixedWindowState, now time.Duration, n int, d *chanlimit.Decision) {
+	switch n {
+	case 2:
+		*s = algorithms.FixedWindowState{} // half-written, then
+		panic(errTwo)
+	case 3:
+		panic("three")
+	}
+	m.FixedWindow.AllowN(s, now, n, d)
+}
+
+func (m panicsOnTwoOrThree) PeekN(s *algorithms.FixedWindowState, now time.Duration, n int, d *chanlimit.Decision) {
+	if n == 2 {
+		panic(errTwo)
+	}
+	m.FixedWindow.PeekN(s, now, n, d)
+}
+
+// register registers a rule of fixed windows that newMachine wraps, under
+// a name of its own each run, and returns the name.
+func register[S any, M algorithms.Machine[S]](t *testing.T, newMachine func(*algorithms.FixedWindow) M) string {
+	t.Helper()
+	name := fmt.Sprint("test_", t.Name(), "_", registrations.Add(1))
+	require.NoError(t, chanlimit.Register[S](name, func(p algorithms.Params) (M, error) {
+		fw, err := algorithms.NewFixedWindow(p)
+		if err != nil {
+			var zero M
+			return zero, err
+		}
+		return newMachine(fw), nil
+	}))
+	return name
+}
+
+func TestAPanickingAlgorithmFailsOnlyItsRequest(t *testing.T) {
+	name := register[algorithms.FixedWindowState](t, func(fw *algorithms.FixedWindow) panicsOnTwoOrThree {
+		return panicsOnTwoOrThree{fw}
+	})
+	r, _ := newRouter(t, chanlimit.Config{Algorithm: name, Limit: 3, Window: time.Second, Partitions: 1})
+	require.True(t, allowN(t, r, "k", 1).Allowed)
+	require.True(t, allowN(t, r, "other", 1).Allowed)
+
+	d, err := r.AllowN(bg, "k", 2)
+	assert.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
+	assert.ErrorIs(t, err, errTwo, "the panic's error is wrapped")
+	assert.Equal(t, chanlimit.Decision{}, d)
+	_, err = r.AllowN(bg, "k", 3)
+	assert.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
+	assert.ErrorContains(t, err, "three")
+	_, err = r.Peek(bg, "third", 2)
+	assert.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
+	require.True(t, allowN(t, r, "brand new", 1).Allowed, "a Peek that panicked on an unseen key harms no new key")
+
+	assert.Equal(t, 3, allowN(t, r, "k", 1).Remaining+1, "k's state was dropped: it starts afresh")
+	assert.Equal(t, 3, allowN(t, r, "third", 1).Remaining+1, "the partition goes on")
+	assert.Equal(t, 1, allowN(t, r, "other", 1).Remaining, "other keys keep their state")
+	_, err = r.Peek(bg, "other", 2)
+	assert.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
+	assert.Equal(t, 2, allowN(t, r, "other", 1).Remaining, "a Peek that panics drops its key too")
+
+	out := make([]chanlimit.Decision, 3)
+	err = r.AllowBatch(bg, []chanlimit.Request{{Key: "b", N: 1}, {Key: "b", N: 2}, {Key: "b", N: 1}}, out)
+	assert.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
+	assert.ErrorContains(t, err, "request 1")
+	assert.True(t, out[0].Allowed)
+	assert.Equal(t, chanlimit.Decision{}, out[1])
+	assert.True(t, out[2].Allowed, "the rest of the batch is decided")
+	assert.Equal(t, 2, out[2].Remaining, "b was dropped at request 1")
+
+	st := stats(t, r)
+	assert.Equal(t, uint64(5), st.Panicked)
+	assert.Zero(t, st.Refused, "a panic is counted once, as a panic")
+}
+
+// panicsInResetAfter is a fixed window whose ResetAfter panics for a key
+// once allowed a request for 2 units: the partition asks it outside any
+// request of that key, while expiring keys, counting idle ones and making
+// room for a new key.
+type panicsInResetAfter struct{ *algorithms.FixedWindow }
+
+type markedState struct {
+	fw     algorithms.FixedWindowState
+	marked bool
+}
+
+func (m panicsInResetAfter) AllowN(s *markedState, now time.Duration, n int, d *chanlimit.Decision) {
+	m.FixedWindow.AllowN(&s.fw, now, n, d)
+	s.marked = s.marked || (d.Allowed && n == 2)
+}
+
+func (m panicsInResetAfter) PeekN(s *markedState, now time.Duration, n int, d *chanlimit.Decision) {
+	m.FixedWindow.PeekN(&s.fw, now, n, d)
+}
+
+func (m panicsInResetAfter) Refund(s *markedState, now time.Duration, n int) {
+	m.FixedWindow.Refund(&s.fw, now, n)
+}
+
+func (m panicsInResetAfter) ResetAfter(s *markedState, now time.Duration) time.Duration {
+	if s.marked {
+		panic("asked when it is idle")
+	}
+	return m.FixedWindow.ResetAfter(&s.fw, now)
+}
+
+// TestAPanickingResetAfterDropsItsKey: when the rule panics while the
+// partition asks when a key is untouched, outside any request of that
+// key, the key is dropped and the panic counted, and whatever asked goes
+// on: a new key takes the room, Stats counts, keys expire.
+func TestAPanickingResetAfterDropsItsKey(t *testing.T) {
+	name := register[markedState](t, func(fw *algorithms.FixedWindow) panicsInResetAfter { return panicsInResetAfter{fw} })
+	r, clk := newRouter(t, chanlimit.Config{Algorithm: name, Limit: 3, Window: time.Second, Partitions: 1, MaxKeys: 2})
+
+	// Making room: the key to be replaced panics.
+	require.True(t, allowN(t, r, "bad", 2).Allowed)
+	require.True(t, allowN(t, r, "good", 1).Allowed)
+	clk.Advance(1500 * time.Millisecond) // both idle, within their grace
+	assert.True(t, allowN(t, r, "new", 1).Allowed, "bad panicked and was dropped: room for the new key")
+
+	// Counting idle keys.
+	require.True(t, allowN(t, r, "bad", 2).Allowed) // takes good's place
+	clk.Advance(1500 * time.Millisecond)
+	st := stats(t, r)
+	assert.Equal(t, 1, st.Keys+st.Idle, "bad is gone, new is left")
+
+	// Expiring, after a request.
+	require.True(t, allowN(t, r, "bad", 2).Allowed)
+	clk.Advance(5 * time.Second)
+	require.True(t, allowN(t, r, "good", 1).Allowed, "expiring bad comes after this answer")
+	st = stats(t, r)
+	assert.Equal(t, 1, st.Keys, "only good is held")
+	assert.Equal(t, uint64(3), st.Panicked, "making room, counting, expiring")
+	assert.True(t, allowN(t, r, "bad", 1).Allowed, "bad starts afresh")
+}
+
+// TestResetNeverRunsTheAlgorithm: Reset drops a key without asking its
+// rule anything, so a rule that panics at every question cannot make it
+// fail.
+func TestResetNeverRunsTheAlgorithm(t *testing.T) {
+	name := register[markedState](t, func(fw *algorithms.FixedWindow) panicsInResetAfter { return panicsInResetAfter{fw} })
+	r, _ := newRouter(t, chanlimit.Config{Algorithm: name, Limit: 3, Window: time.Second})
+	require.True(t, allowN(t, r, "k", 2).Allowed)
+	require.NoError(t, r.Reset(bg, "k"))
+	st := stats(t, r)
+	assert.Zero(t, st.Keys+st.Idle)
+	assert.Zero(t, st.Panicked)
+}
+
+// blocksOnTwo is a fixed window whose AllowN, for 2 units, waits for a
+// receive from gate and then panics.
+type blocksOnTwo struct {
+	*algorithms.FixedWindow
+	gate chan struct{}
+}
+
+func (m blocksOnTwo) AllowN(s *algorithms.FixedWindowState, now time.Duration, n int, d *chanlimit.Decision) {
+	if n == 2 {
+		<-m.gate
+		panic("let go, then panicked")
+	}
+	m.FixedWindow.AllowN(s, now, n, d)
+}
+
+// TestAPanicWhoseCallerLeftIsCounted: the caller gives up while the rule
+// decides its request; the rule then panics, and drops the key: nobody
+// hears of it but Stats.
+func TestAPanicWhoseCallerLeftIsCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		name := register[algorithms.FixedWindowState](t, func(fw *algorithms.FixedWindow) blocksOnTwo { return blocksOnTwo{fw, gate} })
+		r, _ := newRouter(t, chanlimit.Config{Algorithm: name, Limit: 3, Window: time.Second, Partitions: 1})
+		require.True(t, allowN(t, r, "k", 1).Allowed)
+
+		ctx, cancel := context.WithCancel(bg)
+		failed := make(chan error, 1)
+		go func() {
+			_, err := r.AllowN(ctx, "k", 2)
+			failed <- err
+		}()
+		synctest.Wait() // the partition is inside the rule
+		cancel()
+		assert.ErrorIs(t, <-failed, context.Canceled)
+		gate <- struct{}{}
+
+		st := stats(t, r)
+		assert.Equal(t, uint64(1), st.Panicked)
+		assert.Zero(t, st.Keys+st.Idle, "k was dropped")
+		assert.Equal(t, uint64(1), st.Allowed, "the answer nobody heard counts nowhere else")
+	})
+}
+
+// TestCloseWaitsForTheAlgorithm: Close returns once every partition has
+// exited, and a partition exits only when the request it serves returns;
+// as its documentation says, an algorithm that never returns would keep
+// Close from returning.
+func TestCloseWaitsForTheAlgorithm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		name := register[algorithms.FixedWindowState](t, func(fw *algorithms.FixedWindow) blocksOnTwo { return blocksOnTwo{fw, gate} })
+		r, err := chanlimit.New(chanlimit.Config{Algorithm: name, Limit: 3, Window: time.Second, Partitions: 1, Clock: clock.NewFake(epoch)})
+		require.NoError(t, err)
+
+		failed := make(chan error, 1)
+		go func() {
+			_, err := r.AllowN(bg, "k", 2)
+			failed <- err
+		}()
+		synctest.Wait()
+		closed := make(chan struct{})
+		go func() {
+			assert.NoError(t, r.Close())
+			close(closed)
+		}()
+		synctest.Wait()
+		select {
+		case <-closed:
+			t.Fatal("Close returned while the algorithm was still deciding")
+		default:
+		}
+		gate <- struct{}{}
+		<-closed
+		assert.ErrorIs(t, <-failed, chanlimit.ErrAlgorithmPanic, "the request it served was answered")
+	})
+}
+
+// TestAllowBatchReturnsTheFirstRefusalInRequestOrder: with requests
+// refused in two partitions, the error is the first refused request's in
+// reqs, whichever partition holds it.
+func TestAllowBatchReturnsTheFirstRefusalInRequestOrder(t *testing.T) {
+	name := register[algorithms.FixedWindowState](t, func(fw *algorithms.FixedWindow) panicsOnTwoOrThree {
+		return panicsOnTwoOrThree{fw}
+	})
+	r, _ := newRouter(t, chanlimit.Config{Algorithm: name, Limit: 3, Window: time.Second, Partitions: 2})
+	// One key in each partition, the second partition's first in reqs.
+	var first, second string
+	for i := 0; first == "" || second == ""; i++ {
+		key := fmt.Sprint("key-", i)
+		switch partitionOf(t, r, key) {
+		case 0:
+			second = cmpOr(second, key)
+		case 1:
+			first = cmpOr(first, key)
+		}
+	}
+	reqs := []chanlimit.Request{{Key: first, N: 3}, {Key: second, N: 2}, {Key: first, N: 1}}
+	out := make([]chanlimit.Decision, len(reqs))
+	err := r.AllowBatch(bg, reqs, out)
+	require.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
+	assert.ErrorContains(t, err, "request 0")
+	assert.ErrorContains(t, err, "three")
+	assert.True(t, out[2].Allowed)
+}
+
+// partitionOf returns the index of the partition that holds key, found by
+// allowing key and resetting it.
+func partitionOf(t *testing.T, r *chanlimit.Router, key string) int {
+	t.Helper()
+	require.True(t, allowN(t, r, key, 1).Allowed)
+	defer func() { require.NoError(t, r.Reset(bg, key)) }()
+	for i, p := range stats(t, r).Partitions {
+		if p.Keys > 0 {
+			return i
+		}
+	}
+	t.Fatalf("%s is held nowhere", key)
+	return -1
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// TestPeekAnswersWhatAllowNWouldWhenMaxKeysIsReached: a new key that
+// AllowN would refuse for want of room, Peek refuses too; one that AllowN
+// would let in, Peek allows.
+func TestPeekAnswersWhatAllowNWouldWhenMaxKeysIsReached(t *testing.T) {
+	r, clk := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Second, MaxKeys: 2, Partitions: 1})
+	require.True(t, allowN(t, r, "a", 1).Allowed)
+	require.True(t, allowN(t, r, "b", 1).Allowed)
+
+	peeked, peekErr := r.Peek(bg, "new", 1)
+	got, err := r.AllowN(bg, "new", 1)
+	require.ErrorIs(t, err, chanlimit.ErrTooManyKeys)
+	require.ErrorIs(t, peekErr, chanlimit.ErrTooManyKeys)
+	assert.Equal(t, got, peeked)
+
+	clk.Advance(time.Second) // a and b are idle: room
+	peeked, err = r.Peek(bg, "new", 1)
+	require.NoError(t, err)
+	assert.True(t, peeked.Allowed)
+	assert.Equal(t, 2, stats(t, r).Idle, "Peek let no key go")
+	assert.Equal(t, peeked, allowN(t, r, "new", 1))
+}
+
+// TestRestoreOnAClockPastTheYear2262 (and before 1678, where Unix
+// nanoseconds do not reach either): a router restored with no time passed
+// answers as the original would, for every algorithm.
+func TestRestoreOnAClockPastTheYear2262(t *testing.T) {
+	for _, start := range []time.Time{
+		time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.UTC),
+	} {
+		for _, algorithm := range registered {
+			t.Run(fmt.Sprint(start.Year(), "/", algorithm), func(t *testing.T) {
+				clk := clock.NewFake(start)
+				cfg := chanlimit.Config{Algorithm: algorithm, Limit: 3, Window: time.Minute, Clock: clk}
+				a, err := chanlimit.New(cfg)
+				require.NoError(t, err)
+				defer a.Close()
+				for range 3 {
+					a.Allow("k")
+				}
+				clk.Advance(time.Second)
+				var buf bytes.Buffer
+				require.NoError(t, a.Snapshot(bg, &buf))
+				b, err := chanlimit.New(cfg)
+				require.NoError(t, err)
+				defer b.Close()
+				require.NoError(t, b.Restore(bg, &buf))
+				want, err := a.Peek(bg, "k", 1)
+				require.NoError(t, err)
+				require.False(t, want.Allowed)
+				got, err := b.Peek(bg, "k", 1)
+				require.NoError(t, err)
+				assert.Equal(t, want, got)
+			})
+		}
+	}
+}
+
+// flakyClock is a Fake whose readings panic while panics is set.
+type flakyClock struct {
+	*clock.Fake
+	panics atomic.Bool
+}
+
+func (c *flakyClock) Now() time.Time {
+	if c.panics.Load() {
+		panic("the clock is broken")
+	}
+	return c.Fake.Now()
+}
+
+func (c *flakyClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// TestAClockThatPanicsFailsRequestsNotTheProcess: while the clock panics,
+// requests fail with ErrClockPanic wrapping its value, a batch's one by
+// one, and Snapshot and Stats with it; once it reads again, every
+// partition goes on where it was, and Close returns.
+func TestAClockThatPanicsFailsRequestsNotTheProcess(t *testing.T) {
+	clk := &flakyClock{Fake: clock.NewFake(epoch)}
+	r, err := chanlimit.New(chanlimit.Config{Limit: 2, Window: time.Second, Partitions: 2, Clock: clk})
+	require.NoError(t, err)
+	require.True(t, allowN(t, r, "k", 1).Allowed)
+
+	clk.panics.Store(true)
+	_, err = r.AllowN(bg, "k", 1)
+	require.ErrorIs(t, err, chanlimit.ErrClockPanic)
+	assert.ErrorContains(t, err, "the clock is broken")
+	out := make([]chanlimit.Decision, 2)
+	err = r.AllowBatch(bg, []chanlimit.Request{{Key: "a", N: 1}, {Key: "b", N: 1}}, out)
+	require.ErrorIs(t, err, chanlimit.ErrClockPanic)
+	assert.ErrorContains(t, err, "request 0")
+	assert.ErrorIs(t, r.Snapshot(bg, &bytes.Buffer{}), chanlimit.ErrClockPanic)
+	_, err = r.Stats(bg)
+	assert.ErrorIs(t, err, chanlimit.ErrClockPanic)
+
+	clk.panics.Store(false)
+	st := stats(t, r)
+	assert.Equal(t, 1, st.Keys, "k kept its state")
+	assert.Equal(t, uint64(1), st.Allowed)
+	assert.GreaterOrEqual(t, st.Panicked, uint64(4), "each reading that panicked")
+	d := allowN(t, r, "k", 1)
+	assert.True(t, d.Allowed)
+	assert.Zero(t, d.Remaining, "k's first unit is still taken")
+	assert.NoError(t, r.Close())
+}
+
+// clockThatPanicsAt panics at its calls numbered from on, counting from 1.
+type clockThatPanicsAt struct {
+	*clock.Fake
+	from  int64
+	calls atomic.Int64
+}
+
+func (c *clockThatPanicsAt) Now() time.Time {
+	if c.calls.Add(1) >= c.from {
+		panic(fmt.Sprint("reading ", c.calls.Load()))
+	}
+	return c.Fake.Now()
+}
+
+func (c *clockThatPanicsAt) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// TestNewLeavesNoGoroutineWhenItFails: a clock that panics at any of its
+// readings, or a rule that panics once made, never makes New panic or
+// leak: New reads the clock once, before it starts any partition, and
+// returns ErrInvalidConfig if that reading panics.
+func TestNewLeavesNoGoroutineWhenItFails(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	for from := int64(1); from <= 3; from++ {
+		clk := &clockThatPanicsAt{Fake: clock.NewFake(epoch), from: from}
+		r, err := chanlimit.New(chanlimit.Config{Limit: 1, Window: time.Second, Partitions: 4, Clock: clk})
+		if from == 1 {
+			require.ErrorIs(t, err, chanlimit.ErrInvalidConfig)
+			require.ErrorIs(t, err, chanlimit.ErrClockPanic)
+			assert.ErrorContains(t, err, "reading 1")
+			assert.Nil(t, r)
+			continue
+		}
+		require.NoError(t, err, "New reads the clock once")
+		for reading := int64(2); reading <= from; reading++ { // a reading per request
+			_, err = r.AllowN(bg, "k", 1)
+			if reading < from {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorIs(t, err, chanlimit.ErrClockPanic)
+			}
+		}
+		require.NoError(t, r.Close())
+	}
+	_, err := chanlimit.New(chanlimit.Config{Algorithm: "test_typed_nil", Limit: 1, Window: time.Second, Partitions: 4})
+	require.ErrorIs(t, err, chanlimit.ErrInvalidConfig)
+}
