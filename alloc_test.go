@@ -73,9 +73,9 @@ func TestKeysDoNotPinBuffers(t *testing.T) {
 	t.Fatal("the buffer a key was sliced from is still reachable: the router kept the caller's string")
 }
 
-// TestAllocsOfALingeringKey: a key whose state is untouched between uses,
+// TestAllocsOfAKeyIdleInItsGrace: a key whose state is untouched between uses,
 // but which comes back within the second's grace, allocates nothing.
-func TestAllocsOfALingeringKey(t *testing.T) {
+func TestAllocsOfAKeyIdleInItsGrace(t *testing.T) {
 	for _, algorithm := range registered {
 		r, clk := newRouter(t, chanlimit.Config{Algorithm: algorithm, Limit: 10, Window: 100 * time.Millisecond, Partitions: 1})
 		r.Allow("k")

@@ -35,7 +35,7 @@ func TestConformance(t *testing.T) {
 		{"ResetAfterIsExact", resetAfterIsExact},
 		{"NoDoubleCounts", noDoubleCounts},
 		{"PeekAgreesAndChangesNothing", peekAgreesAndChangesNothing},
-		{"ResetForgets", resetForgets},
+		{"ResetDrops", resetDrops},
 		{"JumpBackwards", jumpBackwards},
 		{"BatchMatchesSequential", batchMatchesSequential},
 		{"KeysVanishWhenUntouched", keysVanishWhenUntouched},
@@ -269,9 +269,9 @@ func peekAgreesAndChangesNothing(t *testing.T, algorithm string) {
 		"after all those Peeks the key decides like an untouched one")
 }
 
-// resetForgets: a Reset key decides like one never seen; Reset of an unseen
+// resetDrops: a Reset key decides like one never seen; Reset of an unseen
 // key is fine.
-func resetForgets(t *testing.T, algorithm string) {
+func resetDrops(t *testing.T, algorithm string) {
 	r, advance := conformanceRouter(t, algorithm)
 	ctx := context.Background()
 	allowN(t, r, "k", capacity)

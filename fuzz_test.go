@@ -66,7 +66,7 @@ func FuzzRestore(f *testing.F) {
 				t.Fatalf("Restore: %v, want an ErrBadSnapshot", err)
 			}
 			if after := fingerprint(t, r); after != before {
-				t.Fatalf("a refused Restore changed the router:\n%s\n%s", before, after)
+				t.Fatalf("a refused Restore changed the router:\n%+v\n%+v", before, after)
 			}
 			return
 		}
@@ -86,22 +86,33 @@ func FuzzRestore(f *testing.F) {
 			t.Fatalf("Restore of a restored router's snapshot: %v", err)
 		}
 		if a, b := fingerprint(t, r), fingerprint(t, twin); a != b {
-			t.Fatalf("twin answers otherwise:\n%s\n%s", a, b)
+			t.Fatalf("twin answers otherwise:\n%+v\n%+v", a, b)
 		}
 	})
 }
 
-// fingerprint is what r says of a few keys, and how many it holds.
-func fingerprint(t *testing.T, r *chanlimit.Router) string {
+// view is what a router says of a few keys, and how many it holds: two
+// routers with equal views answer those keys alike.
+type view struct {
+	keys      int
+	decisions [7]chanlimit.Decision
+	failed    [7]bool
+}
+
+// viewKeys are the keys a view asks about.
+var viewKeys = [7]string{"a", "b", "key0", "key1", "key2", "key3", "key4"}
+
+// fingerprint returns r's view.
+func fingerprint(t *testing.T, r *chanlimit.Router) view {
 	t.Helper()
 	st, err := r.Stats(bg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := fmt.Sprint("keys ", st.Keys)
-	for _, k := range []string{"a", "b", "key0", "key1", "key2", "key3", "key4"} {
-		d, err := r.Peek(bg, k, 1)
-		s += fmt.Sprintf("\n%s: %+v %v", k, d, err)
+	v := view{keys: st.Keys}
+	for i, k := range viewKeys {
+		v.decisions[i], err = r.Peek(bg, k, 1)
+		v.failed[i] = err != nil
 	}
-	return s
+	return v
 }

@@ -56,9 +56,9 @@ func keysVanishWhenUntouched(t *testing.T, algorithm string) {
 		now = deadline
 		st := stats(t, r)
 		assert.Equal(t, len(deadlines)-i-1, st.Keys, "at deadline %d (%v)", i, deadline)
-		assert.Equal(t, before.Idle+1, st.Idle+int(st.Expired-before.Expired), "the key is idle, or forgotten")
+		assert.Equal(t, before.Idle+1, st.Idle+int(st.Expired-before.Expired), "the key is idle, or expired")
 	}
-	// A message past the grace forgets them all.
+	// A message past the grace lets them all expire.
 	advance(time.Second)
 	stats(t, r)
 	st := stats(t, r)
@@ -189,7 +189,7 @@ func TestEvictLRUDropsTheLeastRecentlyUsed(t *testing.T) {
 	assert.Equal(t, uint64(1), st.Evicted)
 	assert.Equal(t, 2, st.Keys)
 	assert.False(t, r.Allow("a"), "a was kept")
-	assert.True(t, r.Allow("b"), "b was forgotten: the trade-off EvictLRU makes")
+	assert.True(t, r.Allow("b"), "b was evicted: the trade-off EvictLRU makes")
 }
 
 func TestMaxKeyBytes(t *testing.T) {
@@ -231,7 +231,7 @@ func TestRestoreRefusesBadSnapshotsAndLoadsNothing(t *testing.T) {
 	dst, _ := newRouter(t, cfg)
 	allowN(t, dst, "a", 1)
 	allowN(t, dst, "held", 3)
-	before := fmt.Sprint(stats(t, dst).Keys)
+	before := stats(t, dst).Keys
 
 	corrupt := func(i int) []byte {
 		b := bytes.Clone(good)
@@ -278,7 +278,7 @@ func TestRestoreRefusesBadSnapshotsAndLoadsNothing(t *testing.T) {
 	assert.ErrorContains(t, err, "version 3")
 
 	// Nothing was half-loaded: dst is as it was.
-	assert.Equal(t, before, fmt.Sprint(stats(t, dst).Keys))
+	assert.Equal(t, before, stats(t, dst).Keys)
 	assert.Equal(t, 1, allowN(t, dst, "a", 1).Remaining)
 	assert.False(t, allowN(t, dst, "held", 1).Allowed)
 
@@ -384,12 +384,12 @@ func TestStatsCountsIdleKeysApart(t *testing.T) {
 		}
 		require.NoError(t, r.AllowBatch(bg, reqs, make([]chanlimit.Decision, len(reqs)))) // untouched at 1s
 		clk.Advance(1500 * time.Millisecond)
-		allowN(t, r, "x", 1) // the 3000 are within their grace: none is forgotten
+		allowN(t, r, "x", 1) // the 3000 are within their grace: none expires
 		st := stats(t, r)
 		assert.Equal(t, 1, st.Keys)
 		assert.Equal(t, 3000, st.Idle, "untouched, and within their grace: counted apart")
 		clk.Advance(time.Second)
-		allowN(t, r, "x", 1) // at 2.5s, after its answer, forgets 8 + 2 for its one request
+		allowN(t, r, "x", 1) // at 2.5s, after its answer, expires 8 + 2 for its one request
 		st = stats(t, r)
 		assert.Equal(t, 1, st.Keys, "x, in a new window")
 		assert.Equal(t, 3000-10, st.Idle)
@@ -411,4 +411,78 @@ func TestStatsCountsIdleKeysApart(t *testing.T) {
 		st := stats(t, r)
 		assert.Equal(t, 2000, st.Keys, "at 160ms only idle is untouched")
 	})
+}
+
+// TestRestoreReadsVersion1Snapshots: a snapshot taken before the format
+// held the clock's reading as seconds and nanoseconds (version 1: Unix
+// nanoseconds) restores as it did.
+func TestRestoreReadsVersion1Snapshots(t *testing.T) {
+	cfg := chanlimit.Config{Algorithm: "sliding_window_log", Limit: 3, Window: time.Minute, Partitions: 2}
+	src, clk := newRouter(t, cfg)
+	for _, k := range []string{"a", "b", "c"} {
+		allowN(t, src, k, 2)
+	}
+	clk.Advance(10 * time.Second)
+	var buf bytes.Buffer
+	require.NoError(t, src.Snapshot(bg, &buf))
+	v1 := toVersion1(t, buf.Bytes())
+	clk.Advance(20 * time.Second) // a restart that took 20s: it counts
+
+	cfg.Clock = clk
+	dst, err := chanlimit.New(cfg)
+	require.NoError(t, err)
+	defer dst.Close()
+	require.NoError(t, dst.Restore(bg, bytes.NewReader(v1)))
+	for _, k := range []string{"a", "b", "c", "d"} {
+		want, err := src.Peek(bg, k, 2)
+		require.NoError(t, err)
+		got, err := dst.Peek(bg, k, 2)
+		require.NoError(t, err)
+		assert.Equal(t, want, got, k)
+	}
+	d, err := dst.Peek(bg, "a", 2)
+	require.NoError(t, err)
+	assert.Equal(t, 30*time.Second, d.RetryAfter, "a's units were taken 30s before")
+}
+
+// toVersion1 rewrites a version 2 snapshot in version 1's format: the
+// clock's reading in Unix nanoseconds.
+func toVersion1(t *testing.T, v2 []byte) []byte {
+	t.Helper()
+	const magic = "chanlimit snapshot\n"
+	src := v2[len(magic) : len(v2)-4]
+	out := []byte(magic)
+	uvarint := func() uint64 {
+		v, n := binary.Uvarint(src)
+		require.Positive(t, n)
+		src = src[n:]
+		return v
+	}
+	varint := func() int64 {
+		v, n := binary.Varint(src)
+		require.Positive(t, n)
+		src = src[n:]
+		return v
+	}
+	require.Equal(t, uint64(2), uvarint(), "version")
+	out = binary.AppendUvarint(out, 1)
+	head := src
+	name := uvarint()
+	src = src[name:]
+	uvarint() // Limit
+	uvarint() // Window
+	uvarint() // capacity
+	sections := uvarint()
+	out = append(out, head[:len(head)-len(src)]...)
+	for range sections {
+		taken := time.Unix(varint(), int64(uvarint()))
+		out = binary.AppendVarint(out, taken.UnixNano())
+		rest := src
+		uvarint() // keys
+		size := uvarint()
+		src = src[size:]
+		out = append(out, rest[:len(rest)-len(src)]...)
+	}
+	require.Empty(t, src)
+	return resum(append(out, 0, 0, 0, 0))
 }

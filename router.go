@@ -430,10 +430,11 @@ func (r *Router) Peek(ctx context.Context, key string, n int) (Decision, error) 
 	return r.partition(key).PeekN(ctx, key, n)
 }
 
-// Reset puts key back to untouched, as if it had never been seen. It
-// returns ErrKeyTooLong for a key no partition can hold, ErrClosed once the
-// router is closed, and ctx.Err() if ctx is done before the partition has
-// taken the request (then the key may or may not have been reset).
+// Reset drops key's state: its next request finds it untouched, as if
+// never seen. It returns ErrKeyTooLong for a key no partition can hold,
+// ErrClosed once the router is closed, and ctx.Err() if ctx is done before
+// the partition has taken the request (then the key may or may not have
+// been reset).
 func (r *Router) Reset(ctx context.Context, key string) error {
 	if len(key) > r.maxKeyBytes {
 		return r.keyTooLong(key)

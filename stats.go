@@ -22,8 +22,8 @@ type Stats struct {
 	Refused uint64 // requests refused with ErrTooManyKeys
 
 	Panicked uint64 // panics of the algorithm (each dropping the key it was on) and of the Clock, whether or not a caller heard of them
-	Expired  uint64 // idle keys let go
-	Evicted  uint64 // keys evicted, not idle, to make room (EvictLRU)
+	Expired  uint64 // idle keys let go: after their grace, or at once to make room for a new key
+	Evicted  uint64 // keys evicted, not idle, to make room for a new key (EvictLRU)
 
 	Partitions []Stats // each partition's figures, in the order of partitions; theirs is nil
 }

@@ -8,10 +8,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -21,15 +22,15 @@ import (
 	"github.com/chanlimit/chanlimit/clock"
 )
 
-// stressFor is how long TestStress mixes calls: 2 seconds, or
-// CHANLIMIT_STRESS (a time.Duration) for a longer run.
-func stressFor(t *testing.T) time.Duration {
+// stressCalls is how many calls each caller of TestStress makes: 1,500, or
+// CHANLIMIT_STRESS for a longer run.
+func stressCalls(t *testing.T) int {
 	if s := os.Getenv("CHANLIMIT_STRESS"); s != "" {
-		d, err := time.ParseDuration(s)
-		require.NoError(t, err, "CHANLIMIT_STRESS")
-		return d
+		n, err := strconv.Atoi(s)
+		require.NoError(t, err, "CHANLIMIT_STRESS: calls per caller")
+		return n
 	}
-	return 2 * time.Second
+	return 1500
 }
 
 // tally counts the answers callers got.
@@ -44,22 +45,25 @@ func (c *tally) note(d chanlimit.Decision) {
 }
 
 // TestStress mixes every call, with contexts cancelled at random and the
-// fake clock moving under them, for every algorithm, then closes the router
-// while callers are still at it. Nothing may hang, panic or leak (TestMain
-// checks goroutines), every error must be one a caller can expect, and the
+// fake clock moved by the callers themselves, for every algorithm, then
+// closes the router while callers are still at it. Each caller makes a set
+// number of calls, chosen by its own seed, inside a synctest bubble, so
+// that nothing depends on the wall clock and a call that hangs is reported
+// as a deadlock. Nothing may hang, panic or leak (TestMain checks
+// goroutines), every error must be one a caller can expect, and the
 // router's counts must equal the decisions its callers got.
 func TestStress(t *testing.T) {
-	per := stressFor(t) / time.Duration(len(registered))
+	calls := stressCalls(t)
 	for _, algorithm := range registered {
 		t.Run(algorithm, func(t *testing.T) {
 			for _, evict := range []bool{false, true} {
-				stress(t, algorithm, evict, per/2)
+				synctest.Test(t, func(t *testing.T) { stress(t, algorithm, evict, calls) })
 			}
 		})
 	}
 }
 
-func stress(t *testing.T, algorithm string, evict bool, d time.Duration) {
+func stress(t *testing.T, algorithm string, evict bool, calls int) {
 	clk := clock.NewFake(epoch)
 	r, err := chanlimit.New(chanlimit.Config{Algorithm: algorithm, Limit: 5, Window: 50 * time.Millisecond,
 		Partitions: 3, MailboxSize: 4, MaxKeys: 40, EvictLRU: evict, Clock: clk})
@@ -67,8 +71,6 @@ func stress(t *testing.T, algorithm string, evict bool, d time.Duration) {
 
 	var (
 		got      tally
-		calls    atomic.Int64
-		stop     = make(chan struct{})
 		wg       sync.WaitGroup
 		snapshot atomic.Pointer[[]byte]
 	)
@@ -76,90 +78,82 @@ func stress(t *testing.T, algorithm string, evict bool, d time.Duration) {
 		return err == nil || errors.Is(err, context.Canceled) || errors.Is(err, chanlimit.ErrTooManyKeys) ||
 			errors.Is(err, chanlimit.ErrClosed)
 	}
-	worker := func(seed uint64) {
+	// call makes one call, chosen by rng, and returns its error.
+	call := func(rng *rand.Rand) error {
+		ctx, cancel := context.WithCancel(bg)
+		defer cancel()
+		if rng.IntN(4) == 0 { // cancel while the call is on its way
+			go cancel()
+		}
+		key := fmt.Sprint(rng.IntN(60))
+		switch op := rng.IntN(100); {
+		case op < 5: // time moves, in steps of up to a window
+			clk.Advance(time.Duration(rng.Int64N(int64(50 * time.Millisecond))))
+			return nil
+		case op < 55:
+			d, err := r.AllowN(ctx, key, 1+rng.IntN(3))
+			if err == nil {
+				got.note(d)
+			}
+			return err
+		case op < 70:
+			reqs := make([]chanlimit.Request, 1+rng.IntN(8))
+			for i := range reqs {
+				reqs[i] = chanlimit.Request{Key: fmt.Sprint(rng.IntN(60)), N: 1 + rng.IntN(2)}
+			}
+			out := make([]chanlimit.Decision, len(reqs))
+			err := r.AllowBatch(ctx, reqs, out)
+			for _, d := range out {
+				if d.Limit != 0 {
+					got.note(d)
+				}
+			}
+			return err
+		case op < 80:
+			_, err := r.Peek(ctx, key, 1)
+			return err
+		case op < 88:
+			return r.Reset(ctx, key)
+		case op < 93:
+			_, err := r.Stats(ctx)
+			return err
+		case op < 97:
+			var buf bytes.Buffer
+			err := r.Snapshot(ctx, &buf)
+			if err == nil {
+				b := buf.Bytes()
+				snapshot.Store(&b)
+			}
+			return err
+		default:
+			if b := snapshot.Load(); b != nil {
+				return r.Restore(ctx, bytes.NewReader(*b))
+			}
+			return nil
+		}
+	}
+	// caller makes up to calls calls, and stops early at ErrClosed.
+	caller := func(seed uint64, started *sync.WaitGroup) {
 		defer wg.Done()
 		rng := rand.New(rand.NewPCG(seed, 1))
-		for {
-			select {
-			case <-stop:
-				return
-			default:
+		for i := range calls {
+			err := call(rng)
+			if i == 0 && started != nil {
+				started.Done()
 			}
-			calls.Add(1)
-			ctx, cancel := context.WithCancel(bg)
-			if rng.IntN(4) == 0 { // cancel while the call is on its way
-				go cancel()
-			}
-			key := fmt.Sprint(rng.IntN(60))
-			var err error
-			switch op := rng.IntN(100); {
-			case op < 55:
-				var dec chanlimit.Decision
-				if dec, err = r.AllowN(ctx, key, 1+rng.IntN(3)); err == nil {
-					got.note(dec)
-				}
-			case op < 70:
-				reqs := make([]chanlimit.Request, 1+rng.IntN(8))
-				for i := range reqs {
-					reqs[i] = chanlimit.Request{Key: fmt.Sprint(rng.IntN(60)), N: 1 + rng.IntN(2)}
-				}
-				out := make([]chanlimit.Decision, len(reqs))
-				err = r.AllowBatch(ctx, reqs, out)
-				for _, dec := range out {
-					if dec.Limit != 0 {
-						got.note(dec)
-					}
-				}
-			case op < 80:
-				_, err = r.Peek(ctx, key, 1)
-			case op < 88:
-				err = r.Reset(ctx, key)
-			case op < 93:
-				_, err = r.Stats(ctx)
-			case op < 97:
-				var buf bytes.Buffer
-				if err = r.Snapshot(ctx, &buf); err == nil {
-					b := buf.Bytes()
-					snapshot.Store(&b)
-				}
-			default:
-				if b := snapshot.Load(); b != nil {
-					err = r.Restore(ctx, bytes.NewReader(*b))
-				}
-			}
-			cancel()
 			if !expected(err) {
 				t.Errorf("unexpected error: %v", err)
+				return
+			}
+			if errors.Is(err, chanlimit.ErrClosed) {
 				return
 			}
 		}
 	}
 	for i := range 8 {
 		wg.Add(1)
-		go worker(uint64(i))
+		go caller(uint64(i), nil)
 	}
-	wg.Add(1)
-	go func() { // time moves, in steps of up to a window
-		defer wg.Done()
-		rng := rand.New(rand.NewPCG(99, 1))
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				clk.Advance(time.Duration(rng.Int64N(int64(20 * time.Millisecond))))
-				runtime.Gosched()
-			}
-		}
-	}()
-
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		_, err := r.Stats(bg)
-		require.NoError(t, err)
-		runtime.Gosched()
-	}
-	close(stop)
 	wg.Wait()
 
 	st, err := r.Stats(bg)
@@ -170,16 +164,17 @@ func stress(t *testing.T, algorithm string, evict bool, d time.Duration) {
 	assert.Positive(t, st.Allowed)
 	assert.Positive(t, st.Denied)
 	t.Logf("evict=%v: %d calls; allowed %d, denied %d, refused %d, expired %d, evicted %d",
-		evict, calls.Load(), st.Allowed, st.Denied, st.Refused, st.Expired, st.Evicted)
+		evict, 8*calls, st.Allowed, st.Denied, st.Refused, st.Expired, st.Evicted)
 
 	// Close while callers are at it: every call returns.
-	stop = make(chan struct{})
+	var started sync.WaitGroup
 	for i := range 8 {
 		wg.Add(1)
-		go worker(uint64(100 + i))
+		started.Add(1)
+		go caller(uint64(100+i), &started)
 	}
+	started.Wait()
 	require.NoError(t, r.Close())
-	close(stop)
 	wg.Wait()
 	_, err = r.Stats(bg)
 	assert.ErrorIs(t, err, chanlimit.ErrClosed)

@@ -27,8 +27,8 @@ func fixedWindows(t *testing.T) keytable.Table {
 	return keytable.NewRule(w).NewTable()
 }
 
-// idle returns a partition whose goroutine is not running, and its table.
-func idle(t *testing.T) (*Partition, keytable.Table) {
+// parked returns a partition whose goroutine is not running, and its table.
+func parked(t *testing.T) (*Partition, keytable.Table) {
 	t.Helper()
 	table := fixedWindows(t)
 	clk := clock.NewFake(time.Unix(0, 0))
@@ -48,7 +48,7 @@ var answer = reply{d: algorithms.Decision{Allowed: true, Limit: 2, Remaining: 1}
 // TestWaitAfterExitUnanswered: a request sent while the partition was
 // stopping, after its last look: ErrClosed once it exits, not a hang.
 func TestWaitAfterExitUnanswered(t *testing.T) {
-	p, _ := idle(t)
+	p, _ := parked(t)
 	close(p.done)
 	_, err := p.wait(context.Background(), make(chan reply, 1), true)
 	assert.ErrorIs(t, err, errs.ErrClosed)
@@ -57,7 +57,7 @@ func TestWaitAfterExitUnanswered(t *testing.T) {
 // TestWaitAfterExitAnswered: the goroutine answered, then exited; whichever
 // of the two the select sees first, the answer wins.
 func TestWaitAfterExitAnswered(t *testing.T) {
-	p, _ := idle(t)
+	p, _ := parked(t)
 	close(p.done)
 	for range 100 {
 		ch := make(chan reply, 1)
@@ -71,7 +71,7 @@ func TestWaitAfterExitAnswered(t *testing.T) {
 // TestWaitWithoutContext: with a context that can never be done and no stop
 // in sight, wait is a plain receive.
 func TestWaitWithoutContext(t *testing.T) {
-	p, _ := idle(t)
+	p, _ := parked(t)
 	ch := make(chan reply, 1)
 	ch <- answer
 	d, err := p.wait(context.Background(), ch, false)
@@ -81,7 +81,7 @@ func TestWaitWithoutContext(t *testing.T) {
 
 // TestSendAfterStop: a stopped partition takes no more requests.
 func TestSendAfterStop(t *testing.T) {
-	p, _ := idle(t)
+	p, _ := parked(t)
 	close(p.stop)
 	_, _, err := p.send(context.Background(), request{op: opAllow, key: "k", n: 1})
 	assert.ErrorIs(t, err, errs.ErrClosed)
@@ -91,7 +91,7 @@ func TestSendAfterStop(t *testing.T) {
 // TestAbandonTakesAnAnswerThatArrived: the context ended, but the answer was
 // already there: the decision was made and applied, so the caller gets it.
 func TestAbandonTakesAnAnswerThatArrived(t *testing.T) {
-	p, _ := idle(t)
+	p, _ := parked(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	ch := make(chan reply, 1)
@@ -105,7 +105,7 @@ func TestAbandonTakesAnAnswerThatArrived(t *testing.T) {
 // TestAbandonMarksTheChannel: with no answer yet, abandon fills the channel,
 // and the partition then skips the request.
 func TestAbandonMarksTheChannel(t *testing.T) {
-	p, table := idle(t)
+	p, table := parked(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	ch := make(chan reply, 1)
@@ -121,7 +121,7 @@ func TestAbandonMarksTheChannel(t *testing.T) {
 // partition decides; the send finds the channel full and the grant is
 // taken back. A Peek that cannot be delivered refunds nothing.
 func TestServeRefundsAnUndeliveredGrant(t *testing.T) {
-	p, table := idle(t)
+	p, table := parked(t)
 	full := func() chan reply {
 		ch := make(chan reply, 1)
 		ch <- reply{}

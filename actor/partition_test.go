@@ -372,7 +372,7 @@ func TestPeekAndReset(t *testing.T) {
 	require.NoError(t, p.Reset(ctx, "never-seen"), "resetting an unseen key is fine")
 	d, err = p.AllowN(ctx, "k", 2)
 	require.NoError(t, err)
-	assert.True(t, d.Allowed, "k was forgotten")
+	assert.True(t, d.Allowed, "k was dropped")
 
 	stop(p)
 	assert.ErrorIs(t, p.Reset(ctx, "k"), errs.ErrClosed)
@@ -427,5 +427,74 @@ func TestBatchGivenUpIsTakenBack(t *testing.T) {
 		}
 		stop(p)
 		assert.Equal(t, []call{{"b", 0, 1}, {"slow", 0, 1}, {"a", 0, 2}}, pt.refunds, "latest first")
+	})
+}
+
+// TestDoRunsBetweenRequests: a function sent with Do runs on the
+// partition's goroutine in mailbox order, after the requests sent before
+// it and before those sent after, and sees the partition's now and counts.
+func TestDoRunsBetweenRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := clock.NewFake(epoch)
+		pt := newProbe(t, "slow")
+		p := start(pt, clk, 4)
+		defer stop(p)
+		bg := context.Background()
+
+		slow := async(bg, p, "slow", 1)
+		synctest.Wait()
+		before := async(bg, p, "a", 1)
+		synctest.Wait()
+		var (
+			held  int
+			calls int
+			seen  actor.State
+		)
+		did := make(chan error, 1)
+		go func() {
+			did <- p.Do(bg, func(s *actor.State) error {
+				held, calls, seen = s.Table.Len(), len(pt.calls), *s
+				return errors.New("the function's own error")
+			})
+		}()
+		synctest.Wait()
+		after := async(bg, p, "b", 1)
+		synctest.Wait()
+		clk.Advance(time.Second) // read by the burst that follows the slow request
+		release(pt, "slow")
+
+		assert.EqualError(t, <-did, "the function's own error")
+		for _, o := range []<-chan outcome{slow, before, after} {
+			require.NoError(t, (<-o).err)
+		}
+		assert.Equal(t, 2, held, "slow and a, not yet b")
+		assert.Equal(t, 2, calls)
+		assert.Equal(t, time.Second, seen.Now)
+		assert.Equal(t, actor.Counts{Allowed: 2}, seen.Counts, "the answers to slow and a were delivered")
+	})
+}
+
+// TestDoGivenUpWhileQueuedNeverRuns: a function whose caller gave up
+// before its turn is skipped, like any request.
+func TestDoGivenUpWhileQueuedNeverRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pt := newProbe(t, "slow")
+		p := start(pt, clock.NewFake(epoch), 4)
+		defer stop(p)
+		bg := context.Background()
+
+		slow := async(bg, p, "slow", 1)
+		synctest.Wait()
+		ctx, cancel := context.WithCancel(bg)
+		ran := false
+		did := make(chan error, 1)
+		go func() { did <- p.Do(ctx, func(*actor.State) error { ran = true; return nil }) }()
+		synctest.Wait()
+		cancel()
+		assert.ErrorIs(t, <-did, context.Canceled)
+		release(pt, "slow")
+		require.NoError(t, (<-slow).err)
+		require.NoError(t, p.Do(bg, func(*actor.State) error { return nil }), "the partition goes on")
+		assert.False(t, ran)
 	})
 }

@@ -16,8 +16,8 @@ import (
 // It is the exact sliding window: no instant ever sees more than Limit
 // allowed in the Window before it. The price is memory: a key keeps one
 // entry per distinct instant it was allowed something in the last Window, up
-// to Limit entries (16 bytes each). A SlidingWindowLog is immutable and safe
-// for concurrent use; the SlidingWindowLogState of a key is not.
+// to Limit entries. A SlidingWindowLog is immutable and safe for concurrent
+// use; the SlidingWindowLogState of a key is not.
 type SlidingWindowLog struct {
 	limit  int
 	window time.Duration

@@ -15,13 +15,13 @@ import (
 )
 
 // BenchmarkExpiryStall: a partition holds 1,000,000 keys that all become
-// untouched at the same instant; a caller then sends Allow after Allow on
-// one more key until all are forgotten, and every call is timed. With
+// idle at the same instant; a caller then sends Allow after Allow on one
+// more key until all have expired, and every call is timed. With
 // due=none, no key is due: the same calls, for comparison. sweep=full
-// times what forgetting them all in one go would cost (the table's Expire
+// times what expiring them all in one go would cost (the table's Expire
 // with no budget), the stall that the per-message budget avoids. One op is
 // the whole run: use -benchtime 1x. stats-max-ns is the longest Stats call
-// among those that check, every 16,384 calls, whether all are forgotten.
+// among those that check, every 16,384 calls, whether all have expired.
 func BenchmarkExpiryStall(b *testing.B) {
 	const n = 1_000_000
 	for _, due := range []string{"none", "all"} {
@@ -65,7 +65,7 @@ func must[T any](v T, err error) T {
 
 // expiryStall fills one partition with n keys, moves the clock past their
 // deadline if due, and times single Allows until the partition holds one
-// key (or, if none is due, for as many calls as forgetting them took).
+// key (or, if none is due, for as many calls as expiring them took).
 func expiryStall(b *testing.B, n int, due bool) (lat []time.Duration, statsMax time.Duration, calls int) {
 	clk := clock.NewFake(time.Now())
 	r := must(chanlimit.New(chanlimit.Config{Limit: 1, Window: time.Minute, Partitions: 1, Clock: clk}))

@@ -40,7 +40,7 @@ var (
 	// denyMost allows one request per key, then denies for a long while.
 	denyMost = policy{"deny", 1, time.Second}
 	// holdAll allows one request per key an hour: every key's state is
-	// kept, by the stores that forget untouched keys too.
+	// kept, by the stores that let idle keys go too.
 	holdAll = policy{"hold", 1, time.Hour}
 )
 

@@ -14,7 +14,7 @@ import (
 // partition goroutine reading the clock and deciding on a token-bucket
 // table, as chanlimit's does, and nothing else; stage=chanlimit is the
 // router, which adds what makes it a service: contexts, Close, supervision,
-// counts, forgetting, and a whole Decision in the reply. stage=work is the
+// counts, expiring idle keys, and a whole Decision in the reply. stage=work is the
 // table stage's work alone: the clock and the decision, with no goroutine.
 func BenchmarkRoundTrip(b *testing.B) {
 	b.Run("stage=work", benchWork)

@@ -58,9 +58,9 @@ func (t *table[S]) store(key string) span {
 	return sp
 }
 
-// forgetKeys empties keys once no key is held, and gives a flood's worth
+// emptyKeys empties keys once no key is held, and gives a flood's worth
 // of it back.
-func (t *table[S]) forgetKeys() {
+func (t *table[S]) emptyKeys() {
 	t.keys, t.garbage = t.keys[:0], 0
 	if cap(t.keys) >= minShrink {
 		t.keys = nil

@@ -274,7 +274,7 @@ func (t *table[S]) remove(i uint32) {
 	t.slots[last] = slot[S]{} // drop whatever the state held
 	t.slots = t.slots[:last]
 	if last == 0 {
-		t.forgetKeys()
+		t.emptyKeys()
 	}
 	if t.evicting() {
 		t.links = t.links[:last]

@@ -85,7 +85,7 @@ func fixedWindows(limit int) Table {
 	return NewRule(fixedWindow(limit, s)).NewTable()
 }
 
-func TestTableForgetsKeysExactlyWhenUntouched(t *testing.T) {
+func TestTableExpiresKeysExactlyWhenIdle(t *testing.T) {
 	for name, rule := range builtins {
 		t.Run(name, func(t *testing.T) {
 			tab := rule(Params{Limit: 3, Window: s}).NewTable()
@@ -105,9 +105,9 @@ func TestTableForgetsKeysExactlyWhenUntouched(t *testing.T) {
 			for _, deadline := range last {
 				held := tab.Len()
 				tab.Expire(deadline-1, 1000)
-				assert.Equal(t, held, tab.Len(), "nothing is forgotten 1ns before a deadline at %v", deadline)
+				assert.Equal(t, held, tab.Len(), "nothing expires 1ns before a deadline at %v", deadline)
 				tab.Expire(deadline, 1000)
-				assert.Less(t, tab.Len(), held, "a key is forgotten at its deadline %v", deadline)
+				assert.Less(t, tab.Len(), held, "a key expires at its deadline %v", deadline)
 			}
 			assert.Equal(t, 0, tab.Len())
 			assert.Equal(t, uint64(5), tab.Counts(0).Expired)
@@ -126,7 +126,7 @@ func TestTableExpireKeepsToItsBudget(t *testing.T) {
 	assert.Equal(t, 0, tab.Expire(s, 100))
 }
 
-func TestTableForgetsAKeyARefundLeavesUntouched(t *testing.T) {
+func TestTableExpiresAKeyARefundLeavesUntouched(t *testing.T) {
 	tab := fixedWindows(2)
 	allow(t, tab, "new", 0, 1)
 	tab.Refund("new", 0, 1)
@@ -216,7 +216,7 @@ func TestTableLoadRefusesBadStatesAndChangesNothing(t *testing.T) {
 }
 
 // TestTableMatchesAMap plays random operations on tables with a KeyLimit
-// and on a plain map of states that forgets by brute force and evicts from
+// and on a plain map of states that expires keys by brute force and evicts from
 // a list in order of use. Every decision and refusal must agree, and after
 // a full Expire, so must the keys held.
 func TestTableMatchesAMap(t *testing.T) {
@@ -234,7 +234,7 @@ func TestTableMatchesAMap(t *testing.T) {
 			}
 			used = append(used, key)
 		}
-		forget := func(key string) {
+		drop := func(key string) {
 			delete(ref, key)
 			if i := slices.Index(used, key); i >= 0 {
 				used = slices.Delete(used, i, i+1)
@@ -244,9 +244,9 @@ func TestTableMatchesAMap(t *testing.T) {
 		for step := range 300 {
 			where := fmt.Sprintf("round %d (max %d, evict %v) step %d", round, max, evict, step)
 			now += time.Duration(rng.IntN(4))
-			for k, s := range ref { // brute force: forget what is untouched
+			for k, s := range ref { // brute force: expire what is idle
 				if m.ResetAfter(s, now) == 0 {
-					forget(k)
+					drop(k)
 				}
 			}
 			key, n := fmt.Sprint(rng.IntN(12)), 1+rng.IntN(2)
@@ -266,7 +266,7 @@ func TestTableMatchesAMap(t *testing.T) {
 				require.Equal(t, want, got, where)
 				if !held && want.Allowed {
 					if len(ref) >= max {
-						forget(used[0])
+						drop(used[0])
 					}
 					ref[key] = s
 				}
@@ -277,12 +277,12 @@ func TestTableMatchesAMap(t *testing.T) {
 					tab.Refund(key, now, n)
 					m.Refund(s, now, n)
 					if m.ResetAfter(s, now) == 0 {
-						forget(key)
+						drop(key)
 					}
 				}
 			case op < 8:
 				tab.Reset(key)
-				forget(key)
+				drop(key)
 			default:
 				tab.Expire(now, 1+rng.IntN(3))
 			}
@@ -292,7 +292,7 @@ func TestTableMatchesAMap(t *testing.T) {
 		tab.Expire(now, math.MaxInt)
 		for k, s := range ref {
 			if m.ResetAfter(s, now) == 0 {
-				forget(k)
+				drop(k)
 			}
 		}
 		require.Equal(t, len(ref), tab.Len(), "round %d: after a full Expire", round)
@@ -333,7 +333,7 @@ func TestTableWithoutExpiring(t *testing.T) {
 	assert.Zero(t, tab.Counts(s-1).Idle, "nothing idle before it")
 	assert.Equal(t, 1, tab.Counts(s).Idle, "idle from the deadline on")
 	tab.Expire(s, 100)
-	assert.Equal(t, 0, tab.Len(), "forgotten at the deadline")
+	assert.Equal(t, 0, tab.Len(), "expired at the deadline")
 	assert.Equal(t, uint64(1), tab.Counts(s).Expired)
 	_, _, err := tab.AppendSnapshot(nil, 0)
 	assert.ErrorIs(t, err, errors.ErrUnsupported, "no snapshot without ResetAfter")
@@ -401,7 +401,7 @@ func checkIndex[S any](t *testing.T, tab *table[S]) {
 
 // TestTableKeysTakeAtMostKeyRoom: a table whose keys would pass keyRoom
 // refuses a new key with errs.ErrTooManyKeys, squeezes out the bytes of keys it
-// forgot to make room, and refuses to load past it.
+// dropped to make room, and refuses to load past it.
 func TestTableKeysTakeAtMostKeyRoom(t *testing.T) {
 	tab := fixedWindows(1)
 	impl := tab.(*table[algorithms.FixedWindowState])
@@ -433,11 +433,11 @@ func TestTableKeysTakeAtMostKeyRoom(t *testing.T) {
 }
 
 // TestTableDueHeap plays random grants, refunds, resets and expiries
-// (some lingering behind the latest now, as a partition's do) with
+// (some a grace period behind the latest now, as a partition's are) with
 // deadlines all over the place, for every built-in rule and for one that
 // cannot tell when a state is untouched, and checks the due heap after
 // each: the heap order, every slot's place in it, and that no entry is
-// after its key's deadline (else a key would be forgotten late, or counted
+// after its key's deadline (else a key would expire late, or be counted
 // wrongly as in use).
 func TestTableDueHeap(t *testing.T) {
 	rules := map[string]Rule{}
@@ -569,9 +569,9 @@ func TestTableRefusesABigKeyWithoutEvicting(t *testing.T) {
 	}
 }
 
-// TestTableGivesBackTheBytesOfForgottenKeys: once most of a table's keys
-// are forgotten, Expire gives back the memory their bytes took.
-func TestTableGivesBackTheBytesOfForgottenKeys(t *testing.T) {
+// TestTableGivesBackTheBytesOfExpiredKeys: once most of a table's keys
+// have expired, Expire gives back the memory their bytes took.
+func TestTableGivesBackTheBytesOfExpiredKeys(t *testing.T) {
 	tab := fixedWindows(1)
 	impl := tab.(*table[algorithms.FixedWindowState])
 	long := strings.Repeat("k", 1000)

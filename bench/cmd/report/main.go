@@ -246,11 +246,11 @@ func latencyTable(w io.Writer, all []*sample) {
 }
 
 func expiryTable(w io.Writer, all []*sample) {
-	fmt.Fprintf(w, "## Forgetting 1,000,000 keys that come due at once (one partition)\n\n")
-	fmt.Fprintf(w, "Single Allow calls timed while the partition forgets them, a few per message;\n")
+	fmt.Fprintf(w, "## Expiring 1,000,000 keys that become idle at once (one partition)\n\n")
+	fmt.Fprintf(w, "Single Allow calls timed while the partition expires them, a few per message;\n")
 	fmt.Fprintf(w, "`due=none` is the same calls with nothing due; `sweep=full` is one Expire\n")
 	fmt.Fprintf(w, "of all of them at once, the stall the budget avoids. A Stats call every\n")
-	fmt.Fprintf(w, "16,384 calls checks progress; it counts the untouched keys still held.\n\n")
+	fmt.Fprintf(w, "16,384 calls checks progress; it counts the idle keys still held.\n\n")
 	fmt.Fprintf(w, "| case | p50 | p99.99 | longest | calls | longest Stats |\n|---|---:|---:|---:|---:|---:|\n")
 	for _, c := range []struct{ key, val string }{{"due", "none"}, {"due", "all"}, {"sweep", "full"}} {
 		want := map[string]string{c.key: c.val}
