@@ -17,6 +17,7 @@ import (
 	"github.com/chanlimit/chanlimit"
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/clock"
+	"github.com/chanlimit/chanlimit/internal/clocktest"
 )
 
 // Test doubles for supervision: rules and clocks that panic on cue.
@@ -362,32 +363,17 @@ func TestRestoreOnAClockPastTheYear2262(t *testing.T) {
 	}
 }
 
-// flakyClock is a Fake whose readings panic while panics is set.
-type flakyClock struct {
-	*clock.Fake
-	panics atomic.Bool
-}
-
-func (c *flakyClock) Now() time.Time {
-	if c.panics.Load() {
-		panic("the clock is broken")
-	}
-	return c.Fake.Now()
-}
-
-func (c *flakyClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
-
 // TestAClockThatPanicsFailsRequestsNotTheProcess: while the clock panics,
 // requests fail with ErrClockPanic wrapping its value, a batch's one by
 // one, and Snapshot and Stats with it; once it reads again, every
 // partition goes on where it was, and Close returns.
 func TestAClockThatPanicsFailsRequestsNotTheProcess(t *testing.T) {
-	clk := &flakyClock{Fake: clock.NewFake(epoch)}
+	clk := clocktest.NewFlaky(epoch)
 	r, err := chanlimit.New(chanlimit.Config{Limit: 2, Window: time.Second, Partitions: 2, Clock: clk})
 	require.NoError(t, err)
 	require.True(t, allowN(t, r, "k", 1).Allowed)
 
-	clk.panics.Store(true)
+	clk.Panics.Store(true)
 	_, err = r.AllowN(bg, "k", 1)
 	require.ErrorIs(t, err, chanlimit.ErrClockPanic)
 	assert.ErrorContains(t, err, "the clock is broken")
@@ -399,7 +385,7 @@ func TestAClockThatPanicsFailsRequestsNotTheProcess(t *testing.T) {
 	_, err = r.Stats(bg)
 	assert.ErrorIs(t, err, chanlimit.ErrClockPanic)
 
-	clk.panics.Store(false)
+	clk.Panics.Store(false)
 	st := stats(t, r)
 	assert.Equal(t, 1, st.Keys, "k kept its state")
 	assert.Equal(t, uint64(1), st.Allowed)

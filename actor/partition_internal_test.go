@@ -2,7 +2,6 @@ package actor
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/clock"
+	"github.com/chanlimit/chanlimit/internal/clocktest"
 	"github.com/chanlimit/chanlimit/internal/errs"
 	"github.com/chanlimit/chanlimit/internal/keytable"
 )
@@ -179,7 +179,7 @@ func TestKeysExpireAfterTheirGrace(t *testing.T) {
 // panic, a batch's items each; the partition counts it, keeps its
 // timeline, and serves the next burst once the clock reads again.
 func TestAClockThatPanicsFailsOnlyItsBurst(t *testing.T) {
-	clk := &flakyClock{Fake: clock.NewFake(time.Unix(0, 0))}
+	clk := clocktest.NewFlaky(time.Unix(0, 0))
 	p := newPartition(fixedWindows(t), clk, clk.Now(), 4)
 	ch := func() chan reply { return make(chan reply, 1) }
 
@@ -188,7 +188,7 @@ func TestAClockThatPanicsFailsOnlyItsBurst(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, time.Second, now)
 
-	clk.panics.Store(true)
+	clk.Panics.Store(true)
 	clk.Advance(time.Second)
 	now, err = p.loop.tick()
 	require.ErrorIs(t, err, errs.ErrClockPanic)
@@ -210,23 +210,8 @@ func TestAClockThatPanicsFailsOnlyItsBurst(t *testing.T) {
 	assert.Zero(t, p.loop.state.Table.Len(), "nothing was decided")
 	assert.Equal(t, Counts{ClockPanics: 1}, p.loop.state.Counts, "a panic counts once; its answers count nowhere else")
 
-	clk.panics.Store(false)
+	clk.Panics.Store(false)
 	now, err = p.loop.tick()
 	require.NoError(t, err)
 	assert.Equal(t, 2*time.Second, now, "the step taken meanwhile counts once the clock reads again")
 }
-
-// flakyClock is a Fake whose Now and Since panic while panics is set.
-type flakyClock struct {
-	*clock.Fake
-	panics atomic.Bool
-}
-
-func (c *flakyClock) Now() time.Time {
-	if c.panics.Load() {
-		panic("the clock is broken")
-	}
-	return c.Fake.Now()
-}
-
-func (c *flakyClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }

@@ -125,15 +125,21 @@ func (t *table[S]) dropIdle(now time.Duration) (dropped bool) {
 }
 
 // hasRoom reports whether admit would make room for a new key at now,
-// changing nothing it would not change anyway: it brings the heap up to
-// date (which admit's callers cannot tell), but drops no idle key, unless
-// its rule panics.
+// changing nothing it would not change anyway: it brings the top of the
+// heap up to date (which admit's callers cannot tell), but drops no idle
+// key, unless its rule panics.
 func (t *table[S]) hasRoom(now time.Duration) (ok bool) {
 	if !t.full() || (t.evicting() && t.oldest != none) {
 		return true
 	}
+	need := t.held - t.limit.Max + 1 // idle keys to drop: more than one only in a table given more keys than its cap (Restore)
 	t.supervised(func() {
-		for ok = false; len(t.due) > 0 && passed(t.due[0].at, now); {
+		ok = false
+		if need > 1 {
+			ok = t.idleAtLeast(now, need)
+			return
+		}
+		for len(t.due) > 0 && passed(t.due[0].at, now) {
 			i := t.due[0].slot
 			wait := t.resetAfter(i, now)
 			if wait <= 0 {
@@ -145,6 +151,32 @@ func (t *table[S]) hasRoom(now time.Duration) (ok bool) {
 		}
 	})
 	return ok || !t.full()
+}
+
+// idleAtLeast reports whether at least k keys are idle at now, reading the
+// subtree of the heap that idle reads, as far as it takes, changing
+// nothing.
+func (t *table[S]) idleAtLeast(now time.Duration, k int) bool {
+	if len(t.due) == 0 || !passed(t.due[0].at, now) {
+		return false
+	}
+	stack := append(t.stack[:0], 0)
+	defer func() { t.stack = stack[:0] }()
+	for len(stack) > 0 {
+		h := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if t.untouched(t.due[h].slot, now) {
+			if k--; k == 0 {
+				return true
+			}
+		}
+		for c := arity*h + 1; c <= arity*h+arity && c < len(t.due); c++ {
+			if passed(t.due[c].at, now) {
+				stack = append(stack, c)
+			}
+		}
+	}
+	return false
 }
 
 // passed reports whether a deadline has come at now. The largest Duration

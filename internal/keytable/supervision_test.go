@@ -302,3 +302,26 @@ func TestTableRefundOfAPanickingRuleDropsTheKey(t *testing.T) {
 	assert.Equal(t, uint64(1), tab.Counts(0).Panicked)
 	checkWhole(t, tab, 0)
 }
+
+// TestTablePeekInAnOverfullTable: a table given more keys than its cap
+// (as Restore may) makes room for a new key only by dropping as many idle
+// keys as it is over; Peek says so too, whatever the number of idle keys.
+func TestTablePeekInAnOverfullTable(t *testing.T) {
+	for idle := range 4 {
+		tab := fixedWindows(1)
+		for k := range 4 { // at 0: idle from 1s; the rest at 2s
+			at := 2 * s
+			if k < idle {
+				at = 0
+			}
+			allow(t, tab, fmt.Sprint("k", k), at, 1)
+		}
+		tab.Bound(Limit{Max: 2}) // 4 held: 3 must go for a new key
+		where := fmt.Sprintf("%d idle", idle)
+		peeked, peekErr := peek(tab, "new", 2*s, 1)
+		got, err := tryAllow(tab, "new", 2*s, 1)
+		assert.Equal(t, got, peeked, where)
+		assert.Equal(t, err, peekErr, where)
+		assert.Equal(t, idle >= 3, err == nil, where)
+	}
+}
