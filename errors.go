@@ -46,16 +46,19 @@ var (
 	ErrKeyTooLong = errors.New("chanlimit: key too long")
 
 	// ErrAlgorithmPanic is returned, wrapped with the panic's value, by a
-	// request whose decision the algorithm panicked in. The key's state,
-	// which the panic may have left half-written, is dropped; the router
-	// and its other keys go on. If the value is an error, errors.Is and
-	// errors.As find it too.
+	// request whose decision the algorithm panicked in (or ran
+	// runtime.Goexit in). The key's state, which the panic may have left
+	// half-written, is dropped; the router and its other keys go on. If
+	// the value is an error, errors.Is and errors.As find it too; chanlimit
+	// itself never calls its methods.
 	ErrAlgorithmPanic = errs.ErrAlgorithmPanic
 
 	// ErrClockPanic is returned, wrapped with the panic's value, by the
-	// requests that a partition took while Config.Clock panicked. Time
+	// requests that need the time (AllowN, Peek, each request of
+	// AllowBatch) that a partition took while Config.Clock panicked. Time
 	// stands still for the partition meanwhile; it goes on at the next
-	// reading that works.
+	// reading that works. Requests that need no reading (Reset, Stats,
+	// Snapshot, Restore) go on.
 	ErrClockPanic = errs.ErrClockPanic
 
 	// ErrBadSnapshot is returned by Restore, wrapped with the reason, for

@@ -3,6 +3,7 @@ package chanlimit
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -76,12 +77,24 @@ func makerOf[S any, M algorithms.Machine[S]](newMachine func(algorithms.Params) 
 		if err != nil {
 			return nil, err
 		}
-		var machine algorithms.Machine[S] = m
-		if machine == nil {
-			return nil, fmt.Errorf("the constructor returned a nil Machine")
+		if isNil(m) {
+			return nil, fmt.Errorf("the constructor returned a nil Machine (%T)", m)
 		}
-		return keytable.NewRule(machine), nil
+		return keytable.NewRule[S](m), nil
 	}
+}
+
+// isNil reports whether v is nil: a nil interface, or a nil pointer, map,
+// slice, func or channel, whose methods would likely fail on every call.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // RegisteredAlgorithms returns the names Config.Algorithm accepts, sorted.

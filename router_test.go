@@ -49,7 +49,7 @@ func init() {
 		panic("boom")
 	}))
 	must(chanlimit.Register[state]("test_typed_nil", func(algorithms.Params) (*algorithms.TokenBucket, error) {
-		return nil, nil // its Capacity panics
+		return nil, nil
 	}))
 	must(chanlimit.Register[state]("test_no_capacity", func(algorithms.Params) (zeroCapacity, error) {
 		return zeroCapacity{}, nil
@@ -95,7 +95,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"AlgorithmFactoryRefuses", chanlimit.Config{Algorithm: "test_refuses", Limit: 1, Window: time.Second}, chanlimit.ErrInvalidConfig, "not today"},
 		{"AlgorithmFactoryReturnsNil", chanlimit.Config{Algorithm: "test_nil", Limit: 1, Window: time.Second}, chanlimit.ErrInvalidConfig, "test_nil"},
 		{"AlgorithmFactoryPanics", chanlimit.Config{Algorithm: "test_panics", Limit: 1, Window: time.Second}, chanlimit.ErrAlgorithmPanic, "boom"},
-		{"AlgorithmIsATypedNil", chanlimit.Config{Algorithm: "test_typed_nil", Limit: 1, Window: time.Second}, chanlimit.ErrAlgorithmPanic, "test_typed_nil"},
+		{"AlgorithmIsATypedNil", chanlimit.Config{Algorithm: "test_typed_nil", Limit: 1, Window: time.Second}, chanlimit.ErrInvalidConfig, "nil Machine"},
 		{"AlgorithmWithoutCapacity", chanlimit.Config{Algorithm: "test_no_capacity", Limit: 1, Window: time.Second}, chanlimit.ErrInvalidConfig, "Capacity is 0"},
 		{"ClockIsATypedNil", chanlimit.Config{Limit: 1, Window: time.Second, Clock: (*clock.Fake)(nil)}, chanlimit.ErrClockPanic, "Clock"},
 		{"MailboxesTooLargeTogether", chanlimit.Config{Limit: 1, Window: time.Second, Partitions: 64, MailboxSize: chanlimit.MaxMailboxSize}, chanlimit.ErrInvalidConfig, "Partitions × MailboxSize"},

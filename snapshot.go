@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"time"
 
 	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/internal/keytable"
-	"github.com/chanlimit/chanlimit/internal/supervise"
 	"github.com/chanlimit/chanlimit/internal/wire"
 )
 
@@ -50,9 +50,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // it back. Each partition's part records the clock's reading, so the time
 // that passes before the restore counts, as it would have had the router
 // kept running. Snapshot returns ctx.Err() if ctx is done before every
-// partition has answered, ErrClosed if the router closes, ErrClockPanic,
-// w's error, and an error wrapping errors.ErrUnsupported if the algorithm
-// cannot save its states; what it wrote to w then is not a snapshot.
+// partition has answered, ErrClosed if the router closes, w's error, and
+// an error wrapping errors.ErrUnsupported if the algorithm cannot save its
+// states; what it wrote to w then is not a snapshot.
 func (r *Router) Snapshot(ctx context.Context, w io.Writer) error {
 	sum := crc32.New(castagnoli)
 	out := io.MultiWriter(w, sum)
@@ -65,10 +65,9 @@ func (r *Router) Snapshot(ctx context.Context, w io.Writer) error {
 			wall time.Time
 		)
 		err := p.Do(ctx, func(s *actor.State) (err error) {
-			if entries, keys, err = s.Table.AppendSnapshot(entries[:0], s.Now); err != nil {
-				return err
-			}
-			return r.readClock(&wall)
+			entries, keys, err = s.Table.AppendSnapshot(entries[:0], s.Now)
+			wall = s.Wall // the reading the states are saved at
+			return err
 		})
 		if err != nil {
 			return fmt.Errorf("chanlimit: Snapshot: %w", err)
@@ -91,11 +90,6 @@ func (r *Router) Snapshot(ctx context.Context, w io.Writer) error {
 		return fmt.Errorf("chanlimit: Snapshot: %w", err)
 	}
 	return nil
-}
-
-// readClock sets *wall to the clock's reading, or returns ErrClockPanic.
-func (r *Router) readClock(wall *time.Time) error {
-	return supervise.Call(ErrClockPanic, func() { *wall = r.clock.Now() })
 }
 
 // appendTo appends the version and p, as a snapshot's header holds them.
@@ -191,8 +185,8 @@ func (r *Router) load(ctx context.Context, data []byte) ([]keytable.Table, error
 	nows := make([]time.Duration, len(r.parts))
 	walls := make([]time.Time, len(r.parts))
 	err := r.each(ctx, func(i int, s *actor.State) error {
-		nows[i] = s.Now
-		return r.readClock(&walls[i])
+		nows[i], walls[i] = s.Now, s.Wall
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -201,6 +195,11 @@ func (r *Router) load(ctx context.Context, data []byte) ([]keytable.Table, error
 	for i := range tables {
 		tables[i] = r.rule.NewTable()
 	}
+	defer func() { // the rule's panics while loading count as the router's
+		for _, t := range tables {
+			r.panicked.Add(t.Counts(math.MinInt64).Panicked) // no key is idle then: nothing is asked
+		}
+	}()
 	sections := rd.Uvarint()
 	for s := uint64(0); s < sections && rd.Err == nil; s++ {
 		var taken time.Time

@@ -21,7 +21,7 @@ type Stats struct {
 	Denied  uint64 // decisions that denied
 	Refused uint64 // requests refused with ErrTooManyKeys
 
-	Panicked uint64 // panics of the algorithm (each dropping the key it was on) and of the Clock, whether or not a caller heard of them
+	Panicked uint64 // panics of the algorithm (each dropping the key it was on) and of the Clock, whether or not a caller heard of them; in the sum, also those met while Restore loaded a snapshot
 	Expired  uint64 // idle keys let go: after their grace, or at once to make room for a new key
 	Evicted  uint64 // keys evicted, not idle, to make room for a new key (EvictLRU)
 
@@ -63,5 +63,6 @@ func (r *Router) Stats(ctx context.Context) (Stats, error) {
 		st.Expired += ps.Expired
 		st.Evicted += ps.Evicted
 	}
+	st.Panicked += r.panicked.Load()
 	return st, nil
 }

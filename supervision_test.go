@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -364,32 +365,38 @@ func TestRestoreOnAClockPastTheYear2262(t *testing.T) {
 }
 
 // TestAClockThatPanicsFailsRequestsNotTheProcess: while the clock panics,
-// requests fail with ErrClockPanic wrapping its value, a batch's one by
-// one, and Snapshot and Stats with it; once it reads again, every
-// partition goes on where it was, and Close returns.
+// the requests that need the time fail with ErrClockPanic wrapping its
+// value, a batch's one by one; those that need none (Reset, Stats,
+// Snapshot, Restore) go on at the latest reading that worked. Once it
+// reads again, every partition goes on where it was, and Close returns.
 func TestAClockThatPanicsFailsRequestsNotTheProcess(t *testing.T) {
 	clk := clocktest.NewFlaky(epoch)
 	r, err := chanlimit.New(chanlimit.Config{Limit: 2, Window: time.Second, Partitions: 2, Clock: clk})
 	require.NoError(t, err)
 	require.True(t, allowN(t, r, "k", 1).Allowed)
+	require.True(t, allowN(t, r, "gone", 1).Allowed)
+	var snap bytes.Buffer
+	require.NoError(t, r.Snapshot(bg, &snap))
 
 	clk.Panics.Store(true)
 	_, err = r.AllowN(bg, "k", 1)
 	require.ErrorIs(t, err, chanlimit.ErrClockPanic)
 	assert.ErrorContains(t, err, "the clock is broken")
+	_, err = r.Peek(bg, "k", 1)
+	require.ErrorIs(t, err, chanlimit.ErrClockPanic)
 	out := make([]chanlimit.Decision, 2)
 	err = r.AllowBatch(bg, []chanlimit.Request{{Key: "a", N: 1}, {Key: "b", N: 1}}, out)
 	require.ErrorIs(t, err, chanlimit.ErrClockPanic)
 	assert.ErrorContains(t, err, "request 0")
-	assert.ErrorIs(t, r.Snapshot(bg, &bytes.Buffer{}), chanlimit.ErrClockPanic)
-	_, err = r.Stats(bg)
-	assert.ErrorIs(t, err, chanlimit.ErrClockPanic)
+	require.NoError(t, r.Reset(bg, "gone"))
+	require.NoError(t, r.Snapshot(bg, &bytes.Buffer{}))
+	require.NoError(t, r.Restore(bg, bytes.NewReader(snap.Bytes())), "all of it, or nothing: here all")
+	st := stats(t, r)
+	assert.Equal(t, 2, st.Keys, "the snapshot's k and gone")
+	assert.Equal(t, uint64(2), st.Allowed)
+	assert.GreaterOrEqual(t, st.Panicked, uint64(3), "each reading that panicked")
 
 	clk.Panics.Store(false)
-	st := stats(t, r)
-	assert.Equal(t, 1, st.Keys, "k kept its state")
-	assert.Equal(t, uint64(1), st.Allowed)
-	assert.GreaterOrEqual(t, st.Panicked, uint64(4), "each reading that panicked")
 	d := allowN(t, r, "k", 1)
 	assert.True(t, d.Allowed)
 	assert.Zero(t, d.Remaining, "k's first unit is still taken")
@@ -441,4 +448,214 @@ func TestNewLeavesNoGoroutineWhenItFails(t *testing.T) {
 	}
 	_, err := chanlimit.New(chanlimit.Config{Algorithm: "test_typed_nil", Limit: 1, Window: time.Second, Partitions: 4})
 	require.ErrorIs(t, err, chanlimit.ErrInvalidConfig)
+}
+
+// exitsOnTwo is a fixed window whose AllowN, for 2 units, calls
+// runtime.Goexit, as t.FailNow or a failed require in a rule would.
+type exitsOnTwo struct{ *algorithms.FixedWindow }
+
+func (m exitsOnTwo) AllowN(s *algorithms.FixedWindowState, now time.Duration, n int, d *chanlimit.Decision) {
+	if n == 2 {
+		runtime.Goexit()
+	}
+	m.FixedWindow.AllowN(s, now, n, d)
+}
+
+// TestARuleThatCallsGoexitFailsOnlyItsRequest: nothing stops a Goexit, so
+// the partition answers the request as if the rule had panicked, drops the
+// key, counts it, and serves on in a goroutine of its own.
+func TestARuleThatCallsGoexitFailsOnlyItsRequest(t *testing.T) {
+	name := register[algorithms.FixedWindowState](t, func(fw *algorithms.FixedWindow) exitsOnTwo { return exitsOnTwo{fw} })
+	r, _ := newRouter(t, chanlimit.Config{Algorithm: name, Limit: 3, Window: time.Second, Partitions: 1})
+	require.True(t, allowN(t, r, "k", 1).Allowed)
+	_, err := r.AllowN(bg, "k", 2)
+	require.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
+	assert.Equal(t, 2, allowN(t, r, "k", 1).Remaining, "k was dropped: it starts afresh")
+	assert.Equal(t, uint64(1), stats(t, r).Panicked)
+}
+
+// goexitClock is a Fake whose readings run runtime.Goexit while exits is
+// set.
+type goexitClock struct {
+	*clock.Fake
+	exits atomic.Bool
+}
+
+func (c *goexitClock) Now() time.Time {
+	if c.exits.Load() {
+		runtime.Goexit()
+	}
+	return c.Fake.Now()
+}
+
+func (c *goexitClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+func TestAClockThatCallsGoexitFailsOnlyItsRequest(t *testing.T) {
+	clk := &goexitClock{Fake: clock.NewFake(epoch)}
+	r, err := chanlimit.New(chanlimit.Config{Limit: 3, Window: time.Second, Partitions: 1, Clock: clk})
+	require.NoError(t, err)
+	clk.exits.Store(true)
+	_, err = r.AllowN(bg, "k", 1)
+	require.ErrorIs(t, err, chanlimit.ErrClockPanic)
+	clk.exits.Store(false)
+	assert.True(t, allowN(t, r, "k", 1).Allowed)
+	assert.Equal(t, uint64(1), stats(t, r).Panicked)
+
+	clk.exits.Store(true) // at the reading that comes with the stop message too
+	require.NoError(t, r.Close())
+}
+
+// touchy is an error whose Is panics: the router must never ask it.
+type touchy struct{}
+
+func (touchy) Error() string { return "touchy" }
+func (touchy) Is(error) bool { panic("Is asked") }
+
+// TestPanicValuesAreNeverAsked: a panic's value, or a constructor's
+// error, is the misbehaving code's too; chanlimit wraps it and never calls
+// its methods, so one whose Is panics crashes nothing.
+func TestPanicValuesAreNeverAsked(t *testing.T) {
+	clk := &valuePanicClock{Fake: clock.NewFake(epoch)}
+	r, err := chanlimit.New(chanlimit.Config{Limit: 3, Window: time.Second, Partitions: 1, Clock: clk})
+	require.NoError(t, err)
+	defer r.Close()
+	clk.value.Store(new(touchy))
+	_, err = r.AllowN(bg, "k", 1)
+	assert.ErrorIs(t, err, chanlimit.ErrClockPanic)
+	clk.value.Store(nil)
+	assert.Equal(t, uint64(1), stats(t, r).Panicked)
+
+	type state = algorithms.TokenBucketState
+	panics := fmt.Sprint("test_panics_touchy_", registrations.Add(1))
+	require.NoError(t, chanlimit.Register(panics, func(algorithms.Params) (algorithms.Machine[state], error) { panic(touchy{}) }))
+	_, err = chanlimit.New(chanlimit.Config{Algorithm: panics, Limit: 1, Window: time.Second})
+	assert.ErrorIs(t, err, chanlimit.ErrInvalidConfig)
+	refuses := fmt.Sprint("test_refuses_touchy_", registrations.Add(1))
+	require.NoError(t, chanlimit.Register(refuses, func(algorithms.Params) (algorithms.Machine[state], error) { return nil, touchy{} }))
+	_, err = chanlimit.New(chanlimit.Config{Algorithm: refuses, Limit: 1, Window: time.Second})
+	assert.ErrorIs(t, err, chanlimit.ErrInvalidConfig)
+	assert.ErrorContains(t, err, "touchy")
+}
+
+// valuePanicClock is a Fake whose readings panic with the touchy value
+// while one is set.
+type valuePanicClock struct {
+	*clock.Fake
+	value atomic.Pointer[touchy]
+}
+
+func (c *valuePanicClock) Now() time.Time {
+	if v := c.value.Load(); v != nil {
+		panic(*v)
+	}
+	return c.Fake.Now()
+}
+
+func (c *valuePanicClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// TestAClockPanicOfNilIsAPanic: with GODEBUG=panicnil=1, recover says nil
+// for panic(nil); the partition meets it as a panic all the same, so a
+// frozen clock grants no more than capacity.
+func TestAClockPanicOfNilIsAPanic(t *testing.T) {
+	t.Setenv("GODEBUG", "panicnil=1")
+	clk := &nilPanicClock{Fake: clock.NewFake(epoch)}
+	r, err := chanlimit.New(chanlimit.Config{Limit: 10, Window: time.Hour, Partitions: 1, Clock: clk})
+	require.NoError(t, err)
+	defer r.Close()
+	clk.Advance(time.Hour)
+	granted := 0
+	for i := range 5 {
+		clk.panics.Store(i == 2)
+		d, err := r.AllowN(bg, "k", 10)
+		if i == 2 {
+			assert.ErrorIs(t, err, chanlimit.ErrClockPanic)
+		}
+		if err == nil && d.Allowed {
+			granted += 10
+		}
+	}
+	assert.Equal(t, 10, granted, "the frozen clock's capacity, once")
+}
+
+// nilPanicClock is a Fake whose readings panic(nil) while panics is set.
+type nilPanicClock struct {
+	*clock.Fake
+	panics atomic.Bool
+}
+
+func (c *nilPanicClock) Now() time.Time {
+	if c.panics.Load() {
+		panic(nil)
+	}
+	return c.Fake.Now()
+}
+
+func (c *nilPanicClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// parseStatePanics is a fixed window whose ParseState panics.
+type parseStatePanics struct{ *algorithms.FixedWindow }
+
+func (parseStatePanics) ParseState([]byte, *algorithms.FixedWindowState, time.Duration, time.Duration) error {
+	panic("cannot parse")
+}
+
+// TestRestoreCountsThePanicsOfItsLoading: a rule that panics while Restore
+// loads a snapshot fails the Restore, which loads nothing, and the panic
+// counts in Stats.Panicked.
+func TestRestoreCountsThePanicsOfItsLoading(t *testing.T) {
+	name := register[algorithms.FixedWindowState](t, func(fw *algorithms.FixedWindow) parseStatePanics { return parseStatePanics{fw} })
+	cfg := chanlimit.Config{Algorithm: name, Limit: 2, Window: time.Minute}
+	a, _ := newRouter(t, cfg)
+	b, _ := newRouter(t, cfg)
+	allowN(t, a, "k", 1)
+	var buf bytes.Buffer
+	require.NoError(t, a.Snapshot(bg, &buf))
+	err := b.Restore(bg, &buf)
+	require.ErrorIs(t, err, chanlimit.ErrBadSnapshot)
+	require.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
+	st := stats(t, b)
+	assert.Equal(t, uint64(1), st.Panicked)
+	assert.Zero(t, st.Keys)
+}
+
+// slowReadClock is a Fake on which a minute passes while Now is read, once
+// armed: a stand-in for the time a snapshot of many keys takes.
+type slowReadClock struct {
+	*clock.Fake
+	armed atomic.Bool
+}
+
+func (c *slowReadClock) Now() time.Time {
+	if c.armed.Swap(false) {
+		c.Fake.Advance(time.Minute)
+	}
+	return c.Fake.Now()
+}
+
+// TestSnapshotRecordsTheReadingItsStatesAreSavedAt: each partition's part
+// carries the clock reading its states were saved at, not a later one, so
+// the time a snapshot takes is not lost and a restored router is no
+// stricter than the original.
+func TestSnapshotRecordsTheReadingItsStatesAreSavedAt(t *testing.T) {
+	clk := &slowReadClock{Fake: clock.NewFake(epoch)}
+	cfg := chanlimit.Config{Limit: 10, Window: 10 * time.Second, Clock: clk, Partitions: 1}
+	a, err := chanlimit.New(cfg)
+	require.NoError(t, err)
+	defer a.Close()
+	allowN(t, a, "k", 10)
+	var buf bytes.Buffer
+	clk.armed.Store(true)
+	require.NoError(t, a.Snapshot(bg, &buf))
+	clk.armed.Store(false)
+	clk.Advance(time.Minute) // as if reading the clock had taken a minute
+	b, err := chanlimit.New(cfg)
+	require.NoError(t, err)
+	defer b.Close()
+	require.NoError(t, b.Restore(bg, &buf))
+	want, err := a.Peek(bg, "k", 10)
+	require.NoError(t, err)
+	got, err := b.Peek(bg, "k", 10)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	assert.True(t, got.Allowed)
 }

@@ -3,6 +3,10 @@
 // mailbox. Callers never touch the table; they send a request by value and
 // read the answer from a reply channel.
 //
+// Its API is the router's: a partition owns a table from chanlimit's
+// internal packages, so the package is public to be read, as the protocol
+// it is, not to be built on.
+//
 // The protocol, and the property each part keeps:
 //
 //   - The mailbox is a bounded channel and is never closed, so a send can
@@ -40,7 +44,7 @@ package actor
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -103,6 +107,7 @@ type reply struct {
 type State struct {
 	Table  keytable.Table // the partition's keys
 	Now    time.Duration  // the partition's now: time since Start, never going back
+	Wall   time.Time      // the clock's reading that Now came from
 	Counts Counts         // of the answers delivered so far
 }
 
@@ -112,7 +117,7 @@ type State struct {
 type Counts struct {
 	Allowed     uint64 // decisions that allowed
 	Denied      uint64 // decisions that denied
-	Refused     uint64 // requests refused with an error other than a panic's (keytable: ErrTooManyKeys)
+	Refused     uint64 // requests refused with an error that is not a panic's (ErrTooManyKeys)
 	ClockPanics uint64 // readings of the Clock that panicked
 }
 
@@ -129,11 +134,22 @@ type Partition struct {
 
 // loop is the partition goroutine's own state.
 type loop struct {
-	state   State
-	d       algorithms.Decision // where the table writes a decision: a pointer passed to an interface escapes, and this one is on the heap already
-	clock   clock.Clock
-	origin  time.Time     // the clock's reading at Start
-	reading time.Duration // the clock's latest reading, as time since origin
+	state    State
+	d        algorithms.Decision // where the table writes a decision: a pointer passed to an interface escapes, and this one is on the heap already
+	clock    clock.Clock
+	origin   time.Time     // the clock's reading at Start
+	reading  time.Duration // the clock's latest reading, as time since origin
+	inflight inflight      // the request being served, until it is answered
+	ticking  bool          // the clock is being read
+	stopping bool          // the stop message has come: drain, then exit
+}
+
+// inflight is what the goroutine must know of the request it serves to
+// answer it if user code ends the goroutine (runtime.Goexit): see carryOn.
+type inflight struct {
+	reply chan reply // nil: none
+	op    op
+	batch *[]keytable.Item
 }
 
 // The errors a partition returns are chanlimit's: ErrClosed below is
@@ -155,7 +171,7 @@ func newPartition(table keytable.Table, clk clock.Clock, origin time.Time, mailb
 		mailbox: make(chan request, max(mailboxSize, 0)),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
-		loop:    &loop{state: State{Table: table}, clock: clk, origin: origin},
+		loop:    &loop{state: State{Table: table, Wall: origin}, clock: clk, origin: origin},
 	}
 	p.replies.New = func() any { return make(chan reply, 1) }
 	return p
@@ -212,8 +228,8 @@ func (pd Pending) Wait(ctx context.Context) error {
 // returns ErrClosed if the partition stopped first, and ctx.Err() if ctx
 // ends first: f then runs at most once, and whatever it writes, the
 // caller must not read. (Pass a ctx that never ends for a step that must
-// not be left half-done.) If the partition's clock panicked at the reading
-// that came with this message, f does not run, and Do returns that error.
+// not be left half-done.) f needs no reading of the clock: if the one that
+// came with this message panicked, f sees the latest that worked.
 func (p *Partition) Do(ctx context.Context, f func(*State) error) error {
 	_, err := p.call(ctx, request{op: opDo, do: f})
 	return err
@@ -336,10 +352,22 @@ func (p *Partition) abandon(ctx context.Context, ch chan reply) (algorithms.Deci
 }
 
 func (p *Partition) run() {
-	defer close(p.done)
+	exited := false
+	defer func() {
+		if !exited {
+			p.carryOn()
+		}
+	}()
 	l := p.loop
+	if l.stopping { // a goroutine that carries on after the stop message
+		p.drain(l.state.Now, nil)
+		exited = true
+		close(p.done)
+		return
+	}
 	for {
 		req := <-p.mailbox
+		l.hold(req)
 		// The requests queued behind req were all sent before the clock is
 		// read, so one reading serves them all: never a time before a
 		// caller's send, and one clock read per burst under load.
@@ -349,19 +377,21 @@ func (p *Partition) run() {
 		for {
 			if req.op == opStop {
 				p.drain(now, err)
+				exited = true
+				close(p.done)
 				return
 			}
 			served += l.serve(req, now, err)
+			l.inflight.reply = nil // answered
 			if queued == 0 {
 				break
 			}
 			req, queued = <-p.mailbox, queued-1 // there: only this goroutine receives
+			l.hold(req)
 		}
 		// Expiring comes after the burst's answers, so no caller in it
 		// waits for it.
-		if err == nil {
-			l.state.Table.Expire(now-grace, expireBase+expirePerRequest*served)
-		}
+		l.state.Table.Expire(now-grace, expireBase+expirePerRequest*served)
 	}
 }
 
@@ -371,16 +401,62 @@ func (p *Partition) drain(now time.Duration, clockErr error) {
 	for {
 		select {
 		case req := <-p.mailbox:
+			p.loop.hold(req)
 			p.loop.serve(req, now, clockErr)
+			p.loop.inflight.reply = nil
 		default:
 			return
 		}
 	}
 }
 
-// serve decides one request at now and delivers the answer; if reading the
-// clock failed with clockErr, it fails the request with that error. It
-// returns how many requests that was: a batch's items, or 1.
+// carryOn is deferred by run for a goroutine that ends other than by
+// returning: code it called, a rule or the clock, ran runtime.Goexit (as
+// t.FailNow does), which nothing can stop. So that every call still
+// returns, it answers the request in flight as if that code had panicked,
+// giving back what a batch had been granted, and starts a goroutine that
+// goes on serving the mailbox in its place.
+func (p *Partition) carryOn() {
+	l := p.loop
+	culprit := errs.ErrAlgorithmPanic
+	if l.ticking {
+		l.ticking = false
+		l.state.Counts.ClockPanics++
+		culprit = errs.ErrClockPanic
+	} else {
+		l.state.Table.Abandoned()
+	}
+	err := fmt.Errorf("%w: runtime.Goexit", culprit)
+	if in := l.inflight; in.reply != nil {
+		l.inflight = inflight{}
+		if in.op == opBatch {
+			items := *in.batch
+			for i := len(items) - 1; i >= 0; i-- {
+				if items[i].D.Allowed {
+					l.state.Table.Refund(items[i].Key, l.state.Now, items[i].N)
+				}
+			}
+		}
+		select {
+		case in.reply <- reply{err: err}:
+		default: // the caller gave up
+		}
+	}
+	go p.run()
+}
+
+// hold notes req as the request in flight, and the stop message as soon
+// as it comes.
+func (l *loop) hold(req request) {
+	l.inflight = inflight{reply: req.reply, op: req.op, batch: req.batch}
+	l.stopping = l.stopping || req.op == opStop
+}
+
+// serve decides one request at now and delivers the answer. If reading the clock failed with
+// clockErr, the requests that need the time (AllowN, PeekN, a batch) fail
+// with that error; Reset and Do need none, and go on at the latest reading
+// that worked. It returns how many requests that was: a batch's items, or
+// 1.
 func (l *loop) serve(req request, now time.Duration, clockErr error) (served int) {
 	if len(req.reply) > 0 {
 		return 0 // the caller gave up before its turn: apply nothing
@@ -395,7 +471,7 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 			items[i].D, items[i].Err = algorithms.Decision{}, clockErr
 		}
 		served = len(items)
-	case clockErr != nil:
+	case clockErr != nil && (req.op == opAllow || req.op == opPeek):
 		r.err = clockErr
 	case req.op == opAllow:
 		r.err = t.AllowN(req.key, now, req.n, &l.d)
@@ -460,14 +536,15 @@ func (c *Counts) count(req request, r reply) {
 }
 
 // note counts one decision or error. A panic's error counts where the
-// panic does: the table counts a rule's, tick the Clock's.
+// panic does: the table counts a rule's, tick the Clock's. (It asks the
+// error nothing: errors.Is would call into the panic's value.)
 func (c *Counts) note(d algorithms.Decision, err error) {
 	switch {
 	case err == nil && d.Allowed:
 		c.Allowed++
 	case err == nil:
 		c.Denied++
-	case errors.Is(err, errs.ErrAlgorithmPanic), errors.Is(err, errs.ErrClockPanic):
+	case supervise.Panicked(err):
 	default:
 		c.Refused++
 	}
@@ -487,7 +564,10 @@ func (c *Counts) note(d algorithms.Decision, err error) {
 // whole forward step counts as time passing.
 func (l *loop) tick() (time.Duration, error) {
 	var reading time.Duration
-	if err := supervise.Call(errs.ErrClockPanic, func() { reading = l.clock.Since(l.origin) }); err != nil {
+	l.ticking = true
+	err := supervise.Call(errs.ErrClockPanic, func() { reading = l.clock.Since(l.origin) })
+	l.ticking = false
+	if err != nil {
 		l.state.Counts.ClockPanics++
 		return l.state.Now, err
 	}
@@ -500,5 +580,6 @@ func (l *loop) tick() (time.Duration, error) {
 		}
 	}
 	l.reading = reading
+	l.state.Wall = l.origin.Add(reading)
 	return l.state.Now, nil
 }

@@ -175,9 +175,10 @@ func TestKeysExpireAfterTheirGrace(t *testing.T) {
 }
 
 // TestAClockThatPanicsFailsOnlyItsBurst: the requests that came with a
-// reading of the clock that panicked fail with an error wrapping the
-// panic, a batch's items each; the partition counts it, keeps its
-// timeline, and serves the next burst once the clock reads again.
+// reading of the clock that panicked and need the time fail with an error
+// wrapping the panic, a batch's items each; Reset and Do need none and go
+// on at the latest reading that worked. The partition counts the panic,
+// keeps its timeline, and serves the next burst once the clock reads again.
 func TestAClockThatPanicsFailsOnlyItsBurst(t *testing.T) {
 	clk := clocktest.NewFlaky(time.Unix(0, 0))
 	p := newPartition(fixedWindows(t), clk, clk.Now(), 4)
@@ -187,6 +188,7 @@ func TestAClockThatPanicsFailsOnlyItsBurst(t *testing.T) {
 	now, err := p.loop.tick()
 	require.NoError(t, err)
 	require.Equal(t, time.Second, now)
+	allow(t, p.loop.state.Table, "r", now, 1)
 
 	clk.Panics.Store(true)
 	clk.Advance(time.Second)
@@ -195,19 +197,24 @@ func TestAClockThatPanicsFailsOnlyItsBurst(t *testing.T) {
 	assert.Equal(t, "chanlimit: clock panicked: the clock is broken", err.Error())
 	assert.Equal(t, time.Second, now, "the timeline stays")
 
-	allowReply, doReply := ch(), ch()
+	allowReply, peekReply, resetReply, doReply := ch(), ch(), ch(), ch()
 	p.loop.serve(request{op: opAllow, key: "k", n: 1, reply: allowReply}, now, err)
+	p.loop.serve(request{op: opPeek, key: "k", n: 1, reply: peekReply}, now, err)
 	items := []keytable.Item{{Key: "a", N: 1}, {Key: "b", N: 1}}
 	p.loop.serve(request{op: opBatch, batch: &items, reply: ch()}, now, err)
-	ran := false
-	p.loop.serve(request{op: opDo, do: func(*State) error { ran = true; return nil }, reply: doReply}, now, err)
+	p.loop.serve(request{op: opReset, key: "r", reply: resetReply}, now, err)
+	var seen State
+	p.loop.serve(request{op: opDo, do: func(s *State) error { seen = *s; return nil }, reply: doReply}, now, err)
 	assert.ErrorIs(t, (<-allowReply).err, errs.ErrClockPanic)
+	assert.ErrorIs(t, (<-peekReply).err, errs.ErrClockPanic)
 	for _, it := range items {
 		assert.ErrorIs(t, it.Err, errs.ErrClockPanic)
 	}
-	assert.ErrorIs(t, (<-doReply).err, errs.ErrClockPanic)
-	assert.False(t, ran, "Do's function does not run without a reading")
-	assert.Zero(t, p.loop.state.Table.Len(), "nothing was decided")
+	assert.NoError(t, (<-resetReply).err)
+	assert.NoError(t, (<-doReply).err)
+	assert.Equal(t, time.Second, seen.Now, "Do sees the latest reading that worked")
+	assert.Equal(t, time.Unix(1, 0), seen.Wall)
+	assert.Zero(t, p.loop.state.Table.Len(), "nothing was decided, and r was reset")
 	assert.Equal(t, Counts{ClockPanics: 1}, p.loop.state.Counts, "a panic counts once; its answers count nowhere else")
 
 	clk.Panics.Store(false)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -496,5 +497,66 @@ func TestDoGivenUpWhileQueuedNeverRuns(t *testing.T) {
 		require.NoError(t, (<-slow).err)
 		require.NoError(t, p.Do(bg, func(*actor.State) error { return nil }), "the partition goes on")
 		assert.False(t, ran)
+	})
+}
+
+// goexitTable is a table whose AllowN runs runtime.Goexit for the key
+// "exits", as a rule calling t.FailNow would.
+type goexitTable struct{ keytable.Table }
+
+func (g goexitTable) AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error {
+	if key == "exits" {
+		runtime.Goexit()
+	}
+	return g.Table.AllowN(key, now, n, d)
+}
+
+func (g goexitTable) AllowEach(items []keytable.Item, now time.Duration) {
+	for i := range items {
+		it := &items[i]
+		it.Err = g.AllowN(it.Key, now, it.N, &it.D)
+	}
+}
+
+// TestAGoexitInTheTableAnswersAndCarriesOn: code the partition calls ends
+// its goroutine with runtime.Goexit; the request in flight is answered with
+// ErrAlgorithmPanic, a batch gives back what it was granted, and another
+// goroutine serves the rest: every call returns, and Stop still works.
+func TestAGoexitInTheTableAnswersAndCarriesOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pt := newProbe(t, "slow")
+		p := start(goexitTable{pt}, clock.NewFake(epoch), 4)
+		bg := context.Background()
+
+		_, err := p.AllowN(bg, "exits", 1)
+		require.ErrorIs(t, err, errs.ErrAlgorithmPanic)
+		assert.ErrorContains(t, err, "runtime.Goexit")
+		d, err := p.AllowN(bg, "k", 1)
+		require.NoError(t, err, "the partition goes on")
+		assert.True(t, d.Allowed)
+
+		items := []keytable.Item{{Key: "a", N: 2}, {Key: "exits", N: 1}, {Key: "b", N: 1}}
+		pending, err := p.SendBatch(bg, &items)
+		require.NoError(t, err)
+		require.ErrorIs(t, pending.Wait(bg), errs.ErrAlgorithmPanic)
+		d, err = p.AllowN(bg, "a", 2)
+		require.NoError(t, err)
+		assert.True(t, d.Allowed, "the batch's grant to a was given back")
+
+		// While it drains after Stop, too: the goroutine that carries on
+		// drains, and exits.
+		slow := async(bg, p, "slow", 1)
+		synctest.Wait()
+		exits := async(bg, p, "exits", 1)
+		synctest.Wait()
+		after := async(bg, p, "k", 1)
+		synctest.Wait()
+		require.Equal(t, 2, p.Queued())
+		p.Stop()
+		release(pt, "slow")
+		<-p.Done()
+		assert.NoError(t, (<-slow).err)
+		assert.ErrorIs(t, (<-exits).err, errs.ErrAlgorithmPanic)
+		assert.NoError(t, (<-after).err, "answered by the goroutine that carried on")
 	})
 }

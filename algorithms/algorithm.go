@@ -16,7 +16,8 @@
 // their waits count from the caller's now, so they stay exact; gcra,
 // leaky_bucket and sliding_window_counter keep no such instant and read
 // their state as it stood at now, which may refuse more and whose waits are
-// then not exact. chanlimit's router never relies on any of this.
+// then not exact. chanlimit's router never decides at a now that goes
+// back; it does ask ResetAfter about earlier times (see Expiring).
 //
 // Arithmetic is exact: integers only, 128 bits wide where products need it,
 // so that Limit per Window is honoured to the nanosecond at any ratio
@@ -123,9 +124,8 @@ func (e *paramsError) Is(target error) bool { return target == ErrInvalidParams 
 // Every n a Machine is given lies in [1, Capacity()]: the caller checks it
 // (chanlimit's router answers ErrInvalidCount or ErrExceedsCapacity
 // instead), and the built-in rules panic on any other n. A Machine writes
-// its answer into a Decision the caller owns, rather than returning one:
-// a Decision is six words, and copying it out through an interface call is
-// a large share of a decision's cost.
+// its answer into a Decision the caller owns, rather than returning one, so
+// that the answer is not copied again at every call it passes through.
 type Machine[S any] interface {
 	// Capacity returns the largest n that AllowN can ever allow.
 	Capacity() int
@@ -158,6 +158,11 @@ type Expiring[S any] interface {
 	// until its next grant: a partition lets go of the key, whenever it
 	// gets round to it, and one that says 0 early lets the key's requests
 	// through as if never seen.
+	//
+	// now may be earlier than the latest now s was decided at: a partition
+	// asks about times up to a grace period behind. The answer must then
+	// still point at the same instant: now + ResetAfter(s, now) is when s
+	// is untouched, whatever now is asked about.
 	ResetAfter(s *S, now time.Duration) time.Duration
 }
 

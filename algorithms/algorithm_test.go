@@ -231,6 +231,7 @@ func TestAllowNPanicsOnABadN(t *testing.T) {
 				for _, call := range []func(){
 					func() { alg.machineAllowN(100*ms, n) },
 					func() { alg.machinePeekN(100*ms, n) },
+					func() { alg.refund(0, n) },
 				} {
 					assert.PanicsWithValue(t, fmt.Sprintf("algorithms: n = %d outside [1, Capacity() = 3]: the caller must check n", n), call)
 					assert.Equal(t, before, alg.snapshot(), "the state is as it was")

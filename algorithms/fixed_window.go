@@ -61,6 +61,7 @@ func (w *FixedWindow) PeekN(s *FixedWindowState, now time.Duration, n int, d *De
 
 // Refund takes the n units allowed at now out of the window.
 func (w *FixedWindow) Refund(s *FixedWindowState, now time.Duration, n int) {
+	checkN(n, w.limit)
 	s.count -= min(n, s.count)
 }
 

@@ -60,6 +60,7 @@ func (g *GCRA) PeekN(s *GCRAState, now time.Duration, n int, d *Decision) {
 // Refund puts back the n tokens taken at now: TAT moves back by
 // n × Window / Limit.
 func (g *GCRA) Refund(s *GCRAState, now time.Duration, n int) {
+	checkN(n, g.burst)
 	t := uint64(max(now, 0))
 	g.setTAT(s, t, g.usedAt(s, t).SubFloor(wide.Mul(uint64(n), g.perToken)))
 }

@@ -91,6 +91,7 @@ func (c *SlidingWindowCounter) PeekN(s *SlidingWindowCounterState, now time.Dura
 
 // Refund takes the n units allowed at now out of the current window.
 func (c *SlidingWindowCounter) Refund(s *SlidingWindowCounterState, now time.Duration, n int) {
+	checkN(n, c.limit)
 	s.cur -= min(n, s.cur)
 }
 

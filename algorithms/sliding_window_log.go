@@ -107,6 +107,7 @@ func (l *SlidingWindowLog) allow(s *SlidingWindowLogState, now time.Duration, n 
 // where AllowN logged them, at now or, if now was behind, at that entry's
 // instant.
 func (l *SlidingWindowLog) Refund(s *SlidingWindowLogState, now time.Duration, n int) {
+	checkN(n, l.limit)
 	k := len(s.entries)
 	if k == 0 {
 		return

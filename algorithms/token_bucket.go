@@ -65,6 +65,7 @@ func (tb *TokenBucket) PeekN(s *TokenBucketState, now time.Duration, n int, d *D
 
 // Refund puts back the n tokens taken at now.
 func (tb *TokenBucket) Refund(s *TokenBucketState, now time.Duration, n int) {
+	checkN(n, tb.burst)
 	s.used = s.used.SubFloor(wide.Mul(uint64(n), tb.perToken))
 }
 

@@ -14,7 +14,7 @@ type Clock interface {
 	Now() time.Time
 
 	// Since returns the time elapsed since t, Now().Sub(t). The real clock
-	// reads only its monotonic clock for it, which costs half of Now.
+	// reads only its monotonic clock for it, which is cheaper than Now.
 	Since(t time.Time) time.Duration
 
 	// NewTimer returns a Timer that sends the time on its channel once d

@@ -91,6 +91,12 @@ type Table interface {
 	// table of the same rule, which is left empty. The table keeps its
 	// counts and its Limit.
 	Replace(other Table)
+
+	// Abandoned is called, on the way out of the goroutine, when the rule
+	// did not return from a call the table made into it: it ran
+	// runtime.Goexit, which no recover stops. The table drops the key the
+	// rule was working on, as for a panic, and counts it as one.
+	Abandoned()
 }
 
 // Rule is a rule ready to make tables: what a router keeps of an algorithm
@@ -156,7 +162,7 @@ var (
 	errNoRoom = fmt.Errorf("%w: this partition's share of MaxKeys is held, and no key is idle", errs.ErrTooManyKeys)
 
 	// errKeysFull refuses a key whose bytes do not fit.
-	errKeysFull = fmt.Errorf("%w: this partition's keys fill the 4 GiB it keeps them in", errs.ErrTooManyKeys)
+	errKeysFull = fmt.Errorf("%w: this partition's keys fill the space it keeps their bytes in (4 GiB; 2 GiB on 32-bit platforms)", errs.ErrTooManyKeys)
 
 	// errNoCodec is returned by the snapshot methods of a table whose rule
 	// cannot save its states.

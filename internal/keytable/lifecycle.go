@@ -93,10 +93,14 @@ func (t *table[S]) evicting() bool { return t.limit.Max > 0 && t.limit.Evict }
 // full reports whether the table holds as many keys as its Limit allows.
 func (t *table[S]) full() bool { return t.limit.Max > 0 && t.held >= t.limit.Max }
 
-// admit makes room for a new key if the table is full: first by dropping
-// an idle key, then, if eviction is on, the least recently used one. It
-// returns errNoRoom if neither can be done.
+// admit makes room for a new key if the table is full: first by letting
+// idle keys expire, then, if eviction is on, by evicting the least recently
+// used ones. It returns errNoRoom, having let no key go, if that cannot
+// make room.
 func (t *table[S]) admit(now time.Duration) error {
+	if !t.hasRoom(now) {
+		return errNoRoom
+	}
 	for t.full() {
 		switch {
 		case t.dropIdle(now):

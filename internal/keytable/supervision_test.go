@@ -323,5 +323,9 @@ func TestTablePeekInAnOverfullTable(t *testing.T) {
 		assert.Equal(t, got, peeked, where)
 		assert.Equal(t, err, peekErr, where)
 		assert.Equal(t, idle >= 3, err == nil, where)
+		if err != nil {
+			assert.Zero(t, tab.Counts(2*s).Expired, where+": a refused key lets no idle key go")
+			assert.Equal(t, 4, tab.Len(), where)
+		}
 	}
 }

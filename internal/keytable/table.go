@@ -170,12 +170,7 @@ func (t *table[S]) Refund(key string, now time.Duration, n int) {
 	}) != nil {
 		return // the key is dropped
 	}
-	if wait > 0 {
-		t.earlier(i, after(now, wait))
-	} else {
-		t.remove(i)
-		t.counts.Expired++
-	}
+	t.earlier(i, after(now, max(wait, 0))) // idle from then on, like any key
 }
 
 func (t *table[S]) Reset(key string) {
@@ -185,6 +180,11 @@ func (t *table[S]) Reset(key string) {
 }
 
 func (t *table[S]) Len() int { return t.held }
+
+func (t *table[S]) Abandoned() {
+	t.dropAsked()
+	t.fresh = t.zero
+}
 
 // ask runs f, which calls the rule about the key in slot i (none for a
 // state the table does not hold), under supervision: if the rule panics,

@@ -2,6 +2,7 @@ package supervise
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"runtime"
 	"testing"
@@ -49,3 +50,29 @@ func TestCallMeetsRuntimeErrors(t *testing.T) {
 	var re runtime.Error
 	assert.ErrorAs(t, err, &re, "the runtime's error is found too")
 }
+
+// TestCallMeetsAPanicOfNilThatRecoversAsNil: with GODEBUG=panicnil=1,
+// recover returns nil for panic(nil); it is a panic all the same. (The
+// setting is the process's: this test sets and restores it.)
+func TestCallMeetsAPanicOfNilThatRecoversAsNil(t *testing.T) {
+	t.Setenv("GODEBUG", "panicnil=1")
+	err := Call(errCulprit, func() { panic(nil) })
+	require.ErrorIs(t, err, errCulprit)
+	assert.True(t, Panicked(err))
+}
+
+// TestPanickedLooksAtTheErrorAlone: a panic's value whose Is panics is
+// never asked.
+func TestPanickedLooksAtTheErrorAlone(t *testing.T) {
+	err := Call(errCulprit, func() { panic(touchy{}) })
+	assert.True(t, Panicked(err))
+	assert.False(t, Panicked(touchy{}))
+	assert.False(t, Panicked(nil))
+	assert.False(t, Panicked(fmt.Errorf("wrapped: %w", err)), "err itself only")
+}
+
+// touchy is an error whose Is panics.
+type touchy struct{}
+
+func (touchy) Error() string { return "touchy" }
+func (touchy) Is(error) bool { panic("Is asked") }
