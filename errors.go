@@ -57,8 +57,9 @@ var (
 	// requests that need the time (AllowN, Peek, each request of
 	// AllowBatch) that a partition took while Config.Clock panicked. Time
 	// stands still for the partition meanwhile; it goes on at the next
-	// reading that works. Requests that need no reading (Reset, Stats,
-	// Snapshot, Restore) go on.
+	// reading that works. Reset and Stats need no reading and go on;
+	// Snapshot and Restore read the time of day themselves, and return
+	// ErrClockPanic if that reading panics, having changed nothing.
 	ErrClockPanic = errs.ErrClockPanic
 
 	// ErrBadSnapshot is returned by Restore, wrapped with the reason, for

@@ -51,7 +51,7 @@ func ExampleNew_invalidConfig() {
 	fmt.Println(errors.Is(err, chanlimit.ErrUnknownAlgorithm))
 	// Output:
 	// true
-	// chanlimit: invalid config: algorithms: Burst: sliding_window_log takes no burst: its capacity is Limit (got Burst 20)
+	// chanlimit: invalid config: Algorithm "sliding_window_log": algorithms: Burst: sliding_window_log takes no burst: its capacity is Limit (got Burst 20)
 	// true
 }
 

@@ -23,7 +23,6 @@ package chanlimit
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"runtime"
@@ -139,8 +138,9 @@ type Router struct {
 	maxKeys     int
 	evict       bool
 	rule        keytable.Rule
+	clock       clock.Clock
 	params      params        // what a snapshot must match
-	panicked    atomic.Uint64 // panics of the rule met outside the partitions: while Restore loads
+	panicked    atomic.Uint64 // panics met outside the partitions: while Restore loads
 	closeOnce   sync.Once
 	batches     sync.Pool     // of *batch
 	restoring   chan struct{} // holds a token while a Restore runs
@@ -185,6 +185,7 @@ func New(cfg Config) (*Router, error) {
 		maxKeys:     cfg.MaxKeys,
 		evict:       cfg.EvictLRU,
 		rule:        rule,
+		clock:       clk,
 		restoring:   make(chan struct{}, 1),
 		params:      params{algorithm: cmp.Or(cfg.Algorithm, DefaultAlgorithm), limit: cfg.Limit, window: cfg.Window, capacity: capacity},
 	}
@@ -254,22 +255,18 @@ func newRule(cfg Config) (rule keytable.Rule, capacity int, err error) {
 	case cfg.Burst < 0:
 		return nil, 0, fmt.Errorf("%w: Burst: must be >= 0, where 0 means Limit (got %d)", ErrInvalidConfig, cfg.Burst)
 	}
-	var named bool // err names the field: it is the built-in rules' own
 	if perr := supervise.Call(ErrAlgorithmPanic, func() {
-		// All of it under supervision: err is the constructor's, and so
-		// are the methods errors.Is calls.
 		if rule, err = mk(algorithms.Params{Limit: cfg.Limit, Window: cfg.Window, Burst: cfg.Burst}); err == nil {
 			capacity = rule.Capacity()
 		}
-		named = errors.Is(err, algorithms.ErrInvalidParams)
 	}); perr != nil {
-		rule, err, named = nil, perr, false
+		rule, err = nil, perr
 	}
 	switch {
-	case named:
-		return nil, 0, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	case err != nil:
+	case supervise.Panicked(err):
 		return nil, 0, fmt.Errorf("%w: Algorithm %q: %w", ErrInvalidConfig, name, err)
+	case err != nil: // the constructor's: read once, never asked anything
+		return nil, 0, fmt.Errorf("%w: Algorithm %q: %w", ErrInvalidConfig, name, supervise.Wrap(err))
 	case capacity < 1:
 		return nil, 0, fmt.Errorf("%w: Algorithm %q: its Machine's Capacity is %d: it could never allow anything", ErrInvalidConfig, name, capacity)
 	}

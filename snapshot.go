@@ -12,6 +12,7 @@ import (
 
 	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/internal/keytable"
+	"github.com/chanlimit/chanlimit/internal/supervise"
 	"github.com/chanlimit/chanlimit/internal/wire"
 )
 
@@ -50,9 +51,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // it back. Each partition's part records the clock's reading, so the time
 // that passes before the restore counts, as it would have had the router
 // kept running. Snapshot returns ctx.Err() if ctx is done before every
-// partition has answered, ErrClosed if the router closes, w's error, and
-// an error wrapping errors.ErrUnsupported if the algorithm cannot save its
-// states; what it wrote to w then is not a snapshot.
+// partition has answered, ErrClosed if the router closes, ErrClockPanic,
+// w's error, and an error wrapping errors.ErrUnsupported if the algorithm
+// cannot save its states; what it wrote to w then is not a snapshot.
 func (r *Router) Snapshot(ctx context.Context, w io.Writer) error {
 	sum := crc32.New(castagnoli)
 	out := io.MultiWriter(w, sum)
@@ -65,8 +66,13 @@ func (r *Router) Snapshot(ctx context.Context, w io.Writer) error {
 			wall time.Time
 		)
 		err := p.Do(ctx, func(s *actor.State) (err error) {
+			// Read before the states are saved, after the partition's
+			// now: the stamp is at or after their instant, never before,
+			// so a restore counts no more time than has passed.
+			if wall, err = s.ReadClock(); err != nil {
+				return err
+			}
 			entries, keys, err = s.Table.AppendSnapshot(entries[:0], s.Now)
-			wall = s.Wall // the reading the states are saved at
 			return err
 		})
 		if err != nil {
@@ -181,11 +187,17 @@ func (r *Router) load(ctx context.Context, data []byte) ([]keytable.Table, error
 			got.algorithm, got.limit, got.window, got.capacity, r.params.algorithm, r.params.limit, r.params.window, r.params.capacity)
 	}
 
-	// Each partition's now, and the clock's reading there, to load at.
+	// Each partition's now, to load at, and a reading of the clock from
+	// before any of them: the time since the snapshot is counted as at
+	// most what has passed, never more.
+	var wall time.Time
+	if err := supervise.Call(ErrClockPanic, func() { wall = r.clock.Now() }); err != nil {
+		r.panicked.Add(1)
+		return nil, err
+	}
 	nows := make([]time.Duration, len(r.parts))
-	walls := make([]time.Time, len(r.parts))
 	err := r.each(ctx, func(i int, s *actor.State) error {
-		nows[i], walls[i] = s.Now, s.Wall
+		nows[i] = s.Now
 		return nil
 	})
 	if err != nil {
@@ -223,7 +235,7 @@ func (r *Router) load(ctx context.Context, data []byte) ([]keytable.Table, error
 				return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, r.keyTooLong(key))
 			}
 			pi := r.partitionIndex(key)
-			age := max(walls[pi].Sub(taken), 0)
+			age := max(wall.Sub(taken), 0)
 			if err := tables[pi].Load(key, state, nows[pi], age); err != nil {
 				return nil, err
 			}

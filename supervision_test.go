@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -366,9 +367,10 @@ func TestRestoreOnAClockPastTheYear2262(t *testing.T) {
 
 // TestAClockThatPanicsFailsRequestsNotTheProcess: while the clock panics,
 // the requests that need the time fail with ErrClockPanic wrapping its
-// value, a batch's one by one; those that need none (Reset, Stats,
-// Snapshot, Restore) go on at the latest reading that worked. Once it
-// reads again, every partition goes on where it was, and Close returns.
+// value, a batch's one by one; Reset and Stats need none and go on at the
+// latest reading that worked; Snapshot and Restore, which read the time of
+// day, fail whole. Once it reads again, every partition goes on where it
+// was, and Close returns.
 func TestAClockThatPanicsFailsRequestsNotTheProcess(t *testing.T) {
 	clk := clocktest.NewFlaky(epoch)
 	r, err := chanlimit.New(chanlimit.Config{Limit: 2, Window: time.Second, Partitions: 2, Clock: clk})
@@ -389,14 +391,16 @@ func TestAClockThatPanicsFailsRequestsNotTheProcess(t *testing.T) {
 	require.ErrorIs(t, err, chanlimit.ErrClockPanic)
 	assert.ErrorContains(t, err, "request 0")
 	require.NoError(t, r.Reset(bg, "gone"))
-	require.NoError(t, r.Snapshot(bg, &bytes.Buffer{}))
-	require.NoError(t, r.Restore(bg, bytes.NewReader(snap.Bytes())), "all of it, or nothing: here all")
+	assert.ErrorIs(t, r.Snapshot(bg, &bytes.Buffer{}), chanlimit.ErrClockPanic, "it reads the time of day")
+	assert.ErrorIs(t, r.Restore(bg, bytes.NewReader(snap.Bytes())), chanlimit.ErrClockPanic)
 	st := stats(t, r)
-	assert.Equal(t, 2, st.Keys, "the snapshot's k and gone")
+	assert.Equal(t, 1, st.Keys, "k; gone was reset, and the Restore loaded nothing")
 	assert.Equal(t, uint64(2), st.Allowed)
-	assert.GreaterOrEqual(t, st.Panicked, uint64(3), "each reading that panicked")
+	assert.GreaterOrEqual(t, st.Panicked, uint64(5), "each reading that panicked")
 
 	clk.Panics.Store(false)
+	require.NoError(t, r.Restore(bg, bytes.NewReader(snap.Bytes())))
+	assert.Equal(t, 2, stats(t, r).Keys, "the snapshot's k and gone")
 	d := allowN(t, r, "k", 1)
 	assert.True(t, d.Allowed)
 	assert.Zero(t, d.Remaining, "k's first unit is still taken")
@@ -648,14 +652,217 @@ func TestSnapshotRecordsTheReadingItsStatesAreSavedAt(t *testing.T) {
 	require.NoError(t, a.Snapshot(bg, &buf))
 	clk.armed.Store(false)
 	clk.Advance(time.Minute) // as if reading the clock had taken a minute
+	want, got := peekRestored(t, a, cfg, &buf, "k", 10)
+	assert.Equal(t, want, got)
+	assert.True(t, got.Allowed)
+}
+
+// peekRestored restores snap into a new router of cfg, and returns what
+// the original and the restored router answer to Peek(key, n).
+func peekRestored(t *testing.T, original *chanlimit.Router, cfg chanlimit.Config, snap io.Reader, key string, n int) (want, got chanlimit.Decision) {
+	t.Helper()
 	b, err := chanlimit.New(cfg)
 	require.NoError(t, err)
 	defer b.Close()
-	require.NoError(t, b.Restore(bg, &buf))
-	want, err := a.Peek(bg, "k", 10)
+	require.NoError(t, b.Restore(bg, snap))
+	want, err = original.Peek(bg, key, n)
 	require.NoError(t, err)
-	got, err := b.Peek(bg, "k", 10)
+	got, err = b.Peek(bg, key, n)
 	require.NoError(t, err)
-	assert.Equal(t, want, got)
-	assert.True(t, got.Allowed)
+	return want, got
+}
+
+// exitsInRefund is a fixed window whose AllowN waits for gate on a request
+// for 3 units (if gate is not nil) and runs runtime.Goexit on one for 2,
+// and whose Refund of 1 unit runs runtime.Goexit.
+type exitsInRefund struct {
+	*algorithms.FixedWindow
+	gate chan struct{}
+}
+
+func (m exitsInRefund) AllowN(s *algorithms.FixedWindowState, now time.Duration, n int, d *chanlimit.Decision) {
+	switch {
+	case n == 2:
+		runtime.Goexit()
+	case n == 3 && m.gate != nil:
+		<-m.gate
+	}
+	m.FixedWindow.AllowN(s, now, n, d)
+}
+
+func (m exitsInRefund) Refund(s *algorithms.FixedWindowState, now time.Duration, n int) {
+	if n == 1 {
+		runtime.Goexit()
+	}
+	m.FixedWindow.Refund(s, now, n)
+}
+
+// TestAGoexitWhileABatchIsGivenBackGoesOn: the rule ends the goroutine
+// deciding a batch, then again giving back the batch's first grant: each
+// goroutine that carries on goes on from where the last stopped, the batch
+// is answered, and the partition serves on and closes.
+func TestAGoexitWhileABatchIsGivenBackGoesOn(t *testing.T) {
+	name := register[algorithms.FixedWindowState](t, func(fw *algorithms.FixedWindow) exitsInRefund { return exitsInRefund{fw, nil} })
+	r, err := chanlimit.New(chanlimit.Config{Algorithm: name, Limit: 3, Window: time.Second, Partitions: 1, Clock: clock.NewFake(epoch)})
+	require.NoError(t, err)
+	out := make([]chanlimit.Decision, 2)
+	err = r.AllowBatch(bg, []chanlimit.Request{{Key: "a", N: 1}, {Key: "b", N: 2}}, out)
+	require.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
+	assert.True(t, allowN(t, r, "other", 1).Allowed, "the partition goes on")
+	assert.Equal(t, 2, allowN(t, r, "a", 1).Remaining, "a was dropped when its refund ended the goroutine: it starts afresh")
+	require.NoError(t, r.Close())
+}
+
+// TestAGoexitWhileAnUndeliveredBatchIsGivenBackRefundsOnce: the caller gave
+// up while its batch was decided, and the rule ends the goroutine while the
+// partition gives the grants back, latest first: the grants already given
+// back are not given back again by the goroutine that carries on.
+func TestAGoexitWhileAnUndeliveredBatchIsGivenBackRefundsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		name := register[algorithms.FixedWindowState](t, func(fw *algorithms.FixedWindow) exitsInRefund { return exitsInRefund{fw, gate} })
+		r, _ := newRouter(t, chanlimit.Config{Algorithm: name, Limit: 5, Window: time.Second, Partitions: 1})
+		require.True(t, allowN(t, r, "b", 1).Allowed)
+		require.True(t, allowN(t, r, "b", 1).Allowed, "b: 2 of 5 used")
+
+		ctx, cancel := context.WithCancel(bg)
+		failed := make(chan error, 1)
+		go func() {
+			failed <- r.AllowBatch(ctx, []chanlimit.Request{{Key: "a", N: 1}, {Key: "b", N: 3}}, make([]chanlimit.Decision, 2))
+		}()
+		synctest.Wait() // inside the rule, at b's item
+		cancel()
+		assert.ErrorIs(t, <-failed, context.Canceled)
+		close(gate) // b's 3 are granted, then given back; a's refund ends the goroutine
+
+		d := allowN(t, r, "b", 4)
+		assert.False(t, d.Allowed, "b has 3 of 5 left: its 3 were given back once, not twice")
+		assert.Equal(t, 3, d.Remaining)
+	})
+}
+
+// sinceExitsAt is a Fake whose reading for a burst (Since) runs
+// runtime.Goexit at its call numbered at, once armed.
+type sinceExitsAt struct {
+	*clock.Fake
+	armed atomic.Bool
+	calls atomic.Int64
+	at    int64
+}
+
+func (c *sinceExitsAt) Since(t time.Time) time.Duration {
+	if c.armed.Load() && c.calls.Add(1) == c.at {
+		runtime.Goexit()
+	}
+	return c.Fake.Since(t)
+}
+
+// TestRestoreIsWholeWhenTheClockEndsAGoroutine: whichever reading of the
+// clock ends a partition's goroutine while Restore runs, Restore loads
+// everything or nothing: the message that came with that reading is served
+// on the reading before, as when the clock panics.
+func TestRestoreIsWholeWhenTheClockEndsAGoroutine(t *testing.T) {
+	cfg := chanlimit.Config{Algorithm: "fixed_window", Limit: 1, Window: time.Minute, Partitions: 2}
+	src, _ := newRouter(t, cfg)
+	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5"}
+	for _, k := range keys {
+		allowN(t, src, k, 1)
+	}
+	var snap bytes.Buffer
+	require.NoError(t, src.Snapshot(bg, &snap))
+	for at := int64(1); at <= 4; at++ {
+		clk := &sinceExitsAt{Fake: clock.NewFake(epoch), at: at}
+		cfg.Clock = clk
+		r, err := chanlimit.New(cfg)
+		require.NoError(t, err)
+		clk.armed.Store(true)
+		err = r.Restore(bg, bytes.NewReader(snap.Bytes()))
+		clk.armed.Store(false)
+		st := stats(t, r)
+		if err == nil {
+			assert.Equal(t, len(keys), st.Keys, "reading %d: all loaded", at)
+		} else {
+			assert.Zero(t, st.Keys, "reading %d: %v, and nothing loaded", at, err)
+		}
+		require.NoError(t, r.Close())
+	}
+}
+
+// selfish is an error whose Unwrap returns itself: errors.Is on it loops
+// forever.
+type selfish struct{}
+
+func (e *selfish) Error() string { return "selfish" }
+func (e *selfish) Unwrap() error { return e }
+
+// boom is an error whose Error panics with itself, so that formatting its
+// panic panics too.
+type boom struct{}
+
+func (boom) Error() string { panic(boom{}) }
+
+// TestErrorsOfCodeTheRouterDoesNotOwnAreReadOnce: errors and panic values
+// that loop in Unwrap, or panic when formatted, are wrapped with their
+// message read once, under supervision; the router neither hangs nor
+// panics.
+func TestErrorsOfCodeTheRouterDoesNotOwnAreReadOnce(t *testing.T) {
+	type state = algorithms.FixedWindowState
+	looping := fmt.Sprint("test_selfish_", registrations.Add(1))
+	require.NoError(t, chanlimit.Register(looping, func(algorithms.Params) (algorithms.Machine[state], error) { return nil, &selfish{} }))
+	_, err := chanlimit.New(chanlimit.Config{Algorithm: looping, Limit: 1, Window: time.Second})
+	assert.ErrorContains(t, err, "selfish")
+
+	exploding := fmt.Sprint("test_boom_", registrations.Add(1))
+	require.NoError(t, chanlimit.Register(exploding, func(algorithms.Params) (algorithms.Machine[state], error) { return nil, boom{} }))
+	_, err = chanlimit.New(chanlimit.Config{Algorithm: exploding, Limit: 1, Window: time.Second})
+	assert.ErrorContains(t, err, "whose Error or String method panicked")
+
+	name := register[state](t, func(fw *algorithms.FixedWindow) panicsWith { return panicsWith{fw} })
+	r, _ := newRouter(t, chanlimit.Config{Algorithm: name, Limit: 3, Window: time.Second})
+	err = r.AllowBatch(bg, []chanlimit.Request{{Key: "k", N: 2}}, make([]chanlimit.Decision, 1))
+	assert.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
+	assert.ErrorContains(t, err, "request 0")
+}
+
+// panicsWith is a fixed window that panics with boom{} on a request for 2
+// units.
+type panicsWith struct{ *algorithms.FixedWindow }
+
+func (m panicsWith) AllowN(s *algorithms.FixedWindowState, now time.Duration, n int, d *chanlimit.Decision) {
+	if n == 2 {
+		panic(boom{})
+	}
+	m.FixedWindow.AllowN(s, now, n, d)
+}
+
+// steppedClock models clock.Real on a host whose wall clock is stepped:
+// Since is monotonic (the elapsed time since the router read its start),
+// Now is the wall clock, which offset puts ahead or behind.
+type steppedClock struct {
+	base   time.Time
+	mono   time.Duration
+	offset time.Duration
+}
+
+func (c *steppedClock) Now() time.Time                     { return c.base.Add(c.mono + c.offset) }
+func (c *steppedClock) Since(time.Time) time.Duration      { return c.mono }
+func (c *steppedClock) NewTimer(time.Duration) clock.Timer { panic("no timers here") }
+
+// TestSnapshotAfterAWallClockStepGrantsNoMore: the host's clock was an hour
+// slow and is set right; a snapshot taken after that restores into a
+// router on the right time as what it is: nothing is forgiven.
+func TestSnapshotAfterAWallClockStepGrantsNoMore(t *testing.T) {
+	clkA := &steppedClock{base: epoch, offset: -time.Hour}
+	a, err := chanlimit.New(chanlimit.Config{Limit: 10, Window: time.Hour, Partitions: 1, Clock: clkA})
+	require.NoError(t, err)
+	defer a.Close()
+	require.True(t, allowN(t, a, "k", 10).Allowed)
+	clkA.offset, clkA.mono = 0, time.Second // set right; a second passes
+	var buf bytes.Buffer
+	require.NoError(t, a.Snapshot(bg, &buf))
+
+	cfg := chanlimit.Config{Limit: 10, Window: time.Hour, Partitions: 1, Clock: clock.NewFake(epoch.Add(time.Second))}
+	want, got := peekRestored(t, a, cfg, &buf, "k", 10)
+	require.False(t, want.Allowed)
+	assert.False(t, got.Allowed, "the restored router grants what the original would not")
 }

@@ -44,7 +44,6 @@ package actor
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -107,9 +106,36 @@ type reply struct {
 type State struct {
 	Table  keytable.Table // the partition's keys
 	Now    time.Duration  // the partition's now: time since Start, never going back
-	Wall   time.Time      // the clock's reading that Now came from
 	Counts Counts         // of the answers delivered so far
+
+	clock   clock.Clock
+	calling calling // the code the goroutine is in that it does not own, if it may end the goroutine
 }
+
+// ReadClock returns the clock's reading, for a function that needs the
+// time of day as well as Now (a snapshot's stamp, read after Now, so at or
+// after its instant). The reading is supervised: a panic is counted, and
+// returned as an error wrapping ErrClockPanic.
+func (s *State) ReadClock() (time.Time, error) {
+	var t time.Time
+	s.calling = callingClock
+	err := supervise.Call(errs.ErrClockPanic, func() { t = s.clock.Now() })
+	s.calling = callingNone
+	if err != nil {
+		s.Counts.ClockPanics++
+	}
+	return t, err
+}
+
+// calling says what code the goroutine does not own it is in, for when
+// that code ends the goroutine (see carryOn).
+type calling uint8
+
+const (
+	callingNone  calling = iota // the table (which notes the rule it asks) or nothing
+	callingTick                 // the clock, for the reading of a burst
+	callingClock                // the clock, for a function run by Do
+)
 
 // Counts are what a partition counts itself: the answers it delivered (a
 // batch's items one by one), and the panics of its Clock. A request whose
@@ -136,20 +162,20 @@ type Partition struct {
 type loop struct {
 	state    State
 	d        algorithms.Decision // where the table writes a decision: a pointer passed to an interface escapes, and this one is on the heap already
-	clock    clock.Clock
-	origin   time.Time     // the clock's reading at Start
-	reading  time.Duration // the clock's latest reading, as time since origin
-	inflight inflight      // the request being served, until it is answered
-	ticking  bool          // the clock is being read
-	stopping bool          // the stop message has come: drain, then exit
+	origin   time.Time           // the clock's reading at Start
+	reading  time.Duration       // the clock's latest reading, as time since origin
+	inflight inflight            // the request being served, until it is answered
+	stopping bool                // the stop message has come: drain, then exit
+	left     left                // what a goroutine that ended left for the next (carry_on.go)
 }
 
 // inflight is what the goroutine must know of the request it serves to
-// answer it if user code ends the goroutine (runtime.Goexit): see carryOn.
+// answer it, if code it does not own ends the goroutine (carry_on.go).
 type inflight struct {
-	reply chan reply // nil: none
-	op    op
-	batch *[]keytable.Item
+	reply  chan reply // nil: none
+	op     op
+	batch  *[]keytable.Item
+	refund int // while a batch's grants are given back: the items before it are still to be, latest first; -1 before
 }
 
 // The errors a partition returns are chanlimit's: ErrClosed below is
@@ -171,7 +197,7 @@ func newPartition(table keytable.Table, clk clock.Clock, origin time.Time, mailb
 		mailbox: make(chan request, max(mailboxSize, 0)),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
-		loop:    &loop{state: State{Table: table, Wall: origin}, clock: clk, origin: origin},
+		loop:    &loop{state: State{Table: table, clock: clk}, origin: origin},
 	}
 	p.replies.New = func() any { return make(chan reply, 1) }
 	return p
@@ -359,7 +385,8 @@ func (p *Partition) run() {
 		}
 	}()
 	l := p.loop
-	if l.stopping { // a goroutine that carries on after the stop message
+	p.takeOver() // what a goroutine before this one left undone, if any
+	if l.stopping {
 		p.drain(l.state.Now, nil)
 		exited = true
 		close(p.done)
@@ -372,7 +399,9 @@ func (p *Partition) run() {
 		// read, so one reading serves them all: never a time before a
 		// caller's send, and one clock read per burst under load.
 		queued := len(p.mailbox)
+		l.left.first = req // until the clock is read
 		now, err := l.tick()
+		l.left.first = request{}
 		served := 0 // requests, a batch's items one by one
 		for {
 			if req.op == opStop {
@@ -410,45 +439,10 @@ func (p *Partition) drain(now time.Duration, clockErr error) {
 	}
 }
 
-// carryOn is deferred by run for a goroutine that ends other than by
-// returning: code it called, a rule or the clock, ran runtime.Goexit (as
-// t.FailNow does), which nothing can stop. So that every call still
-// returns, it answers the request in flight as if that code had panicked,
-// giving back what a batch had been granted, and starts a goroutine that
-// goes on serving the mailbox in its place.
-func (p *Partition) carryOn() {
-	l := p.loop
-	culprit := errs.ErrAlgorithmPanic
-	if l.ticking {
-		l.ticking = false
-		l.state.Counts.ClockPanics++
-		culprit = errs.ErrClockPanic
-	} else {
-		l.state.Table.Abandoned()
-	}
-	err := fmt.Errorf("%w: runtime.Goexit", culprit)
-	if in := l.inflight; in.reply != nil {
-		l.inflight = inflight{}
-		if in.op == opBatch {
-			items := *in.batch
-			for i := len(items) - 1; i >= 0; i-- {
-				if items[i].D.Allowed {
-					l.state.Table.Refund(items[i].Key, l.state.Now, items[i].N)
-				}
-			}
-		}
-		select {
-		case in.reply <- reply{err: err}:
-		default: // the caller gave up
-		}
-	}
-	go p.run()
-}
-
 // hold notes req as the request in flight, and the stop message as soon
 // as it comes.
 func (l *loop) hold(req request) {
-	l.inflight = inflight{reply: req.reply, op: req.op, batch: req.batch}
+	l.inflight = inflight{reply: req.reply, op: req.op, batch: req.batch, refund: -1}
 	l.stopping = l.stopping || req.op == opStop
 }
 
@@ -507,18 +501,27 @@ func (l *loop) deliver(req request, now time.Duration, r reply) {
 		return
 	default:
 	}
-	t := l.state.Table
 	switch req.op {
 	case opAllow:
 		if r.d.Allowed {
-			t.Refund(req.key, now, req.n)
+			l.state.Table.Refund(req.key, now, req.n)
 		}
 	case opBatch:
-		items := *req.batch
-		for i := len(items) - 1; i >= 0; i-- {
-			if items[i].D.Allowed {
-				t.Refund(items[i].Key, now, items[i].N)
-			}
+		l.inflight.refund = len(*req.batch)
+		l.giveBack(now)
+	}
+}
+
+// giveBack refunds the grants of the batch in flight, latest first, from
+// its refund mark down. The mark passes each item before its refund, so
+// that if the rule ends the goroutine there, the next one goes on after it
+// and gives nothing back twice (that item's key is dropped anyway).
+func (l *loop) giveBack(now time.Duration) {
+	items := *l.inflight.batch
+	for l.inflight.refund > 0 {
+		l.inflight.refund--
+		if it := &items[l.inflight.refund]; it.D.Allowed {
+			l.state.Table.Refund(it.Key, now, it.N)
 		}
 	}
 }
@@ -564,9 +567,9 @@ func (c *Counts) note(d algorithms.Decision, err error) {
 // whole forward step counts as time passing.
 func (l *loop) tick() (time.Duration, error) {
 	var reading time.Duration
-	l.ticking = true
-	err := supervise.Call(errs.ErrClockPanic, func() { reading = l.clock.Since(l.origin) })
-	l.ticking = false
+	l.state.calling = callingTick
+	err := supervise.Call(errs.ErrClockPanic, func() { reading = l.state.clock.Since(l.origin) })
+	l.state.calling = callingNone
 	if err != nil {
 		l.state.Counts.ClockPanics++
 		return l.state.Now, err
@@ -580,6 +583,5 @@ func (l *loop) tick() (time.Duration, error) {
 		}
 	}
 	l.reading = reading
-	l.state.Wall = l.origin.Add(reading)
 	return l.state.Now, nil
 }

@@ -136,9 +136,13 @@ func (t *table[S]) hasRoom(now time.Duration) (ok bool) {
 	if !t.full() || (t.evicting() && t.oldest != none) {
 		return true
 	}
-	need := t.held - t.limit.Max + 1 // idle keys to drop: more than one only in a table given more keys than its cap (Restore)
 	t.supervised(func() {
-		ok = false
+		// Again after a panic, which dropped a key: then fewer are needed.
+		need := t.held - t.limit.Max + 1 // idle keys to drop: more than one only in a table given more keys than its cap (Restore)
+		ok = need <= 0
+		if ok {
+			return
+		}
 		if need > 1 {
 			ok = t.idleAtLeast(now, need)
 			return

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/chanlimit/chanlimit/internal/errs"
+	"github.com/chanlimit/chanlimit/internal/supervise"
 	"github.com/chanlimit/chanlimit/internal/wire"
 )
 
@@ -81,8 +82,8 @@ func (t *table[S]) Load(key string, state []byte, now, age time.Duration) error 
 		return fmt.Errorf("%w: key %q: %w", errs.ErrBadSnapshot, key, perr)
 	}
 	switch {
-	case err != nil:
-		return fmt.Errorf("%w: key %q: %w", errs.ErrBadSnapshot, key, err)
+	case err != nil: // the rule's: read once, never asked anything
+		return fmt.Errorf("%w: key %q: %w", errs.ErrBadSnapshot, key, supervise.Wrap(err))
 	case wait <= 0:
 		return nil // untouched by now
 	case !t.room(len(key)):

@@ -329,3 +329,20 @@ func TestTablePeekInAnOverfullTable(t *testing.T) {
 		}
 	}
 }
+
+// TestTableOverfullAfterAPanicNeedsNoMoreIdleKeysThanItIsOver: the rule
+// panics on one key while the table looks for idle keys to make room; that
+// key is dropped, and the table then needs one idle key fewer.
+func TestTableOverfullAfterAPanicNeedsNoMoreIdleKeysThanItIsOver(t *testing.T) {
+	tab := newPanicsOnMarked("ResetAfter")
+	allow(t, tab, "bad", 0, 2) // its ResetAfter panics
+	allow(t, tab, "i1", 0, 1)
+	allow(t, tab, "i2", 0, 1)
+	allow(t, tab, "busy", 2*s, 1)
+	tab.Bound(Limit{Max: 2}) // 4 held: 3 must go, and bad is one of them
+	_, err := tryAllow(tab, "new", 2*s, 1)
+	require.NoError(t, err)
+	assert.Equal(t, 2, tab.Len(), "busy and new")
+	assert.Equal(t, uint64(1), tab.Counts(2*s).Panicked)
+	checkWhole(t, tab, 2*s)
+}

@@ -76,3 +76,24 @@ type touchy struct{}
 
 func (touchy) Error() string { return "touchy" }
 func (touchy) Is(error) bool { panic("Is asked") }
+
+// boom is an error whose Error panics with itself: formatting it panics
+// again inside fmt's own recovery.
+type boom struct{}
+
+func (boom) Error() string { panic(boom{}) }
+
+// TestMessagesNeverCallIntoTheValueAgain: the message of a panic's error,
+// and of a wrapped error, is read once, under supervision, even when
+// formatting it panics twice over.
+func TestMessagesNeverCallIntoTheValueAgain(t *testing.T) {
+	err := Call(errCulprit, func() { panic(boom{}) })
+	assert.Equal(t, "culprit: a supervise.boom, whose Error or String method panicked", err.Error())
+	assert.Equal(t, "wrapped: "+err.Error(), fmt.Errorf("wrapped: %w", err).Error())
+
+	w := Wrap(boom{})
+	assert.Equal(t, "a supervise.boom, whose Error or String method panicked", w.Error())
+	assert.ErrorIs(t, fmt.Errorf("x: %w", Wrap(fs.ErrNotExist)), fs.ErrNotExist)
+	assert.Equal(t, "file does not exist", Wrap(fs.ErrNotExist).Error())
+	assert.NoError(t, Wrap(nil))
+}

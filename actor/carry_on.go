@@ -1,0 +1,82 @@
+package actor
+
+import (
+	"fmt"
+
+	"github.com/chanlimit/chanlimit/internal/errs"
+)
+
+// When code the partition calls but does not own (a rule, through the
+// table, or the clock) runs runtime.Goexit, as t.FailNow does in a test,
+// the goroutine ends: no recover can stop it. So that every call still
+// returns, run's deferred carryOn notes what the goroutine leaves undone
+// and starts another goroutine in its place, whose takeOver finishes it
+// before serving the mailbox on. carryOn itself calls no code it does not
+// own, since the goroutine is ending; takeOver may, and if that code ends
+// its goroutine too, the next goroutine goes on from where it stopped.
+
+// left is what a goroutine that ended leaves for the next.
+type left struct {
+	first  request // the first request of a burst, until the clock's reading for it
+	resume request // that request, if the clock ended the goroutine: to serve on the reading before
+	answer error   // the error for the request in flight, if the goroutine ended while serving it
+}
+
+// carryOn, deferred by run, notes what the ending goroutine leaves undone
+// and starts a goroutine to carry on.
+func (p *Partition) carryOn() {
+	l := p.loop
+	switch l.state.calling {
+	case callingTick: // the request is not served yet: serve it as if the clock had panicked
+		l.state.Counts.ClockPanics++
+		l.left.resume = l.left.first
+	case callingClock:
+		l.state.Counts.ClockPanics++
+		l.left.answer = goexitError(errs.ErrClockPanic)
+	default:
+		l.state.Table.Abandoned() // the key the rule was on, if any, as for a panic
+		l.left.answer = goexitError(errs.ErrAlgorithmPanic)
+	}
+	l.state.calling = callingNone
+	l.left.first = request{}
+	go p.run()
+}
+
+// takeOver finishes what the goroutine before this one left undone: it
+// serves the request whose reading of the clock ended it, on the reading
+// before (so a request that needs the time fails, and one that needs none
+// goes on, as when the clock panics), and answers the request it was
+// serving with an error, having given back what a batch was granted.
+func (p *Partition) takeOver() {
+	l := p.loop
+	if req := l.left.resume; req.op != 0 {
+		l.left.resume = request{}
+		if req.op != opStop { // the stop message is noted: run drains
+			l.hold(req)
+			l.serve(req, l.state.Now, goexitError(errs.ErrClockPanic))
+			l.inflight.reply = nil
+		}
+	}
+	if l.inflight.reply == nil { // answered, or none
+		l.left.answer = nil
+		return
+	}
+	if l.inflight.op == opBatch {
+		if l.inflight.refund < 0 {
+			l.inflight.refund = len(*l.inflight.batch)
+		}
+		l.giveBack(l.state.Now)
+	}
+	select {
+	case l.inflight.reply <- reply{err: l.left.answer}:
+	default: // the caller gave up
+	}
+	l.inflight = inflight{}
+	l.left.answer = nil
+}
+
+// goexitError is the error of a request during which culprit's code ran
+// runtime.Goexit.
+func goexitError(culprit error) error {
+	return fmt.Errorf("%w: runtime.Goexit", culprit)
+}
