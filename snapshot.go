@@ -66,12 +66,14 @@ func (r *Router) Snapshot(ctx context.Context, w io.Writer) error {
 			wall time.Time
 		)
 		err := p.Do(ctx, func(s *actor.State) (err error) {
-			// Read before the states are saved, after the partition's
-			// now: the stamp is at or after their instant, never before,
-			// so a restore counts no more time than has passed.
+			// The stamp must not be before the states' instant, or a
+			// restore would count time that did not pass: the later of
+			// the time of day, read after now, and the time the partition
+			// counted since Start, whatever the clock's time of day did.
 			if wall, err = s.ReadClock(); err != nil {
 				return err
 			}
+			wall = later(wall, s.Wall)
 			entries, keys, err = s.Table.AppendSnapshot(entries[:0], s.Now)
 			return err
 		})
@@ -187,17 +189,22 @@ func (r *Router) load(ctx context.Context, data []byte) ([]keytable.Table, error
 			got.algorithm, got.limit, got.window, got.capacity, r.params.algorithm, r.params.limit, r.params.window, r.params.capacity)
 	}
 
-	// Each partition's now, to load at, and a reading of the clock from
-	// before any of them: the time since the snapshot is counted as at
-	// most what has passed, never more.
+	// Each partition's now, to load at, and the time of day it stands for,
+	// not after its instant, or a restore would count time that did not
+	// pass: the earlier of the time of day, read before any partition's
+	// now, and the time the partition counted since Start.
 	var wall time.Time
 	if err := supervise.Call(ErrClockPanic, func() { wall = r.clock.Now() }); err != nil {
 		r.panicked.Add(1)
 		return nil, err
 	}
 	nows := make([]time.Duration, len(r.parts))
+	walls := make([]time.Time, len(r.parts))
 	err := r.each(ctx, func(i int, s *actor.State) error {
-		nows[i] = s.Now
+		if s.ClockErr != nil {
+			return s.ClockErr // a now from before: loaded at it, the keys would age twice
+		}
+		nows[i], walls[i] = s.Now, earlier(wall, s.Wall)
 		return nil
 	})
 	if err != nil {
@@ -235,7 +242,7 @@ func (r *Router) load(ctx context.Context, data []byte) ([]keytable.Table, error
 				return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, r.keyTooLong(key))
 			}
 			pi := r.partitionIndex(key)
-			age := max(wall.Sub(taken), 0)
+			age := max(walls[pi].Sub(taken), 0)
 			if err := tables[pi].Load(key, state, nows[pi], age); err != nil {
 				return nil, err
 			}
@@ -261,4 +268,21 @@ func (r *Router) load(ctx context.Context, data []byte) ([]keytable.Table, error
 		}
 	}
 	return tables, nil
+}
+
+// later returns the later of the times of day a and b, and earlier the
+// earlier. (Round(0) drops a monotonic reading, by which time.Time would
+// compare otherwise: a step of the time of day is what they are for.)
+func later(a, b time.Time) time.Time {
+	if a, b = a.Round(0), b.Round(0); a.Before(b) {
+		return b
+	}
+	return a
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a, b = a.Round(0), b.Round(0); a.After(b) {
+		return b
+	}
+	return a
 }

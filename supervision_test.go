@@ -503,7 +503,9 @@ func TestAClockThatCallsGoexitFailsOnlyItsRequest(t *testing.T) {
 	require.ErrorIs(t, err, chanlimit.ErrClockPanic)
 	clk.exits.Store(false)
 	assert.True(t, allowN(t, r, "k", 1).Allowed)
-	assert.Equal(t, uint64(1), stats(t, r).Panicked)
+	st := stats(t, r)
+	assert.Equal(t, uint64(1), st.Panicked)
+	assert.Zero(t, st.Refused, "counted as a panic, not as a refusal")
 
 	clk.exits.Store(true) // at the reading that comes with the stop message too
 	require.NoError(t, r.Close())
@@ -865,4 +867,174 @@ func TestSnapshotAfterAWallClockStepGrantsNoMore(t *testing.T) {
 	want, got := peekRestored(t, a, cfg, &buf, "k", 10)
 	require.False(t, want.Allowed)
 	assert.False(t, got.Allowed, "the restored router grants what the original would not")
+}
+
+// sinceFailsOnce is a Fake whose next reading for a burst (Since) panics,
+// or runs runtime.Goexit, once armed.
+type sinceFailsOnce struct {
+	*clock.Fake
+	armed atomic.Bool
+	exit  bool
+}
+
+func (c *sinceFailsOnce) Since(t time.Time) time.Duration {
+	if c.armed.Swap(false) {
+		if c.exit {
+			runtime.Goexit()
+		}
+		panic("since")
+	}
+	return c.Fake.Since(t)
+}
+
+// TestRestoreRefusesANowFromBeforeAFailedReading: when the reading of the
+// clock that comes with Restore's question to a partition fails, the
+// partition's now is an older one; loaded at it, the keys would age by the
+// same time twice. Restore fails then, and loads nothing.
+func TestRestoreRefusesANowFromBeforeAFailedReading(t *testing.T) {
+	for _, exit := range []bool{false, true} {
+		cfg := chanlimit.Config{Limit: 10, Window: 2 * time.Hour, Partitions: 1}
+		a, clkA := newRouter(t, cfg)
+		require.True(t, allowN(t, a, "k", 10).Allowed)
+		var snap bytes.Buffer
+		require.NoError(t, a.Snapshot(bg, &snap))
+		clk := &sinceFailsOnce{Fake: clock.NewFake(epoch), exit: exit}
+		cfg.Clock = clk
+		b, err := chanlimit.New(cfg)
+		require.NoError(t, err)
+		clkA.Advance(time.Hour)
+		clk.Advance(time.Hour)
+		clk.armed.Store(true)
+		err = b.Restore(bg, bytes.NewReader(snap.Bytes()))
+		require.ErrorIs(t, err, chanlimit.ErrClockPanic, "exit %v", exit)
+		assert.Zero(t, stats(t, b).Keys, "nothing loaded")
+		require.NoError(t, b.Restore(bg, bytes.NewReader(snap.Bytes())))
+		want, err := a.Peek(bg, "k", 10)
+		require.NoError(t, err)
+		got, err := b.Peek(bg, "k", 10)
+		require.NoError(t, err)
+		assert.Equal(t, want, got, "exit %v", exit)
+		require.NoError(t, b.Close())
+	}
+}
+
+// stepsBackAfterSince is a Fake whose time of day steps back two hours
+// right after a reading for a burst, once armed.
+type stepsBackAfterSince struct {
+	*clock.Fake
+	armed atomic.Bool
+}
+
+func (c *stepsBackAfterSince) Since(t time.Time) time.Duration {
+	d := c.Fake.Since(t)
+	if c.armed.Swap(false) {
+		c.Fake.Advance(-2 * time.Hour)
+	}
+	return d
+}
+
+// TestSnapshotIsNeverStampedBeforeItsStates: the clock's time of day steps
+// back between the partition's reading and the snapshot's stamp; the stamp
+// is still not before the states' instant, so the restore forgives
+// nothing.
+func TestSnapshotIsNeverStampedBeforeItsStates(t *testing.T) {
+	clk := &stepsBackAfterSince{Fake: clock.NewFake(epoch)}
+	cfg := chanlimit.Config{Limit: 10, Window: 2 * time.Hour, Partitions: 1, Clock: clk}
+	a, err := chanlimit.New(cfg)
+	require.NoError(t, err)
+	defer a.Close()
+	require.True(t, allowN(t, a, "k", 10).Allowed)
+	clk.armed.Store(true)
+	var snap bytes.Buffer
+	require.NoError(t, a.Snapshot(bg, &snap))
+	clk.Advance(2 * time.Hour) // set right again
+	cfg.Clock = clock.NewFake(epoch)
+	want, got := peekRestored(t, a, cfg, &snap, "k", 10)
+	require.False(t, want.Allowed)
+	assert.Equal(t, want, got)
+}
+
+// TestSnapshotWhileTheWallClockIsSlowGrantsNoMore: the host's time of day
+// is an hour slow when the snapshot is taken, and set right before the
+// restore: the restore counts the time that passed, not the hour.
+func TestSnapshotWhileTheWallClockIsSlowGrantsNoMore(t *testing.T) {
+	clkA := &steppedClock{base: epoch}
+	a, err := chanlimit.New(chanlimit.Config{Limit: 10, Window: time.Hour, Partitions: 1, Clock: clkA})
+	require.NoError(t, err)
+	defer a.Close()
+	require.True(t, allowN(t, a, "k", 10).Allowed)
+	clkA.offset = -time.Hour
+	var buf bytes.Buffer
+	require.NoError(t, a.Snapshot(bg, &buf))
+	clkA.offset, clkA.mono = 0, time.Second
+	cfg := chanlimit.Config{Limit: 10, Window: time.Hour, Partitions: 1, Clock: clock.NewFake(epoch.Add(time.Second))}
+	want, got := peekRestored(t, a, cfg, &buf, "k", 10)
+	require.False(t, want.Allowed)
+	assert.False(t, got.Allowed, "the restored router grants what the original would not")
+}
+
+// unclamped is a rule of Limit units that never come back (no window
+// ends), whose Refund trusts its contract: it takes back exactly n. Its
+// AllowN panics on a request for 2 units, and waits for gate on one for 3.
+type unclamped struct {
+	limit int
+	gate  chan struct{}
+}
+
+type usedState struct{ used int }
+
+func (c unclamped) Capacity() int { return c.limit }
+
+func (c unclamped) AllowN(s *usedState, now time.Duration, n int, d *chanlimit.Decision) {
+	switch n {
+	case 2:
+		panic("two")
+	case 3:
+		<-c.gate
+	}
+	c.PeekN(s, now, n, d)
+	if d.Allowed {
+		s.used += n
+	}
+}
+
+func (c unclamped) PeekN(s *usedState, now time.Duration, n int, d *chanlimit.Decision) {
+	ok := s.used+n <= c.limit
+	*d = chanlimit.Decision{Allowed: ok, Limit: c.limit, Remaining: c.limit - s.used, ResetAfter: time.Hour}
+	if ok {
+		d.Remaining -= n
+	} else {
+		d.RetryAfter = time.Hour
+	}
+}
+
+func (c unclamped) Refund(s *usedState, now time.Duration, n int) { s.used -= n }
+
+// TestAGrantOfAKeysFormerStateIsNeverGivenBack: in one batch, k is granted
+// a unit, then its rule panics and k's state is dropped, then k starts
+// afresh with another unit; the caller leaves. Only the grant of k's
+// present state is given back: the first went with the state it was made
+// on, and giving it back would grant more than capacity.
+func TestAGrantOfAKeysFormerStateIsNeverGivenBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		name := fmt.Sprint("test_unclamped_", registrations.Add(1))
+		require.NoError(t, chanlimit.Register[usedState](name, func(p algorithms.Params) (unclamped, error) { return unclamped{p.Limit, gate}, nil }))
+		r, _ := newRouter(t, chanlimit.Config{Algorithm: name, Limit: 5, Window: time.Second, Partitions: 1})
+		ctx, cancel := context.WithCancel(bg)
+		done := make(chan error, 1)
+		go func() {
+			reqs := []chanlimit.Request{{Key: "k", N: 1}, {Key: "k", N: 2}, {Key: "k", N: 1}, {Key: "g", N: 3}}
+			done <- r.AllowBatch(ctx, reqs, make([]chanlimit.Decision, len(reqs)))
+		}()
+		synctest.Wait() // at g, inside the rule
+		cancel()
+		assert.ErrorIs(t, <-done, context.Canceled)
+		close(gate)
+		granted := 0
+		for allowN(t, r, "k", 1).Allowed {
+			granted++
+		}
+		assert.Equal(t, 5, granted, "k's present state grants its capacity, no more")
+	})
 }

@@ -1,9 +1,8 @@
 package actor
 
 import (
-	"fmt"
-
 	"github.com/chanlimit/chanlimit/internal/errs"
+	"github.com/chanlimit/chanlimit/internal/supervise"
 )
 
 // When code the partition calls but does not own (a rule, through the
@@ -32,10 +31,10 @@ func (p *Partition) carryOn() {
 		l.left.resume = l.left.first
 	case callingClock:
 		l.state.Counts.ClockPanics++
-		l.left.answer = goexitError(errs.ErrClockPanic)
+		l.left.answer = supervise.Exited(errs.ErrClockPanic)
 	default:
 		l.state.Table.Abandoned() // the key the rule was on, if any, as for a panic
-		l.left.answer = goexitError(errs.ErrAlgorithmPanic)
+		l.left.answer = supervise.Exited(errs.ErrAlgorithmPanic)
 	}
 	l.state.calling = callingNone
 	l.left.first = request{}
@@ -53,7 +52,7 @@ func (p *Partition) takeOver() {
 		l.left.resume = request{}
 		if req.op != opStop { // the stop message is noted: run drains
 			l.hold(req)
-			l.serve(req, l.state.Now, goexitError(errs.ErrClockPanic))
+			l.serve(req, l.state.Now, supervise.Exited(errs.ErrClockPanic))
 			l.inflight.reply = nil
 		}
 	}
@@ -73,10 +72,4 @@ func (p *Partition) takeOver() {
 	}
 	l.inflight = inflight{}
 	l.left.answer = nil
-}
-
-// goexitError is the error of a request during which culprit's code ran
-// runtime.Goexit.
-func goexitError(culprit error) error {
-	return fmt.Errorf("%w: runtime.Goexit", culprit)
 }

@@ -104,18 +104,29 @@ type reply struct {
 // State is a partition's state, lent to a function that Do runs between
 // two requests. The function must not keep any of it.
 type State struct {
-	Table  keytable.Table // the partition's keys
-	Now    time.Duration  // the partition's now: time since Start, never going back
-	Counts Counts         // of the answers delivered so far
+	Table keytable.Table // the partition's keys
+	Now   time.Duration  // the partition's now: time since Start, never going back
+
+	// Wall is the time of day Now stands for, as the clock counted it: its
+	// reading at Start plus the time it has counted since, which a step of
+	// the clock's time of day after Start does not move (see ReadClock).
+	Wall time.Time
+
+	// ClockErr is the error of the reading of the clock that came with
+	// this message, if it failed; Now and Wall are then those of the
+	// latest reading that worked.
+	ClockErr error
+
+	Counts Counts // of the answers delivered so far
 
 	clock   clock.Clock
 	calling calling // the code the goroutine is in that it does not own, if it may end the goroutine
 }
 
-// ReadClock returns the clock's reading, for a function that needs the
-// time of day as well as Now (a snapshot's stamp, read after Now, so at or
-// after its instant). The reading is supervised: a panic is counted, and
-// returned as an error wrapping ErrClockPanic.
+// ReadClock returns the clock's reading now, its time of day, for a
+// function that needs one besides Wall: a clock's time of day can be set,
+// and then the two differ. The reading is supervised: a panic is counted,
+// and returned as an error wrapping ErrClockPanic.
 func (s *State) ReadClock() (time.Time, error) {
 	var t time.Time
 	s.calling = callingClock
@@ -197,7 +208,7 @@ func newPartition(table keytable.Table, clk clock.Clock, origin time.Time, mailb
 		mailbox: make(chan request, max(mailboxSize, 0)),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
-		loop:    &loop{state: State{Table: table, clock: clk}, origin: origin},
+		loop:    &loop{state: State{Table: table, Wall: origin, clock: clk}, origin: origin},
 	}
 	p.replies.New = func() any { return make(chan reply, 1) }
 	return p
@@ -479,7 +490,9 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 		t.AllowEach(*req.batch, now)
 		served = len(*req.batch)
 	case req.op == opDo:
+		l.state.ClockErr = clockErr
 		r.err = req.do(&l.state)
+		l.state.ClockErr = nil
 	}
 	l.deliver(req, now, r)
 	return served
@@ -513,14 +526,15 @@ func (l *loop) deliver(req request, now time.Duration, r reply) {
 }
 
 // giveBack refunds the grants of the batch in flight, latest first, from
-// its refund mark down. The mark passes each item before its refund, so
+// its refund mark down, but for those whose key lost its state later in
+// the batch (Item.Gone). The mark passes each item before its refund, so
 // that if the rule ends the goroutine there, the next one goes on after it
 // and gives nothing back twice (that item's key is dropped anyway).
 func (l *loop) giveBack(now time.Duration) {
 	items := *l.inflight.batch
 	for l.inflight.refund > 0 {
 		l.inflight.refund--
-		if it := &items[l.inflight.refund]; it.D.Allowed {
+		if it := &items[l.inflight.refund]; it.D.Allowed && !it.Gone {
 			l.state.Table.Refund(it.Key, now, it.N)
 		}
 	}
@@ -583,5 +597,6 @@ func (l *loop) tick() (time.Duration, error) {
 		}
 	}
 	l.reading = reading
+	l.state.Wall = l.origin.Add(reading)
 	return l.state.Now, nil
 }

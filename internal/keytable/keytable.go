@@ -50,7 +50,7 @@ type Table interface {
 	PeekN(key string, now time.Duration, n int, d *algorithms.Decision) error
 
 	// AllowEach decides items in order, exactly as AllowN would one by one,
-	// and writes each answer into its item's D and Err.
+	// and writes each answer into its item's D and Err, and Gone.
 	AllowEach(items []Item, now time.Duration)
 
 	// Refund gives back n units that the AllowN just before it, on the same
@@ -136,6 +136,11 @@ type Item struct {
 	N   int
 	D   algorithms.Decision
 	Err error
+
+	// Gone is set on an item granted on a key that lost its state later in
+	// the batch (its rule panicked on it, or it was evicted): its grant went
+	// with that state, so there is nothing to give back.
+	Gone bool
 }
 
 // Counts are what a table has done with its keys since it was made, and

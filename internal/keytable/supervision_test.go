@@ -346,3 +346,27 @@ func TestTableOverfullAfterAPanicNeedsNoMoreIdleKeysThanItIsOver(t *testing.T) {
 	assert.Equal(t, uint64(1), tab.Counts(2*s).Panicked)
 	checkWhole(t, tab, 2*s)
 }
+
+// TestTableAllowEachMarksGrantsWhoseKeyLostItsState: in a batch, a grant
+// on a key that is later evicted, or whose rule later panics on it, is
+// marked Gone: there is nothing left to give back for it.
+func TestTableAllowEachMarksGrantsWhoseKeyLostItsState(t *testing.T) {
+	tab := fixedWindows(3)
+	tab.Bound(Limit{Max: 2, Evict: true})
+	items := []Item{{Key: "a", N: 1}, {Key: "b", N: 1}, {Key: "c", N: 1}, {Key: "a", N: 1}, {Key: "b", N: 1}}
+	tab.AllowEach(items, 0)
+	gone := make([]bool, len(items))
+	for k, it := range items {
+		require.True(t, it.D.Allowed, "item %d", k)
+		gone[k] = it.Gone
+	}
+	// c evicts a, a (afresh) evicts b, b (afresh) evicts c.
+	assert.Equal(t, []bool{true, true, true, false, false}, gone)
+
+	tab = newPanicsOnMarked("AllowN")
+	items = []Item{{Key: "k", N: 1}, {Key: "j", N: 1}, {Key: "k", N: 3}, {Key: "k", N: 1}}
+	tab.AllowEach(items, 0)
+	assert.True(t, items[0].Gone, "k's first state was dropped at item 2")
+	assert.False(t, items[1].Gone)
+	assert.False(t, items[3].Gone, "k's present state")
+}

@@ -49,8 +49,10 @@ type table[S any] struct {
 	scratch  []byte
 	stack    []int  // idle's
 	asking   uint32 // the slot whose state the rule is asked about, or none
-	zero     S      // the state of every key not held; only ever copied
-	fresh    S      // a new key's state while it is decided, or PeekN's copy: a field, as &fresh escapes
+	batch    []Item // the batch AllowEach is deciding, and the item it is on
+	item     int
+	zero     S // the state of every key not held; only ever copied
+	fresh    S // a new key's state while it is decided, or PeekN's copy: a field, as &fresh escapes
 }
 
 var _ Table = (*table[int])(nil)
@@ -107,11 +109,14 @@ func (t *table[S]) allowNew(key string, now time.Duration, n int, d *algorithms.
 }
 
 func (t *table[S]) AllowEach(items []Item, now time.Duration) {
+	t.batch = items
+	defer func() { t.batch = nil }()
 	for k := 0; k < len(items); k++ {
 		// One supervision covers the run of items: a panic fails the item
 		// it came on, and the run goes on after it.
 		err := supervise.Call(errs.ErrAlgorithmPanic, func() {
 			for ; k < len(items); k++ {
+				t.item = k
 				it := &items[k]
 				// AllowN, spelled out: a call less per item.
 				i, ok := t.lookup(it.Key)
@@ -261,6 +266,9 @@ func (t *table[S]) insert(key string, s S, deadline time.Duration) {
 
 // remove drops the key in slot i, whose place the last slot takes.
 func (t *table[S]) remove(i uint32) {
+	if t.batch != nil {
+		t.gone(i)
+	}
 	t.unplace(i)
 	if t.evicting() {
 		t.unlink(i)
@@ -278,6 +286,17 @@ func (t *table[S]) remove(i uint32) {
 	}
 	if t.evicting() {
 		t.links = t.links[:last]
+	}
+}
+
+// gone marks the items of the batch before the one being decided that
+// were granted on the key in slot i, which is being dropped (Item.Gone).
+func (t *table[S]) gone(i uint32) {
+	key := t.keyBytes(t.slots[i].key)
+	for k := range t.item {
+		if it := &t.batch[k]; it.D.Allowed && it.Key == string(key) {
+			it.Gone = true
+		}
 	}
 }
 

@@ -35,7 +35,14 @@ func Call(culprit error, f func()) (err error) {
 	return nil
 }
 
-// Panicked reports whether err is an error that Call returned for a panic.
+// Exited returns the error of a call into code chanlimit does not own
+// that ran runtime.Goexit: Panicked reports true of it, as of a panic's.
+func Exited(culprit error) error {
+	return &panicError{culprit: culprit, text: culprit.Error() + ": runtime.Goexit"}
+}
+
+// Panicked reports whether err is an error that Call returned for a panic,
+// or Exited for a Goexit.
 // It looks at err itself, not at what err wraps: the panic's value is the
 // panicking code's, and so are its methods (Is, Unwrap), which chanlimit
 // never calls.
