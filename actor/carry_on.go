@@ -29,6 +29,7 @@ func (p *Partition) carryOn() {
 	case callingTick: // the request is not served yet: serve it as if the clock had panicked
 		l.state.Counts.ClockPanics++
 		l.left.resume = l.left.first
+		l.stopping = l.stopping || l.left.first.op == opStop
 	case callingClock:
 		l.state.Counts.ClockPanics++
 		l.left.answer = supervise.Exited(errs.ErrClockPanic)
@@ -50,7 +51,7 @@ func (p *Partition) takeOver() {
 	l := p.loop
 	if req := l.left.resume; req.op != 0 {
 		l.left.resume = request{}
-		if req.op != opStop { // the stop message is noted: run drains
+		if req.op != opStop { // carryOn noted the stop message: run drains
 			l.hold(req)
 			l.serve(req, l.state.Now, supervise.Exited(errs.ErrClockPanic))
 			l.inflight.reply = nil

@@ -416,6 +416,7 @@ func (p *Partition) run() {
 		served := 0 // requests, a batch's items one by one
 		for {
 			if req.op == opStop {
+				l.stopping = true
 				p.drain(now, err)
 				exited = true
 				close(p.done)
@@ -450,11 +451,9 @@ func (p *Partition) drain(now time.Duration, clockErr error) {
 	}
 }
 
-// hold notes req as the request in flight, and the stop message as soon
-// as it comes.
+// hold notes req as the request in flight.
 func (l *loop) hold(req request) {
 	l.inflight = inflight{reply: req.reply, op: req.op, batch: req.batch, refund: -1}
-	l.stopping = l.stopping || req.op == opStop
 }
 
 // serve decides one request at now and delivers the answer. If reading the clock failed with
