@@ -52,9 +52,7 @@ func (p *Partition) takeOver() {
 	if req := l.left.resume; req.op != 0 {
 		l.left.resume = request{}
 		if req.op != opStop { // carryOn noted the stop message: run drains
-			l.hold(req)
 			l.serve(req, l.state.Now, supervise.Exited(errs.ErrClockPanic))
-			l.inflight.reply = nil
 		}
 	}
 	if l.inflight.reply == nil { // answered, or none
@@ -62,9 +60,6 @@ func (p *Partition) takeOver() {
 		return
 	}
 	if l.inflight.op == opBatch {
-		if l.inflight.refund < 0 {
-			l.inflight.refund = len(*l.inflight.batch)
-		}
 		l.giveBack(l.state.Now)
 	}
 	select {

@@ -186,7 +186,7 @@ type inflight struct {
 	reply  chan reply // nil: none
 	op     op
 	batch  *[]keytable.Item
-	refund int // while a batch's grants are given back: the items before it are still to be, latest first; -1 before
+	refund int // a batch's refund mark: the items before it are still to be given back, latest first
 }
 
 // The errors a partition returns are chanlimit's: ErrClosed below is
@@ -405,7 +405,6 @@ func (p *Partition) run() {
 	}
 	for {
 		req := <-p.mailbox
-		l.hold(req)
 		// The requests queued behind req were all sent before the clock is
 		// read, so one reading serves them all: never a time before a
 		// caller's send, and one clock read per burst under load.
@@ -423,12 +422,10 @@ func (p *Partition) run() {
 				return
 			}
 			served += l.serve(req, now, err)
-			l.inflight.reply = nil // answered
 			if queued == 0 {
 				break
 			}
 			req, queued = <-p.mailbox, queued-1 // there: only this goroutine receives
-			l.hold(req)
 		}
 		// Expiring comes after the burst's answers, so no caller in it
 		// waits for it.
@@ -442,21 +439,15 @@ func (p *Partition) drain(now time.Duration, clockErr error) {
 	for {
 		select {
 		case req := <-p.mailbox:
-			p.loop.hold(req)
 			p.loop.serve(req, now, clockErr)
-			p.loop.inflight.reply = nil
 		default:
 			return
 		}
 	}
 }
 
-// hold notes req as the request in flight.
-func (l *loop) hold(req request) {
-	l.inflight = inflight{reply: req.reply, op: req.op, batch: req.batch, refund: -1}
-}
-
-// serve decides one request at now and delivers the answer. If reading the clock failed with
+// serve decides one request at now and delivers the answer, holding it
+// as the request in flight meanwhile. If reading the clock failed with
 // clockErr, the requests that need the time (AllowN, PeekN, a batch) fail
 // with that error; Reset and Do need none, and go on at the latest reading
 // that worked. It returns how many requests that was: a batch's items, or
@@ -465,6 +456,7 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 	if len(req.reply) > 0 {
 		return 0 // the caller gave up before its turn: apply nothing
 	}
+	l.hold(req)
 	served = 1
 	t := l.state.Table
 	var r reply
@@ -494,7 +486,18 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 		l.state.ClockErr = nil
 	}
 	l.deliver(req, now, r)
+	l.inflight.reply = nil // answered; not deferred: code that ends the goroutine leaves it for takeOver
 	return served
+}
+
+// hold notes req as the request in flight. A batch's refund mark starts
+// past its last item: those not decided yet are not Allowed, and giveBack
+// passes them by.
+func (l *loop) hold(req request) {
+	l.inflight = inflight{reply: req.reply, op: req.op, batch: req.batch}
+	if req.batch != nil {
+		l.inflight.refund = len(*req.batch)
+	}
 }
 
 // deliver sends r without blocking and counts it. If the caller gave up
@@ -519,7 +522,6 @@ func (l *loop) deliver(req request, now time.Duration, r reply) {
 			l.state.Table.Refund(req.key, now, req.n)
 		}
 	case opBatch:
-		l.inflight.refund = len(*req.batch)
 		l.giveBack(now)
 	}
 }

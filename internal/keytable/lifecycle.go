@@ -29,15 +29,25 @@ func (t *table[S]) Expire(now time.Duration, budget int) (dropped int) {
 // now, and reports whether it did; if the key's deadline has moved on, it
 // moves its entry down to it instead.
 func (t *table[S]) expireTop(now time.Duration) bool {
-	i := t.due[0].slot
-	if wait := t.resetAfter(i, now); wait > 0 {
-		t.due[0].at = after(now, wait)
-		t.down(0)
+	if !t.idleTop(now) {
 		return false
 	}
-	t.remove(i)
+	t.remove(t.due[0].slot)
 	t.counts.Expired++
 	return true
+}
+
+// idleTop reports whether the key at the top of the due heap is idle at
+// now; if it is not, its deadline has moved on, and it moves its entry
+// down to it.
+func (t *table[S]) idleTop(now time.Duration) bool {
+	wait := t.resetAfter(t.due[0].slot, now)
+	if wait <= 0 {
+		return true
+	}
+	t.due[0].at = after(now, wait)
+	t.down(0)
+	return false
 }
 
 func (t *table[S]) Counts(now time.Duration) Counts {
@@ -47,32 +57,37 @@ func (t *table[S]) Counts(now time.Duration) Counts {
 	return c
 }
 
-// idle counts the keys idle at now. Their entries, and only theirs and
-// stale ones (a deadline moved later, not yet caught up with), have an
-// at <= now, and those form a subtree at the top of the heap: it reads
-// just that, changing nothing, and at most idleCountLimit entries of it.
-// A key whose rule panics is dropped, and the count starts again.
+// idle counts the keys idle at now, reading at most idleCountLimit heap
+// entries (see countIdle). A key whose rule panics is dropped, and the
+// count starts again.
 func (t *table[S]) idle(now time.Duration) (n int) {
-	t.supervised(func() {
-		n = 0
-		if len(t.due) == 0 || !passed(t.due[0].at, now) {
-			return
+	t.supervised(func() { n = t.countIdle(now, idleCountLimit, math.MaxInt) })
+	return n
+}
+
+// countIdle counts the keys idle at now, up to most of them, reading at
+// most limit heap entries, and changing nothing. Their entries, and only
+// theirs and stale ones (a deadline moved later, not yet caught up with),
+// have an at <= now, and those form a subtree at the top of the heap: it
+// reads just that.
+func (t *table[S]) countIdle(now time.Duration, limit, most int) (n int) {
+	if len(t.due) == 0 || !passed(t.due[0].at, now) {
+		return 0
+	}
+	stack := append(t.stack[:0], 0)
+	defer func() { t.stack = stack[:0] }()
+	for read := 0; len(stack) > 0 && read < limit && n < most; read++ {
+		h := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if t.untouched(t.due[h].slot, now) {
+			n++
 		}
-		stack := append(t.stack[:0], 0)
-		for read := 0; len(stack) > 0 && read < idleCountLimit; read++ {
-			h := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			if t.untouched(t.due[h].slot, now) {
-				n++
-			}
-			for c := arity*h + 1; c <= arity*h+arity && c < len(t.due); c++ {
-				if passed(t.due[c].at, now) {
-					stack = append(stack, c)
-				}
+		for c := arity*h + 1; c <= arity*h+arity && c < len(t.due); c++ {
+			if passed(t.due[c].at, now) {
+				stack = append(stack, c)
 			}
 		}
-		t.stack = stack
-	})
+	}
 	return n
 }
 
@@ -144,47 +159,14 @@ func (t *table[S]) hasRoom(now time.Duration) (ok bool) {
 			return
 		}
 		if need > 1 {
-			ok = t.idleAtLeast(now, need)
+			ok = t.countIdle(now, math.MaxInt, need) == need
 			return
 		}
-		for len(t.due) > 0 && passed(t.due[0].at, now) {
-			i := t.due[0].slot
-			wait := t.resetAfter(i, now)
-			if wait <= 0 {
-				ok = true
-				return
-			}
-			t.due[0].at = after(now, wait)
-			t.down(0)
+		for !ok && len(t.due) > 0 && passed(t.due[0].at, now) {
+			ok = t.idleTop(now)
 		}
 	})
 	return ok || !t.full()
-}
-
-// idleAtLeast reports whether at least k keys are idle at now, reading the
-// subtree of the heap that idle reads, as far as it takes, changing
-// nothing.
-func (t *table[S]) idleAtLeast(now time.Duration, k int) bool {
-	if len(t.due) == 0 || !passed(t.due[0].at, now) {
-		return false
-	}
-	stack := append(t.stack[:0], 0)
-	defer func() { t.stack = stack[:0] }()
-	for len(stack) > 0 {
-		h := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if t.untouched(t.due[h].slot, now) {
-			if k--; k == 0 {
-				return true
-			}
-		}
-		for c := arity*h + 1; c <= arity*h+arity && c < len(t.due); c++ {
-			if passed(t.due[c].at, now) {
-				stack = append(stack, c)
-			}
-		}
-	}
-	return false
 }
 
 // passed reports whether a deadline has come at now. The largest Duration

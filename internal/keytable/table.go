@@ -197,13 +197,10 @@ func (t *table[S]) Abandoned() {
 func (t *table[S]) ask(i uint32, f func()) error {
 	t.asking = i
 	err := supervise.Call(errs.ErrAlgorithmPanic, f)
-	t.asking = none
 	if err != nil {
-		t.counts.Panicked++
-		if i != none {
-			t.remove(i)
-		}
+		t.dropAsked()
 	}
+	t.asking = none
 	return err
 }
 
