@@ -44,7 +44,6 @@ func TestAllowBatchRefusesBadRequestsFirst(t *testing.T) {
 	}{
 		{"ZeroN", []chanlimit.Request{{"a", 1}, {"b", 1}, {"c", 1}, {"d", 0}}, chanlimit.ErrInvalidCount, "request 3"},
 		{"NegativeN", []chanlimit.Request{{"a", -1}}, chanlimit.ErrInvalidCount, "request 0"},
-		{"NAboveCapacity", []chanlimit.Request{{"a", 3}, {"b", 4}}, chanlimit.ErrExceedsCapacity, "request 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,6 +62,23 @@ func TestAllowBatchRefusesBadRequestsFirst(t *testing.T) {
 	err := r.AllowBatch(ctx, []chanlimit.Request{{"a", 1}, {"b", 1}}, make([]chanlimit.Decision, 1))
 	assert.ErrorIs(t, err, chanlimit.ErrShortOutput)
 	assert.NoError(t, r.AllowBatch(ctx, nil, nil), "an empty batch is fine")
+}
+
+// TestAllowBatchRefusesAnNAboveItsKeysCapacity: capacity is per key (its
+// policies'), so its partition checks it, and refuses that request alone,
+// as it refuses a new key that has no room.
+func TestAllowBatchRefusesAnNAboveItsKeysCapacity(t *testing.T) {
+	r, _ := newRouter(t, chanlimit.Config{Limit: 3, Window: time.Second, Partitions: 4})
+	out := make([]chanlimit.Decision, 3)
+	err := r.AllowBatch(bg, []chanlimit.Request{{"a", 3}, {"b", 4}, {"c", 5}}, out)
+	require.ErrorIs(t, err, chanlimit.ErrExceedsCapacity)
+	assert.ErrorContains(t, err, "request 1")
+	assert.True(t, out[0].Allowed, "a was decided")
+	assert.Equal(t, []chanlimit.Decision{{}, {}}, out[1:], "b and c were refused")
+	st := stats(t, r)
+	assert.Equal(t, uint64(1), st.Allowed)
+	assert.Zero(t, st.Refused, "Refused counts ErrTooManyKeys alone")
+	assert.True(t, allowN(t, r, "b", 3).Allowed, "b took nothing")
 }
 
 func TestAllowBatchOnAClosedRouter(t *testing.T) {

@@ -16,10 +16,12 @@ var (
 	// ErrInvalidCount is returned for a request of n <= 0 units.
 	ErrInvalidCount = errors.New("chanlimit: n must be at least 1")
 
-	// ErrExceedsCapacity is returned for a request of more units than any
-	// key can ever be allowed at once (Burst for the bucket algorithms,
-	// Limit for the others), so that no wait would let it through.
-	ErrExceedsCapacity = errors.New("chanlimit: n exceeds capacity")
+	// ErrExceedsCapacity is returned, wrapped with n and the capacity, for
+	// a request of more units than its key can ever be allowed at once, so
+	// that no wait would let it through: the smallest capacity of the
+	// key's policies (Burst for the bucket algorithms, Limit for the
+	// others).
+	ErrExceedsCapacity = errs.ErrExceedsCapacity
 
 	// ErrInvalidConfig is returned by New, wrapped with the field and the
 	// reason, for a Config it cannot honour.
@@ -65,6 +67,10 @@ var (
 	// ErrBadSnapshot is returned by Restore, wrapped with the reason, for
 	// a snapshot it refuses; nothing is loaded then.
 	ErrBadSnapshot = errs.ErrBadSnapshot
+
+	// ErrTooManyOverrides is returned by SetOverride for a key without an
+	// override when Config.MaxOverrides keys already have one.
+	ErrTooManyOverrides = errors.New("chanlimit: too many overrides")
 
 	// ErrShortOutput is returned by AllowBatch when out has fewer slots
 	// than reqs has requests.

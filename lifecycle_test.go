@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -270,12 +271,12 @@ func TestRestoreRefusesBadSnapshotsAndLoadsNothing(t *testing.T) {
 	require.NoError(t, short.Restore(bg, bytes.NewReader(good)), "same config")
 
 	// A snapshot of another version, with its checksum made right.
-	v3 := bytes.Clone(good)
-	v3[len("chanlimit snapshot\n")] = 3
-	v3 = resum(v3)
-	err := dst.Restore(bg, bytes.NewReader(v3))
+	v4 := bytes.Clone(good)
+	v4[len("chanlimit snapshot\n")] = 4
+	v4 = resum(v4)
+	err := dst.Restore(bg, bytes.NewReader(v4))
 	assert.ErrorIs(t, err, chanlimit.ErrBadSnapshot)
-	assert.ErrorContains(t, err, "version 3")
+	assert.ErrorContains(t, err, "version 4")
 
 	// Nothing was half-loaded: dst is as it was.
 	assert.Equal(t, before, stats(t, dst).Keys)
@@ -413,36 +414,46 @@ func TestStatsCountsIdleKeysApart(t *testing.T) {
 	})
 }
 
-// TestRestoreReadsVersion1Snapshots: a snapshot taken before the format
-// held the clock's reading as seconds and nanoseconds (version 1: Unix
-// nanoseconds) restores as it did.
-func TestRestoreReadsVersion1Snapshots(t *testing.T) {
-	cfg := chanlimit.Config{Algorithm: "sliding_window_log", Limit: 3, Window: time.Minute, Partitions: 2}
-	src, clk := newRouter(t, cfg)
-	for _, k := range []string{"a", "b", "c"} {
-		allowN(t, src, k, 2)
-	}
-	clk.Advance(10 * time.Second)
-	var buf bytes.Buffer
-	require.NoError(t, src.Snapshot(bg, &buf))
-	v1 := toVersion1(t, buf.Bytes())
-	clk.Advance(20 * time.Second) // a restart that took 20s: it counts
+// TestRestoreReadsOlderVersions: a snapshot of an older format restores
+// as it did: testdata/version2.snapshot was taken by the code before
+// version 3 (which holds policies and overrides), and version 1 is the same
+// with the clock's reading as Unix nanoseconds. It was taken at epoch +
+// 10s, of a sliding_window_log router (Limit 3, Window 1m) that had allowed
+// 2 units on each of a, b and c at epoch.
+func TestRestoreReadsOlderVersions(t *testing.T) {
+	v2, err := os.ReadFile("testdata/version2.snapshot")
+	require.NoError(t, err)
+	versions := map[string][]byte{"version 2": v2, "version 1": toVersion1(t, v2)}
+	for name, snapshot := range versions {
+		t.Run(name, func(t *testing.T) {
+			cfg := chanlimit.Config{Algorithm: "sliding_window_log", Limit: 3, Window: time.Minute, Partitions: 3}
+			src, clk := newRouter(t, cfg)
+			for _, k := range []string{"a", "b", "c"} {
+				allowN(t, src, k, 2)
+			}
+			clk.Advance(30 * time.Second) // a restart that took 20s after the snapshot: it counts
+			cfg.Clock = clk
+			dst, err := chanlimit.New(cfg)
+			require.NoError(t, err)
+			defer dst.Close()
+			require.NoError(t, dst.Restore(bg, bytes.NewReader(snapshot)))
+			for _, k := range []string{"a", "b", "c", "d"} {
+				want, err := src.Peek(bg, k, 2)
+				require.NoError(t, err)
+				got, err := dst.Peek(bg, k, 2)
+				require.NoError(t, err)
+				assert.Equal(t, want, got, k)
+			}
+			d, err := dst.Peek(bg, "a", 2)
+			require.NoError(t, err)
+			assert.Equal(t, 30*time.Second, d.RetryAfter, "a's units were taken 30s before")
 
-	cfg.Clock = clk
-	dst, err := chanlimit.New(cfg)
-	require.NoError(t, err)
-	defer dst.Close()
-	require.NoError(t, dst.Restore(bg, bytes.NewReader(v1)))
-	for _, k := range []string{"a", "b", "c", "d"} {
-		want, err := src.Peek(bg, k, 2)
-		require.NoError(t, err)
-		got, err := dst.Peek(bg, k, 2)
-		require.NoError(t, err)
-		assert.Equal(t, want, got, k)
+			gcra, _ := newRouter(t, chanlimit.Config{Algorithm: "gcra", Limit: 3, Window: time.Minute})
+			assert.ErrorIs(t, gcra.Restore(bg, bytes.NewReader(snapshot)), chanlimit.ErrBadSnapshot, "another algorithm")
+			named, _ := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{{Name: "minute", Algorithm: "sliding_window_log", Limit: 3, Window: time.Minute}}})
+			assert.ErrorIs(t, named.Restore(bg, bytes.NewReader(snapshot)), chanlimit.ErrBadSnapshot, "the policy's name is not default")
+		})
 	}
-	d, err := dst.Peek(bg, "a", 2)
-	require.NoError(t, err)
-	assert.Equal(t, 30*time.Second, d.RetryAfter, "a's units were taken 30s before")
 }
 
 // toVersion1 rewrites a version 2 snapshot in version 1's format: the

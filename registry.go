@@ -104,23 +104,24 @@ func RegisteredAlgorithms() []string {
 
 // lookup returns the maker registered under name, or an error wrapping
 // both ErrUnknownAlgorithm and ErrInvalidConfig that lists the names there
-// are.
-func lookup(name string) (maker, error) {
+// are. where prefixes the field in the error.
+func lookup(where, name string) (maker, error) {
 	if mk, ok := (*registry.Load())[name]; ok {
 		return mk, nil
 	}
-	return nil, &unknownError{name: name, registered: RegisteredAlgorithms()}
+	return nil, &unknownError{where: where, name: name, registered: RegisteredAlgorithms()}
 }
 
 // unknownError is an unknown algorithm name: a bad config of its own kind.
 type unknownError struct {
+	where      string
 	name       string
 	registered []string
 }
 
 func (e *unknownError) Error() string {
-	return fmt.Sprintf("%v: Algorithm: %q is not registered (registered: %s)",
-		ErrInvalidConfig, e.name, strings.Join(e.registered, ", "))
+	return fmt.Sprintf("%v: %sAlgorithm: %q is not registered (registered: %s)",
+		ErrInvalidConfig, e.where, e.name, strings.Join(e.registered, ", "))
 }
 
 func (e *unknownError) Unwrap() []error { return []error{ErrInvalidConfig, ErrUnknownAlgorithm} }

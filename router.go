@@ -38,8 +38,9 @@ import (
 	"github.com/chanlimit/chanlimit/internal/supervise"
 )
 
-// Config configures a Router. Limit and Window are required; every other
-// field has a default.
+// Config configures a Router: its policies, either as Policies or, for
+// one policy, as the single fields Algorithm, Limit, Window and Burst
+// (the policy named DefaultPolicyName); every other field has a default.
 type Config struct {
 	// Algorithm is a registered algorithm name (RegisteredAlgorithms lists
 	// them); "" means DefaultAlgorithm, "token_bucket".
@@ -101,6 +102,17 @@ type Config struct {
 	// means DefaultMaxKeyBytes. A longer key is refused with ErrKeyTooLong
 	// before it reaches a partition.
 	MaxKeyBytes int
+
+	// Policies are the limits every key is under, all at once, in place
+	// of the single fields (setting both is an ErrInvalidConfig). Names
+	// are unique; SetPolicies replaces them while the router runs, and
+	// SetOverride gives one key policies of its own.
+	Policies []Policy
+
+	// MaxOverrides caps the keys with an override (SetOverride) held at
+	// once, across all partitions; 0 means no cap. Keys with an override
+	// count against it, not against MaxKeys.
+	MaxOverrides int
 }
 
 // Limits and defaults of Config.
@@ -131,19 +143,19 @@ type Request struct {
 // Router is a per-key rate limiter. It is safe for simultaneous use by many
 // goroutines. The zero Router is not usable: call New.
 type Router struct {
-	parts       []*actor.Partition
-	seed        maphash.Seed
-	capacity    int
-	maxKeyBytes int
-	maxKeys     int
-	evict       bool
-	rule        keytable.Rule
-	clock       clock.Clock
-	params      params        // what a snapshot must match
-	panicked    atomic.Uint64 // panics met outside the partitions: while Restore loads
-	closeOnce   sync.Once
-	batches     sync.Pool     // of *batch
-	restoring   chan struct{} // holds a token while a Restore runs
+	parts        []*actor.Partition
+	seed         maphash.Seed
+	maxKeyBytes  int
+	maxKeys      int
+	evict        bool
+	maxOverrides int
+	clock        clock.Clock
+	policies     atomic.Pointer[keytable.Set] // the router's: the partitions' once SetPolicies has switched them all
+	overrides    atomic.Int64                 // keys with an override, counted by their partitions
+	panicked     atomic.Uint64                // panics met outside the partitions: while Restore loads
+	closeOnce    sync.Once
+	batches      sync.Pool     // of *batch
+	adminToken   chan struct{} // held by an administrative call while it runs (admin)
 }
 
 // batch is AllowBatch's scratch space, kept for the next call unless a
@@ -172,23 +184,30 @@ func New(cfg Config) (*Router, error) {
 	if err := supervise.Call(ErrClockPanic, func() { origin = clk.Now() }); err != nil {
 		return nil, fmt.Errorf("%w: Clock: %w", ErrInvalidConfig, err)
 	}
-	rule, capacity, err := newRule(cfg)
+	policies, err := policiesOf(cfg)
+	if err != nil {
+		return nil, err
+	}
+	field := "Policies"
+	if len(cfg.Policies) == 0 {
+		field = "" // the single fields: errors name just the field
+	}
+	set, err := compile(field, policies)
 	if err != nil {
 		return nil, err
 	}
 
 	r := &Router{
-		parts:       make([]*actor.Partition, partitions),
-		seed:        maphash.MakeSeed(),
-		capacity:    capacity,
-		maxKeyBytes: cmp.Or(cfg.MaxKeyBytes, DefaultMaxKeyBytes),
-		maxKeys:     cfg.MaxKeys,
-		evict:       cfg.EvictLRU,
-		rule:        rule,
-		clock:       clk,
-		restoring:   make(chan struct{}, 1),
-		params:      params{algorithm: cmp.Or(cfg.Algorithm, DefaultAlgorithm), limit: cfg.Limit, window: cfg.Window, capacity: capacity},
+		parts:        make([]*actor.Partition, partitions),
+		seed:         maphash.MakeSeed(),
+		maxKeyBytes:  cmp.Or(cfg.MaxKeyBytes, DefaultMaxKeyBytes),
+		maxKeys:      cfg.MaxKeys,
+		evict:        cfg.EvictLRU,
+		maxOverrides: cfg.MaxOverrides,
+		clock:        clk,
+		adminToken:   make(chan struct{}, 1),
 	}
+	r.policies.Store(set)
 	r.batches.New = func() any {
 		return &batch{
 			items:   make([][]keytable.Item, partitions),
@@ -197,9 +216,9 @@ func New(cfg Config) (*Router, error) {
 		}
 	}
 	for i := range r.parts {
-		table := rule.NewTable()
-		table.Bound(r.keyLimit(i))
-		r.parts[i] = actor.Start(table, clk, origin, mailbox)
+		keys := keytable.NewKeys(set)
+		keys.Bound(r.keyLimit(i))
+		r.parts[i] = actor.Start(keys, clk, origin, mailbox)
 	}
 	return r, nil
 }
@@ -235,42 +254,10 @@ func shape(cfg Config) (partitions, mailbox int, err error) {
 		return 0, 0, fmt.Errorf("%w: EvictLRU: evicts only when MaxKeys is reached, and MaxKeys is 0 (no cap)", ErrInvalidConfig)
 	case cfg.MaxKeyBytes < 0:
 		return 0, 0, fmt.Errorf("%w: MaxKeyBytes: must be >= 0, where 0 means %d (got %d)", ErrInvalidConfig, DefaultMaxKeyBytes, cfg.MaxKeyBytes)
+	case cfg.MaxOverrides < 0:
+		return 0, 0, fmt.Errorf("%w: MaxOverrides: must be >= 0, where 0 means no cap (got %d)", ErrInvalidConfig, cfg.MaxOverrides)
 	}
 	return partitions, mailbox, nil
-}
-
-// newRule makes the rule cfg names, after checking what every rule needs
-// of Limit, Window and Burst, and returns it with its capacity.
-func newRule(cfg Config) (rule keytable.Rule, capacity int, err error) {
-	name := cmp.Or(cfg.Algorithm, DefaultAlgorithm)
-	mk, err := lookup(name)
-	if err != nil {
-		return nil, 0, err
-	}
-	switch {
-	case cfg.Limit <= 0:
-		return nil, 0, fmt.Errorf("%w: Limit: must be > 0 (got %d)", ErrInvalidConfig, cfg.Limit)
-	case cfg.Window <= 0:
-		return nil, 0, fmt.Errorf("%w: Window: must be > 0 (got %v)", ErrInvalidConfig, cfg.Window)
-	case cfg.Burst < 0:
-		return nil, 0, fmt.Errorf("%w: Burst: must be >= 0, where 0 means Limit (got %d)", ErrInvalidConfig, cfg.Burst)
-	}
-	if perr := supervise.Call(ErrAlgorithmPanic, func() {
-		if rule, err = mk(algorithms.Params{Limit: cfg.Limit, Window: cfg.Window, Burst: cfg.Burst}); err == nil {
-			capacity = rule.Capacity()
-		}
-	}); perr != nil {
-		rule, err = nil, perr
-	}
-	switch {
-	case supervise.Panicked(err):
-		return nil, 0, fmt.Errorf("%w: Algorithm %q: %w", ErrInvalidConfig, name, err)
-	case err != nil: // the constructor's: read once, never asked anything
-		return nil, 0, fmt.Errorf("%w: Algorithm %q: %w", ErrInvalidConfig, name, supervise.Wrap(err))
-	case capacity < 1:
-		return nil, 0, fmt.Errorf("%w: Algorithm %q: its Machine's Capacity is %d: it could never allow anything", ErrInvalidConfig, name, capacity)
-	}
-	return rule, capacity, nil
 }
 
 // Allow reports whether one request on key is allowed now. It is
@@ -281,15 +268,16 @@ func (r *Router) Allow(key string) bool {
 	return err == nil && d.Allowed
 }
 
-// AllowN decides a request for n units on key: all n are allowed, or none.
-// It returns ErrInvalidCount for n <= 0, ErrExceedsCapacity for an n no
-// key can ever be allowed and ErrKeyTooLong for a key longer than
-// MaxKeyBytes, without touching any state; ctx.Err() if ctx is done before
-// the request is answered, in which case the request uses up nothing;
-// ErrClosed once the router is closed; ErrTooManyKeys for a new key that
-// MaxKeys leaves no room for; ErrAlgorithmPanic or ErrClockPanic if the
-// algorithm or the clock panicked. A bad n is reported first, then a long
-// key, then a done ctx, then a closed router.
+// AllowN decides a request for n units on key: all n are allowed, or none,
+// under every policy of the key (README, "Several limits"). It returns
+// ErrInvalidCount for n <= 0 and ErrKeyTooLong for a key longer than
+// MaxKeyBytes, without touching any state; ctx.Err() if ctx is done
+// before the request is answered, in which case the request uses up
+// nothing; ErrClosed once the router is closed; ErrExceedsCapacity for an
+// n above the capacity of the key's policies; ErrTooManyKeys for a new key
+// that MaxKeys leaves no room for; ErrAlgorithmPanic or ErrClockPanic if
+// the algorithm or the clock panicked. A bad n is reported first, then a
+// long key, then a done ctx, then a closed router.
 func (r *Router) AllowN(ctx context.Context, key string, n int) (Decision, error) {
 	if err := r.check(key, n); err != nil {
 		return Decision{}, err
@@ -298,20 +286,18 @@ func (r *Router) AllowN(ctx context.Context, key string, n int) (Decision, error
 }
 
 // check returns the error for an n no key can be allowed, or a key too
-// long, and nil for a request a partition may decide.
+// long, and nil for a request a partition may decide. (A key's capacity is
+// its partition's to check: it knows the key's policies.)
 func (r *Router) check(key string, n int) error {
-	if n >= 1 && n <= r.capacity && len(key) <= r.maxKeyBytes {
+	if n >= 1 && len(key) <= r.maxKeyBytes {
 		return nil // small enough to inline on every request's path
 	}
 	return r.badRequest(key, n)
 }
 
 func (r *Router) badRequest(key string, n int) error {
-	switch {
-	case n < 1:
+	if n < 1 {
 		return fmt.Errorf("%w (got %d)", ErrInvalidCount, n)
-	case n > r.capacity:
-		return fmt.Errorf("%w: n = %d, capacity %d", ErrExceedsCapacity, n, r.capacity)
 	}
 	return r.keyTooLong(key)
 }
@@ -341,10 +327,11 @@ func (r *Router) keyTooLong(key string) error {
 // per request. Requests for one key are decided in their order in reqs.
 //
 // Every N and every key's length is checked before anything is sent: a bad
-// one fails the whole batch with ErrInvalidCount, ErrExceedsCapacity or
-// ErrKeyTooLong (wrapped with its index) and nothing is applied. A request
-// that a partition refuses (ErrTooManyKeys, ErrAlgorithmPanic,
-// ErrClockPanic) gets a zero Decision, the others are decided, and
+// one fails the whole batch with ErrInvalidCount or ErrKeyTooLong (wrapped
+// with its index) and nothing is applied. A request that a partition
+// refuses (ErrExceedsCapacity for an N above its key's capacity,
+// ErrTooManyKeys, ErrAlgorithmPanic, ErrClockPanic) gets a zero Decision,
+// the others are decided, and
 // AllowBatch returns the error of the first refused request in reqs'
 // order, wrapped with its index. If ctx ends, or the router closes, before
 // every partition has answered, AllowBatch returns ctx.Err() or ErrClosed;

@@ -146,7 +146,7 @@ func TestAllowNRejectsBadCount(t *testing.T) {
 	}
 	d, err := r.AllowN(context.Background(), "k", 5)
 	require.NoError(t, err)
-	assert.Equal(t, chanlimit.Decision{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 1666666667}, // 5/3 s, rounded up
+	assert.Equal(t, chanlimit.Decision{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 1666666667, Policy: "default"}, // 5/3 s, rounded up
 		d, "the refused calls took nothing: the whole burst is still there")
 }
 
@@ -155,11 +155,11 @@ func TestDefaultAlgorithmIsTokenBucket(t *testing.T) {
 	ctx := context.Background()
 	d, err := r.AllowN(ctx, "k", 3)
 	require.NoError(t, err)
-	assert.Equal(t, chanlimit.Decision{Allowed: true, Limit: 3, ResetAfter: time.Second}, d)
+	assert.Equal(t, chanlimit.Decision{Allowed: true, Limit: 3, ResetAfter: time.Second, Policy: "default"}, d)
 	clk.Advance(500 * time.Millisecond)
 	d, err = r.AllowN(ctx, "k", 2)
 	require.NoError(t, err)
-	assert.Equal(t, chanlimit.Decision{Limit: 3, Remaining: 1, RetryAfter: 166666667, ResetAfter: 500 * time.Millisecond}, d,
+	assert.Equal(t, chanlimit.Decision{Limit: 3, Remaining: 1, RetryAfter: 166666667, ResetAfter: 500 * time.Millisecond, Policy: "default"}, d,
 		"1.5 tokens refilled continuously: a token bucket")
 }
 

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/chanlimit/chanlimit/actor"
@@ -16,48 +17,56 @@ import (
 	"github.com/chanlimit/chanlimit/internal/wire"
 )
 
-// params are what a snapshot must have been taken under to be restored:
-// the algorithm's name, Limit, Window, and the capacity Burst gave it.
-type params struct {
-	algorithm string
-	limit     int
-	window    time.Duration
-	capacity  int
-}
-
 // The snapshot format. Integers are varints (encoding/binary), strings a
 // uvarint length and the bytes.
 //
 //	magic     "chanlimit snapshot\n"
-//	version   uvarint: 2 (1 is read too)
-//	params    algorithm string, Limit uvarint, Window uvarint, capacity uvarint
+//	version   uvarint: 3 (1 and 2 are read too)
+//	policies  the router's: uvarint count, then each policy:
+//	          name string, algorithm string, Limit uvarint, Window
+//	          uvarint, Burst uvarint
+//	          (versions 1 and 2: one policy, named "default": algorithm
+//	          string, Limit uvarint, Window uvarint, capacity uvarint)
 //	sections  uvarint, then each, a partition's:
 //	          taken: the clock's reading, Unix seconds varint and
 //	                 nanoseconds uvarint (version 1: Unix ns varint,
 //	                 which holds only the years 1678 to 2262)
+//	          overrides uvarint, then each: key string, policies
+//	                 (version 3 only)
 //	          keys uvarint, size uvarint, then size bytes of entries
-//	          (keytable.NextEntry)
+//	          (keytable.NextEntry), each state a key's states under its
+//	          policies, each a uvarint length and the bytes (versions 1
+//	          and 2: the one policy's state, bare)
 //	checksum  CRC-32C of all of the above, 4 bytes big-endian
 const (
 	snapshotMagic   = "chanlimit snapshot\n"
-	snapshotVersion = 2
+	snapshotVersion = 3
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// Snapshot writes the state of every key that is not idle to w, partition
-// by partition: each partition answers with its keys as they stand between
-// two of its requests, in the mailbox's order, and goes on. Restore reads
-// it back. Each partition's part records the clock's reading, so the time
-// that passes before the restore counts, as it would have had the router
-// kept running. Snapshot returns ctx.Err() if ctx is done before every
-// partition has answered, ErrClosed if the router closes, ErrClockPanic,
-// w's error, and an error wrapping errors.ErrUnsupported if the algorithm
-// cannot save its states; what it wrote to w then is not a snapshot.
+// Snapshot writes the state of every key that is not idle to w, with the
+// router's policies and every key's override, partition by partition: each
+// partition answers with its keys as they stand between two of its
+// requests, in the mailbox's order, and goes on. Restore reads it back.
+// Each partition's part records the clock's reading, so the time that
+// passes before the restore counts, as it would have had the router kept
+// running. Snapshot waits for SetPolicies, SetOverride, ClearOverride and
+// Restore calls to finish, and they for it. It returns ctx.Err() if ctx is
+// done before every partition has answered, ErrClosed if the router
+// closes, ErrClockPanic, w's error, and an error wrapping
+// errors.ErrUnsupported if an algorithm cannot save its states; what it
+// wrote to w then is not a snapshot.
 func (r *Router) Snapshot(ctx context.Context, w io.Writer) error {
+	release, err := r.admin(ctx)
+	if err != nil {
+		return fmt.Errorf("chanlimit: Snapshot: %w", err)
+	}
+	defer release()
 	sum := crc32.New(castagnoli)
 	out := io.MultiWriter(w, sum)
-	head := r.params.appendTo([]byte(snapshotMagic))
+	head := binary.AppendUvarint([]byte(snapshotMagic), snapshotVersion)
+	head = appendPolicies(head, r.policies.Load())
 	head = binary.AppendUvarint(head, uint64(len(r.parts)))
 	var entries, section []byte
 	for i, p := range r.parts {
@@ -65,6 +74,7 @@ func (r *Router) Snapshot(ctx context.Context, w io.Writer) error {
 			keys int
 			wall time.Time
 		)
+		section = section[:0]
 		err := p.Do(ctx, func(s *actor.State) (err error) {
 			// The stamp must not be before the states' instant, or a
 			// restore would count time that did not pass: the later of
@@ -74,14 +84,19 @@ func (r *Router) Snapshot(ctx context.Context, w io.Writer) error {
 				return err
 			}
 			wall = later(wall, s.Wall)
-			entries, keys, err = s.Table.AppendSnapshot(entries[:0], s.Now)
+			section = binary.AppendVarint(section, wall.Unix())
+			section = binary.AppendUvarint(section, uint64(wall.Nanosecond()))
+			k := keysOf(s)
+			section = binary.AppendUvarint(section, uint64(k.Overrides()))
+			k.EachOverride(func(key string, set *keytable.Set) {
+				section = appendPolicies(wire.AppendString(section, key), set)
+			})
+			entries, keys, err = k.AppendSnapshot(entries[:0], s.Now)
 			return err
 		})
 		if err != nil {
 			return fmt.Errorf("chanlimit: Snapshot: %w", err)
 		}
-		section = binary.AppendVarint(section[:0], wall.Unix())
-		section = binary.AppendUvarint(section, uint64(wall.Nanosecond()))
 		section = binary.AppendUvarint(section, uint64(keys))
 		section = binary.AppendUvarint(section, uint64(len(entries)))
 		if i == 0 {
@@ -100,42 +115,115 @@ func (r *Router) Snapshot(ctx context.Context, w io.Writer) error {
 	return nil
 }
 
-// appendTo appends the version and p, as a snapshot's header holds them.
-func (p params) appendTo(dst []byte) []byte {
-	dst = binary.AppendUvarint(dst, snapshotVersion)
-	dst = wire.AppendString(dst, p.algorithm)
-	dst = binary.AppendUvarint(dst, uint64(p.limit))
-	dst = binary.AppendUvarint(dst, uint64(p.window))
-	return binary.AppendUvarint(dst, uint64(p.capacity))
+// appendPolicies appends the policies of set, as a snapshot holds them.
+func appendPolicies(dst []byte, set *keytable.Set) []byte {
+	ps := set.Policies()
+	dst = binary.AppendUvarint(dst, uint64(len(ps)))
+	for _, p := range ps {
+		dst = wire.AppendString(wire.AppendString(dst, p.Name), p.Algorithm)
+		dst = binary.AppendUvarint(dst, uint64(p.Params.Limit))
+		dst = binary.AppendUvarint(dst, uint64(p.Params.Window))
+		dst = binary.AppendUvarint(dst, uint64(p.Params.Burst))
+	}
+	return dst
 }
 
-// Restore replaces the state of every key with what a Snapshot holds: a
-// key in it decides as it would have in the router that took it, had that
-// router run on until now (the time since the snapshot counts; a clock
-// that reads earlier than the snapshot counts none), and every other key is
-// untouched. Keys are placed by this router's hash, so its Partitions may
+// readPolicies reads the policies appendPolicies wrote, and makes them a
+// set; it caches the sets it made in sets, so that overrides alike share
+// one. Its error wraps ErrBadSnapshot.
+func readPolicies(rd *wire.Reader, sets map[string]*keytable.Set) (*keytable.Set, error) {
+	start := rd.Src
+	n := rd.Uvarint()
+	if rd.Err == nil && n > uint64(len(rd.Src)) { // each takes bytes: a bound before allocating
+		return nil, badSnapshot("%d policies in %d bytes", n, len(rd.Src))
+	}
+	ps := make([]Policy, 0, n)
+	for range n {
+		var p Policy
+		p.Name, p.Algorithm = string(rd.Bytes()), string(rd.Bytes())
+		limit, window, burst := rd.Uvarint(), rd.Uvarint(), rd.Uvarint()
+		if rd.Err != nil {
+			return nil, badSnapshot("policies: %v", rd.Err)
+		}
+		if limit > math.MaxInt64 || window > math.MaxInt64 || burst > math.MaxInt64 {
+			return nil, badSnapshot("policy %q: a field out of range", p.Name)
+		}
+		p.Limit, p.Window, p.Burst = int(limit), time.Duration(window), int(burst)
+		ps = append(ps, p)
+	}
+	if rd.Err != nil {
+		return nil, badSnapshot("policies: %v", rd.Err)
+	}
+	id := string(start[:len(start)-len(rd.Src)])
+	if set, ok := sets[id]; ok {
+		return set, nil
+	}
+	set, err := compile("policies", ps)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, err)
+	}
+	sets[id] = set
+	return set, nil
+}
+
+// samePolicies reports whether a snapshot's policies are the router's:
+// the same names, algorithms, Limits, Windows and capacities, in order.
+func samePolicies(a, b *keytable.Set) bool {
+	pa, pb := a.Policies(), b.Policies()
+	if len(pa) != len(pb) {
+		return false
+	}
+	for j := range pa {
+		x, y := pa[j], pb[j]
+		if x.Name != y.Name || x.Algorithm != y.Algorithm || x.Params.Limit != y.Params.Limit ||
+			x.Params.Window != y.Params.Window || x.Rule.Capacity() != y.Rule.Capacity() {
+			return false
+		}
+	}
+	return true
+}
+
+// describe returns the policies of set as a reader would write them.
+func describe(set *keytable.Set) string {
+	var b strings.Builder
+	for j, p := range set.Policies() {
+		if j > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%q: %s, Limit %d, Window %v, capacity %d", p.Name, p.Algorithm, p.Params.Limit, p.Params.Window, p.Rule.Capacity())
+	}
+	return b.String()
+}
+
+// Restore replaces the state of every key, and every override, with what a
+// Snapshot holds: a key in it decides as it would have in the router that
+// took it, had that router run on until now (the time since the snapshot
+// counts; a clock that reads earlier than the snapshot counts none), under
+// the override it had, if any; every other key is untouched and has no
+// override. Keys are placed by this router's hash, so its Partitions may
 // differ from the snapshot's; a partition then given more than its share
 // of MaxKeys keeps them all until a new key comes: it then lets its idle
 // keys go and, with EvictLRU, evicts its least recently used ones until it
-// is below its share; without, refuses the new key until it is. Restores
-// run one at a time.
+// is below its share; without, refuses the new key until it is. Restore
+// waits for SetPolicies, SetOverride, ClearOverride and Snapshot calls to
+// finish, and they for it.
 //
 // Restore reads all of rd and checks it before it changes anything: a
 // truncated or corrupted snapshot, one of another version, one taken under
-// another Algorithm, Limit, Window or Burst, one with a key longer than
-// MaxKeyBytes or more keys than MaxKeys, is refused with an error wrapping
+// other policies (names, algorithms, Limits, Windows or capacities), one
+// with a key longer than MaxKeyBytes, more keys than MaxKeys or more
+// overrides than MaxOverrides, is refused with an error wrapping
 // ErrBadSnapshot and the reason, and nothing is loaded. Then every
 // partition takes its new keys as one message between two requests; that
 // step is not interrupted by ctx, so a Restore that returns nil loaded
 // everything, and one that returns an error loaded nothing, unless the
 // router was closed while it loaded (ErrClosed).
 func (r *Router) Restore(ctx context.Context, rd io.Reader) error {
-	select { // one Restore at a time, so that two never mix their tables
-	case r.restoring <- struct{}{}:
-		defer func() { <-r.restoring }()
-	case <-ctx.Done():
-		return fmt.Errorf("chanlimit: Restore: %w", ctx.Err())
+	release, err := r.admin(ctx)
+	if err != nil {
+		return fmt.Errorf("chanlimit: Restore: %w", err)
 	}
+	defer release()
 	data, err := io.ReadAll(rd)
 	if err != nil {
 		return fmt.Errorf("chanlimit: Restore: %w", err)
@@ -148,7 +236,10 @@ func (r *Router) Restore(ctx context.Context, rd io.Reader) error {
 		return fmt.Errorf("chanlimit: Restore: %w", err)
 	}
 	err = r.each(context.Background(), func(i int, s *actor.State) error { // past checking: not to be interrupted
-		s.Table.Replace(tables[i])
+		k := keysOf(s)
+		before := k.Overrides()
+		k.Replace(tables[i])
+		r.overrides.Add(int64(k.Overrides() - before))
 		return nil
 	})
 	if err != nil {
@@ -164,7 +255,7 @@ func badSnapshot(format string, args ...any) error {
 
 // load checks data and loads its keys into new tables, one per partition,
 // as of each partition's now.
-func (r *Router) load(ctx context.Context, data []byte) ([]keytable.Table, error) {
+func (r *Router) load(ctx context.Context, data []byte) ([]*keytable.Keys, error) {
 	body, ok := bytes.CutPrefix(data, []byte(snapshotMagic))
 	if !ok {
 		return nil, badSnapshot("not a chanlimit snapshot")
@@ -178,15 +269,28 @@ func (r *Router) load(ctx context.Context, data []byte) ([]keytable.Table, error
 	}
 	rd := wire.Reader{Src: body}
 	version := rd.Uvarint()
-	if rd.Err == nil && version != 1 && version != snapshotVersion {
-		return nil, badSnapshot("version %d; this chanlimit reads versions 1 and %d", version, snapshotVersion)
+	if rd.Err == nil && (version < 1 || version > snapshotVersion) {
+		return nil, badSnapshot("version %d; this chanlimit reads versions 1 to %d", version, snapshotVersion)
 	}
-	var got params
-	got.algorithm = string(rd.Bytes())
-	got.limit, got.window, got.capacity = int(rd.Uvarint()), time.Duration(rd.Uvarint()), int(rd.Uvarint())
-	if rd.Err == nil && got != r.params {
-		return nil, badSnapshot("taken under %s, Limit %d, Window %v, capacity %d; this router has %s, Limit %d, Window %v, capacity %d",
-			got.algorithm, got.limit, got.window, got.capacity, r.params.algorithm, r.params.limit, r.params.window, r.params.capacity)
+	own := r.policies.Load()
+	sets := make(map[string]*keytable.Set)
+	if version >= 3 {
+		got, err := readPolicies(&rd, sets)
+		if err != nil {
+			return nil, err
+		}
+		if !samePolicies(got, own) {
+			return nil, badSnapshot("taken under policies %s; this router has %s", describe(got), describe(own))
+		}
+	} else {
+		algorithm := string(rd.Bytes())
+		limit, window, capacity := int(rd.Uvarint()), time.Duration(rd.Uvarint()), int(rd.Uvarint())
+		ps := own.Policies()
+		if rd.Err == nil && (len(ps) != 1 || ps[0].Name != DefaultPolicyName || ps[0].Algorithm != algorithm ||
+			ps[0].Params.Limit != limit || ps[0].Params.Window != window || ps[0].Rule.Capacity() != capacity) {
+			return nil, badSnapshot("taken under %s, Limit %d, Window %v, capacity %d (policy %q); this router has %s",
+				algorithm, limit, window, capacity, DefaultPolicyName, describe(own))
+		}
 	}
 
 	// Each partition's now, to load at, and the time of day it stands for,
@@ -210,15 +314,16 @@ func (r *Router) load(ctx context.Context, data []byte) ([]keytable.Table, error
 	if err != nil {
 		return nil, err
 	}
-	tables := make([]keytable.Table, len(r.parts))
+	tables := make([]*keytable.Keys, len(r.parts))
 	for i := range tables {
-		tables[i] = r.rule.NewTable()
+		tables[i] = keytable.NewKeys(own)
 	}
-	defer func() { // the rule's panics while loading count as the router's
+	defer func() { // the rules' panics while loading count as the router's
 		for _, t := range tables {
 			r.panicked.Add(t.Counts(math.MinInt64).Panicked) // no key is idle then: nothing is asked
 		}
 	}()
+	overrides := 0
 	sections := rd.Uvarint()
 	for s := uint64(0); s < sections && rd.Err == nil; s++ {
 		var taken time.Time
@@ -231,8 +336,16 @@ func (r *Router) load(ctx context.Context, data []byte) ([]keytable.Table, error
 			}
 			taken = time.Unix(sec, int64(nsec))
 		}
+		if version >= 3 {
+			n, err := r.loadOverrides(&rd, sets, tables, nows)
+			if err != nil {
+				return nil, fmt.Errorf("%w (section %d)", err, s)
+			}
+			overrides += n
+		}
 		keys := rd.Uvarint()
 		entries := rd.Bytes()
+		var wrapped []byte // a version 1 or 2 state, as a version 3 one
 		for k := uint64(0); k < keys && rd.Err == nil; k++ {
 			key, state, rest, err := keytable.NextEntry(entries)
 			if err != nil {
@@ -240,6 +353,10 @@ func (r *Router) load(ctx context.Context, data []byte) ([]keytable.Table, error
 			}
 			if len(key) > r.maxKeyBytes {
 				return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, r.keyTooLong(key))
+			}
+			if version < 3 {
+				wrapped = wire.AppendBytes(wrapped[:0], state)
+				state = wrapped
 			}
 			pi := r.partitionIndex(key)
 			age := max(walls[pi].Sub(taken), 0)
@@ -257,17 +374,50 @@ func (r *Router) load(ctx context.Context, data []byte) ([]keytable.Table, error
 		return nil, badSnapshot("%v", rd.Err)
 	case len(rd.Src) > 0:
 		return nil, badSnapshot("%d bytes after the last section", len(rd.Src))
+	case r.maxOverrides > 0 && overrides > r.maxOverrides:
+		return nil, fmt.Errorf("%w: %w: it holds %d overrides, MaxOverrides is %d", ErrBadSnapshot, ErrTooManyOverrides, overrides, r.maxOverrides)
 	}
 	if r.maxKeys > 0 {
 		held := 0
 		for _, t := range tables {
-			held += t.Len()
+			held += t.Capped()
 		}
 		if held > r.maxKeys {
 			return nil, fmt.Errorf("%w: %w: it holds %d keys, MaxKeys is %d", ErrBadSnapshot, ErrTooManyKeys, held, r.maxKeys)
 		}
 	}
 	return tables, nil
+}
+
+// loadOverrides reads the overrides of a section and sets them in tables,
+// and returns how many there were.
+func (r *Router) loadOverrides(rd *wire.Reader, sets map[string]*keytable.Set, tables []*keytable.Keys, nows []time.Duration) (int, error) {
+	n := rd.Uvarint()
+	if rd.Err == nil && n > uint64(len(rd.Src)) {
+		return 0, badSnapshot("%d overrides in %d bytes", n, len(rd.Src))
+	}
+	for o := uint64(0); o < n && rd.Err == nil; o++ {
+		key := string(rd.Bytes())
+		if rd.Err != nil {
+			break
+		}
+		if len(key) > r.maxKeyBytes {
+			return 0, fmt.Errorf("%w: override: %w", ErrBadSnapshot, r.keyTooLong(key))
+		}
+		set, err := readPolicies(rd, sets)
+		if err != nil {
+			return 0, fmt.Errorf("%w (override of key %q)", err, key)
+		}
+		pi := r.partitionIndex(key)
+		if tables[pi].Override(key) != nil {
+			return 0, badSnapshot("key %q has two overrides", key)
+		}
+		tables[pi].SetOverride(key, set, nows[pi])
+	}
+	if rd.Err != nil {
+		return 0, badSnapshot("overrides: %v", rd.Err)
+	}
+	return int(n), nil
 }
 
 // later returns the later of the times of day a and b, and earlier the

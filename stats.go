@@ -25,6 +25,8 @@ type Stats struct {
 	Expired  uint64 // idle keys let go: after their grace, or at once to make room for a new key
 	Evicted  uint64 // keys evicted, not idle, to make room for a new key (EvictLRU)
 
+	Overrides int // keys with an override (SetOverride), held or not
+
 	Partitions []Stats // each partition's figures, in the order of partitions; theirs is nil
 }
 
@@ -44,6 +46,8 @@ func (r *Router) Stats(ctx context.Context) (Stats, error) {
 			Panicked: c.Panicked + s.Counts.ClockPanics,
 			Expired:  c.Expired,
 			Evicted:  c.Evicted,
+
+			Overrides: keysOf(s).Overrides(),
 		}
 		return nil
 	})
@@ -62,6 +66,7 @@ func (r *Router) Stats(ctx context.Context) (Stats, error) {
 		st.Panicked += ps.Panicked
 		st.Expired += ps.Expired
 		st.Evicted += ps.Evicted
+		st.Overrides += ps.Overrides
 	}
 	st.Panicked += r.panicked.Load()
 	return st, nil

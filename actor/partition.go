@@ -44,6 +44,7 @@ package actor
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
 	"time"
@@ -154,7 +155,7 @@ const (
 type Counts struct {
 	Allowed     uint64 // decisions that allowed
 	Denied      uint64 // decisions that denied
-	Refused     uint64 // requests refused with an error that is not a panic's (ErrTooManyKeys)
+	Refused     uint64 // requests refused with ErrTooManyKeys
 	ClockPanics uint64 // readings of the Clock that panicked
 }
 
@@ -554,8 +555,8 @@ func (c *Counts) count(req request, r reply) {
 }
 
 // note counts one decision or error. A panic's error counts where the
-// panic does: the table counts a rule's, tick the Clock's. (It asks the
-// error nothing: errors.Is would call into the panic's value.)
+// panic does: the table counts a rule's, tick the Clock's. (It asks a
+// panic's error nothing: errors.Is would call into the panic's value.)
 func (c *Counts) note(d algorithms.Decision, err error) {
 	switch {
 	case err == nil && d.Allowed:
@@ -563,7 +564,7 @@ func (c *Counts) note(d algorithms.Decision, err error) {
 	case err == nil:
 		c.Denied++
 	case supervise.Panicked(err):
-	default:
+	case errors.Is(err, errs.ErrTooManyKeys):
 		c.Refused++
 	}
 }

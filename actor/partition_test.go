@@ -153,7 +153,8 @@ func TestTimelineSaturates(t *testing.T) {
 }
 
 // TestErrorsComeBack: the table's errors reach the caller: here a new key
-// refused for want of room, and an n the rule panics on.
+// refused for want of room, and an n beyond the capacity of the key's
+// policies.
 func TestErrorsComeBack(t *testing.T) {
 	pt := newProbe(t)
 	pt.Bound(keytable.Limit{Max: 1})
@@ -165,7 +166,7 @@ func TestErrorsComeBack(t *testing.T) {
 	_, err = p.AllowN(ctx, "new", 1)
 	assert.ErrorIs(t, err, errs.ErrTooManyKeys)
 	_, err = p.AllowN(ctx, "k", 3)
-	assert.ErrorIs(t, err, errs.ErrAlgorithmPanic, "n beyond the capacity: the router checks it first")
+	assert.ErrorIs(t, err, errs.ErrExceedsCapacity, "n beyond the capacity: the table checks it before the rule")
 }
 
 func TestContextDoneBeforeTheCall(t *testing.T) {

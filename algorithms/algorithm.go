@@ -60,6 +60,10 @@ type Decision struct {
 	// Delay is, for leaky_bucket only, how long an admitted request waits
 	// for its turn. Other rules leave it 0.
 	Delay time.Duration
+
+	// Policy names the policy that decided, of the key's policies (see
+	// chanlimit.Policy): the router sets it; a rule leaves it "".
+	Policy string
 }
 
 // ErrInvalidParams is matched (errors.Is) by the error of a constructor

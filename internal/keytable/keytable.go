@@ -88,8 +88,8 @@ type Table interface {
 	Load(key string, state []byte, now, age time.Duration) error
 
 	// Replace drops every key the table holds and takes those of other, a
-	// table of the same rule, which is left empty. The table keeps its
-	// counts and its Limit.
+	// table of the same kind (NewKeys), which is left empty. The table
+	// keeps its counts and its Limit.
 	Replace(other Table)
 
 	// Abandoned is called, on the way out of the goroutine, when the rule
@@ -100,13 +100,18 @@ type Table interface {
 }
 
 // Rule is a rule ready to make tables: what a router keeps of an algorithm
-// once its Params are known.
+// once its Params are known. Its tables are made through a Set, which may
+// hold several rules.
 type Rule interface {
 	// Capacity returns the largest n any key can ever be allowed.
 	Capacity() int
 
-	// NewTable returns an empty table of keys under the rule.
+	// NewTable returns an empty table of keys under the rule alone, as a
+	// policy with no name: a Set of one.
 	NewTable() Table
+
+	newTable(s *Set, extra []column) setTable
+	newColumn() column
 }
 
 // NewRule returns the Rule whose tables keep one S per key, decided by m.
@@ -127,7 +132,55 @@ type rule[S any] struct {
 
 func (r rule[S]) Capacity() int { return r.m.Capacity() }
 
-func (r rule[S]) NewTable() Table { return newTable(r.m, r.e) }
+func (r rule[S]) NewTable() Table { return NewSet([]Policy{{Rule: r}}).NewTable() }
+
+func (r rule[S]) newTable(s *Set, extra []column) setTable {
+	return newTable(s, newPolicyRules(r.m, r.e), extra)
+}
+
+func (r rule[S]) newColumn() column { return &states[S]{policyRules: newPolicyRules(r.m, r.e)} }
+
+// setTable is the table of the keys under one Set, as a partition's Keys
+// uses it: a Table's methods (but Replace), and what Keys needs to move
+// keys between tables.
+type setTable interface {
+	AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error
+	PeekN(key string, now time.Duration, n int, d *algorithms.Decision) error
+	Refund(key string, now time.Duration, n int)
+	Reset(key string)
+	Expire(now time.Duration, budget int) int
+	Len() int
+	Counts(now time.Duration) Counts
+	Bound(limit Limit)
+	AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, error)
+	Load(key string, states []byte, now, age time.Duration) error
+	Abandoned()
+
+	// allowEach is AllowEach over the items k with pick[k] == want.
+	allowEach(items []Item, now time.Duration, pick []int32, want int32)
+
+	policySet() *Set
+	columns() []column
+	tally() Counts // the counts, Idle left 0
+	clearTally()
+
+	// each calls f with every key held, its slot and its key's bytes
+	// (which alias the table's), oldest use first while evicting.
+	each(f func(i uint32, key []byte))
+
+	// keepFresh holds key with the fresh states, unless they are
+	// untouched at now; it ignores the cap.
+	keepFresh(key string, now time.Duration)
+
+	// carry gives the states of the key in slot i of from, policy by
+	// policy, to the fresh states of t (see give), under supervision: a
+	// rule that panics leaves t's fresh states untouched.
+	carry(from setTable, i uint32, now time.Duration)
+
+	// slotOf returns the slot of key, or none.
+	slotOf(key string) uint32
+	drop(i uint32)
+}
 
 // Item is one request of a batch, N units on Key, with room for its
 // answer: a Decision, or an error (and a zero Decision).

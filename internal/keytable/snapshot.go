@@ -31,11 +31,24 @@ func NextEntry(src []byte) (key string, state, rest []byte, err error) {
 	return string(k), state, r.Src, nil
 }
 
+// The state of a key under a set of several policies is each policy's
+// state, in the set's order, each preceded by its length as a uvarint.
+
+// canSave reports whether every rule of the table can save its states.
+func (t *table[S]) canSave() bool {
+	for _, c := range t.cols {
+		if !c.canSave() {
+			return false
+		}
+	}
+	return true
+}
+
 // AppendSnapshot saves the keys in heap order. A key whose rule panics is
 // dropped, and the snapshot starts again without it: its state is gone,
 // so a snapshot without it is the table's as it now stands.
 func (t *table[S]) AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, error) {
-	if t.codec == nil {
+	if !t.canSave() {
 		return dst, 0, errNoCodec
 	}
 	start, keys := len(dst), 0
@@ -53,54 +66,65 @@ func (t *table[S]) AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, e
 }
 
 // appendKey appends the entry of the key in slot i, noting in asking that
-// it asks the rule.
+// it asks the rules.
 func (t *table[S]) appendKey(dst []byte, i uint32, now time.Duration) []byte {
-	sl := &t.slots[i]
 	t.asking = i
-	t.scratch = t.codec.AppendState(t.scratch[:0], &sl.state, now)
+	t.scratch = t.scratch[:0]
+	for _, c := range t.cols {
+		t.state = c.appendState(t.state[:0], i, now)
+		t.scratch = wire.AppendBytes(t.scratch, t.state)
+	}
 	t.asking = none
-	return appendEntry(dst, t.keyBytes(sl.key), t.scratch)
+	return appendEntry(dst, t.keyBytes(t.slots[i].key), t.scratch)
 }
 
-func (t *table[S]) Load(key string, state []byte, now, age time.Duration) error {
-	if t.codec == nil {
+func (t *table[S]) Load(key string, states []byte, now, age time.Duration) error {
+	if !t.canSave() {
 		return fmt.Errorf("%w: %w", errs.ErrBadSnapshot, errNoCodec)
 	}
 	if _, ok := t.lookup(key); ok {
 		return fmt.Errorf("%w: key %q appears twice", errs.ErrBadSnapshot, key)
 	}
 	var (
-		s    S
-		wait time.Duration
-		err  error
+		wait   time.Duration
+		bad    error // the format's
+		policy int   // the policy whose rule refused its state, with err
+		err    error
 	)
-	if perr := t.ask(none, func() {
-		if err = t.codec.ParseState(state, &s, now, age); err == nil {
-			wait = t.expiring.ResetAfter(&s, now)
+	perr := t.ask(none, func() {
+		r := wire.Reader{Src: states}
+		for j, c := range t.cols {
+			state := r.Bytes()
+			if r.Err != nil {
+				bad = fmt.Errorf("the state of policy %q: %w", t.set.policies[j].Name, r.Err)
+				return
+			}
+			if err = c.parseState(state, now, age); err != nil {
+				policy = j
+				return
+			}
 		}
-	}); perr != nil {
-		return fmt.Errorf("%w: key %q: %w", errs.ErrBadSnapshot, key, perr)
-	}
+		if len(r.Src) > 0 {
+			bad = fmt.Errorf("%d bytes after the states of its %d policies", len(r.Src), len(t.cols))
+			return
+		}
+		wait = t.stateResetAfter(none, now)
+	})
+	defer t.clearFresh()
 	switch {
-	case err != nil: // the rule's: read once, never asked anything
+	case perr != nil:
+		return fmt.Errorf("%w: key %q: %w", errs.ErrBadSnapshot, key, perr)
+	case bad != nil:
+		return fmt.Errorf("%w: key %q: %w", errs.ErrBadSnapshot, key, bad)
+	case err != nil && !t.multi: // the rule's: read once, never asked anything
 		return fmt.Errorf("%w: key %q: %w", errs.ErrBadSnapshot, key, supervise.Wrap(err))
+	case err != nil:
+		return fmt.Errorf("%w: key %q: policy %q: %w", errs.ErrBadSnapshot, key, t.set.policies[policy].Name, supervise.Wrap(err))
 	case wait <= 0:
 		return nil // untouched by now
 	case !t.room(len(key)):
 		return fmt.Errorf("%w: key %q: %w", errs.ErrBadSnapshot, key, errKeysFull)
 	}
-	t.insert(key, s, after(now, wait))
+	t.insert(key, after(now, wait))
 	return nil
-}
-
-func (t *table[S]) Replace(other Table) {
-	o := other.(*table[S])
-	t.seed, t.buckets, t.held, t.slots, t.due = o.seed, o.buckets, o.held, o.slots, o.due
-	t.keys, t.garbage = o.keys, o.garbage
-	t.links, t.newest, t.oldest = nil, none, none
-	if t.evicting() {
-		t.relinkAll()
-	}
-	o.buckets, o.held, o.slots, o.due, o.links, o.keys, o.garbage = nil, 0, nil, nil, nil, nil, 0
-	o.newest, o.oldest = none, none
 }

@@ -69,14 +69,14 @@ func (m panicsOnMarked) ParseState(src []byte, st *markedState, now, age time.Du
 
 // held reports whether tab holds key.
 func held(tab Table, key string) bool {
-	_, ok := tab.(*table[markedState]).lookup(key)
+	_, ok := implOf[markedState](tab).lookup(key)
 	return ok
 }
 
 // checkWhole checks the index and the due heap of tab at now.
 func checkWhole(t *testing.T, tab Table, now time.Duration) {
 	t.Helper()
-	impl := tab.(*table[markedState])
+	impl := implOf[markedState](tab)
 	assert.Equal(t, none, impl.asking)
 	checkIndex(t, impl)
 	checkHeap(t, impl, now, false)
@@ -141,7 +141,7 @@ func TestTableDropsAKeyWhoseResetAfterPanics(t *testing.T) {
 		allow(t, tab, "bad", 0, 2) // due first
 		allow(t, tab, "a", 5*ms, 1)
 		allow(t, tab, "c", 10*ms, 1)
-		require.Zero(t, slotOf(t, tab.(*table[markedState]), "bad"))
+		require.Zero(t, slotOf(t, implOf[markedState](tab), "bad"))
 		return tab
 	}
 	t.Run("Expire", func(t *testing.T) {
@@ -208,7 +208,7 @@ func TestTableDropsAKeyItCannotSave(t *testing.T) {
 // TestTableLoadOfAPanickingCodecIsABadSnapshot: nothing is loaded.
 func TestTableLoadOfAPanickingCodecIsABadSnapshot(t *testing.T) {
 	tab := newPanicsOnMarked("ParseState")
-	err := tab.Load("k", []byte{0, 1}, 0, 0)
+	err := tab.Load("k", []byte{2, 0, 1}, 0, 0) // one state, of 2 bytes
 	require.ErrorIs(t, err, errs.ErrBadSnapshot)
 	require.ErrorIs(t, err, errs.ErrAlgorithmPanic)
 	assert.Zero(t, tab.Len())
@@ -238,7 +238,7 @@ func TestTablePeekOnANewKeyAnswersAsAllowNWould(t *testing.T) {
 	}
 
 	tab := fixedWindows(1)
-	tab.(*table[algorithms.FixedWindowState]).keyRoom = 4
+	implOf[algorithms.FixedWindowState](tab).keyRoom = 4
 	allow(t, tab, "abc", 0, 1)
 	_, err := peek(tab, "de", 0, 1)
 	require.ErrorIs(t, err, errs.ErrTooManyKeys, "no room for the key's bytes")
@@ -263,7 +263,7 @@ func TestTableReplaceTakesTheOthersKeys(t *testing.T) {
 	assert.True(t, allow(t, tab, "z", s, 1).Allowed, "the cap evicts the least recently used")
 	assert.Equal(t, uint64(1), tab.Counts(s).Evicted)
 	assert.Equal(t, 2, tab.Len())
-	impl := tab.(*table[algorithms.FixedWindowState])
+	impl := implOf[algorithms.FixedWindowState](tab)
 	checkIndex(t, impl)
 	checkHeap(t, impl, s, false)
 	assert.True(t, allow(t, other, "x", s, 1).Allowed, "the other starts afresh")

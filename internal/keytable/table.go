@@ -30,50 +30,81 @@ type slot[S any] struct {
 // are exact and cost O(log n) per key; with eviction on, a list through
 // the slots (lru.go) keeps them in order of use.
 type table[S any] struct {
-	m        algorithms.Machine[S]
-	expiring algorithms.Expiring[S]   // m, or what keeps deadlines for it (granted)
-	codec    algorithms.StateCodec[S] // nil if m cannot save states
-	seed     maphash.Seed
-	buckets  []uint64 // the index
-	held     int      // keys held
-	slots    []slot[S]
-	links    []link // links[i] is slots[i]'s, while evicting
-	due      []due
-	limit    Limit
-	newest   uint32 // the recency list's ends
-	oldest   uint32
-	counts   Counts
-	keys     []byte // the bytes of every key held, end to end, and garbage
-	garbage  int    // bytes in keys of keys no longer held
-	keyRoom  int    // the most bytes keys may take: 4 GiB - 1, or math.MaxInt (less in tests)
-	scratch  []byte
-	stack    []int  // idle's
-	asking   uint32 // the slot whose state the rule is asked about, or none
-	batch    []Item // the batch AllowEach is deciding, and the item it is on
-	item     int
-	zero     S // the state of every key not held; only ever copied
-	fresh    S // a new key's state while it is decided, or PeekN's copy: a field, as &fresh escapes
+	policyRules[S]                       // the first policy's rule, whose states live in the slots
+	set            *Set                  // the policies the table's keys are under
+	name           string                // the first policy's name, for its decisions
+	multi          bool                  // more than one policy: decisions are combined (decideAll)
+	cols           []column              // every policy's states, in the set's order: the head, then one column each
+	ds             []algorithms.Decision // a decision per policy, while decideAll combines them
+	seed           maphash.Seed
+	buckets        []uint64 // the index
+	held           int      // keys held
+	slots          []slot[S]
+	links          []link // links[i] is slots[i]'s, while evicting
+	due            []due
+	limit          Limit
+	newest         uint32 // the recency list's ends
+	oldest         uint32
+	counts         Counts
+	keys           []byte // the bytes of every key held, end to end, and garbage
+	garbage        int    // bytes in keys of keys no longer held
+	keyRoom        int    // the most bytes keys may take: 4 GiB - 1, or math.MaxInt (less in tests)
+	scratch        []byte // appendKey's: a key's states
+	state          []byte // appendKey's: one of them
+	stack          []int  // idle's
+	asking         uint32 // the slot whose state the rule is asked about, or none
+	batch          []Item // the batch AllowEach is deciding, and the item it is on
+	item           int
+	zero           S // the state of every key not held; only ever copied
+	fresh          S // the first policy's state of a key the table does not hold, while it is decided or loaded, or PeekN's copy: a field, as &fresh escapes
 }
 
-var _ Table = (*table[int])(nil)
+var _ setTable = (*table[int])(nil)
 
-func newTable[S any](m algorithms.Machine[S], e algorithms.Expiring[S]) *table[S] {
-	t := &table[S]{m: m, expiring: e, seed: maphash.MakeSeed(), newest: none, oldest: none, asking: none, keyRoom: min(math.MaxUint32, math.MaxInt)}
-	t.codec, _ = m.(algorithms.StateCodec[S])
+func newTable[S any](set *Set, rules policyRules[S], extra []column) *table[S] {
+	t := &table[S]{
+		policyRules: rules,
+		set:         set,
+		name:        set.policies[0].Name,
+		multi:       len(extra) > 0,
+		seed:        maphash.MakeSeed(),
+		newest:      none,
+		oldest:      none,
+		asking:      none,
+		keyRoom:     min(math.MaxUint32, math.MaxInt),
+	}
+	t.cols = append([]column{head[S]{t}}, extra...)
+	if t.multi {
+		t.ds = make([]algorithms.Decision, len(t.cols))
+	}
 	return t
 }
 
 func (t *table[S]) AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error {
+	if n > t.set.capacity {
+		*d = algorithms.Decision{}
+		return t.set.exceeds(n)
+	}
 	i, ok := t.lookup(key)
 	if !ok {
 		return t.allowNew(key, now, n, d)
 	}
-	if err := t.ask(i, func() { t.m.AllowN(&t.slots[i].state, now, n, d) }); err != nil {
+	if err := t.ask(i, func() { t.allowHeld(i, now, n, d) }); err != nil {
 		*d = algorithms.Decision{}
 		return err
 	}
 	t.used(i, now, d)
 	return nil
+}
+
+// allowHeld decides n units on the key in slot i at now into d.
+func (t *table[S]) allowHeld(i uint32, now time.Duration, n int, d *algorithms.Decision) {
+	if t.multi {
+		t.decideAll(i, now, n, d, true)
+		return
+	}
+	t.m.AllowN(&t.slots[i].state, now, n, d)
+	d.Policy = t.name
 }
 
 // used notes that the key in slot i was just decided d at now.
@@ -87,10 +118,17 @@ func (t *table[S]) used(i uint32, now time.Duration, d *algorithms.Decision) {
 	}
 }
 
-// allowNew decides a request on a key the table does not hold.
+// allowNew decides a request on a key the table does not hold, on the
+// fresh states.
 func (t *table[S]) allowNew(key string, now time.Duration, n int, d *algorithms.Decision) (err error) {
-	t.fresh = t.zero
-	err = t.ask(none, func() { t.m.AllowN(&t.fresh, now, n, d) })
+	err = t.ask(none, func() {
+		if t.multi {
+			t.decideAll(none, now, n, d, true)
+			return
+		}
+		t.m.AllowN(&t.fresh, now, n, d)
+		d.Policy = t.name
+	})
 	switch {
 	case err != nil:
 	case !d.Allowed || d.ResetAfter <= 0: // nothing to keep
@@ -98,17 +136,21 @@ func (t *table[S]) allowNew(key string, now time.Duration, n int, d *algorithms.
 		err = errKeysFull
 	default:
 		if err = t.admit(now); err == nil {
-			t.insert(key, t.fresh, after(now, d.ResetAfter))
+			t.insert(key, after(now, d.ResetAfter))
 		}
 	}
 	if err != nil {
 		*d = algorithms.Decision{}
 	}
-	t.fresh = t.zero // drop what the new state holds, if anything
+	t.clearFresh() // drop what the new states hold, if anything
 	return err
 }
 
-func (t *table[S]) AllowEach(items []Item, now time.Duration) {
+func (t *table[S]) AllowEach(items []Item, now time.Duration) { t.allowEach(items, now, nil, 0) }
+
+// allowEach is AllowEach over the items k with pick[k] == want, or over
+// every item if pick is nil.
+func (t *table[S]) allowEach(items []Item, now time.Duration, pick []int32, want int32) {
 	t.batch = items
 	defer func() { t.batch = nil }()
 	for k := 0; k < len(items); k++ {
@@ -116,8 +158,15 @@ func (t *table[S]) AllowEach(items []Item, now time.Duration) {
 		// it came on, and the run goes on after it.
 		err := supervise.Call(errs.ErrAlgorithmPanic, func() {
 			for ; k < len(items); k++ {
+				if pick != nil && pick[k] != want {
+					continue
+				}
 				t.item = k
 				it := &items[k]
+				if it.N > t.set.capacity {
+					it.D, it.Err = algorithms.Decision{}, t.set.exceeds(it.N)
+					continue
+				}
 				// AllowN, spelled out: a call less per item.
 				i, ok := t.lookup(it.Key)
 				if !ok {
@@ -125,7 +174,7 @@ func (t *table[S]) AllowEach(items []Item, now time.Duration) {
 					continue
 				}
 				t.asking = i
-				t.m.AllowN(&t.slots[i].state, now, it.N, &it.D)
+				t.allowHeld(i, now, it.N, &it.D)
 				t.asking = none
 				it.Err = nil
 				t.used(i, now, &it.D)
@@ -139,16 +188,29 @@ func (t *table[S]) AllowEach(items []Item, now time.Duration) {
 }
 
 func (t *table[S]) PeekN(key string, now time.Duration, n int, d *algorithms.Decision) error {
-	// On a copy of the state's value: PeekN changes nothing, and if it
-	// panics half-way through breaking that promise, t.zero is not harmed.
-	i, held := t.lookup(key)
-	if held {
-		t.fresh = t.slots[i].state
-	} else {
-		i, t.fresh = none, t.zero
+	if n > t.set.capacity {
+		*d = algorithms.Decision{}
+		return t.set.exceeds(n)
 	}
-	err := t.ask(i, func() { t.m.PeekN(&t.fresh, now, n, d) })
-	t.fresh = t.zero // hold on to nothing of the key's
+	i, held := t.lookup(key)
+	if !held {
+		i = none
+	}
+	err := t.ask(i, func() {
+		if t.multi {
+			t.decideAll(i, now, n, d, false)
+			return
+		}
+		// On a copy of the state's value: PeekN changes nothing, and if
+		// it panics half-way through breaking that promise, t.zero is not
+		// harmed.
+		if held {
+			t.fresh = t.slots[i].state
+		}
+		t.m.PeekN(&t.fresh, now, n, d)
+		d.Policy = t.name
+	})
+	t.clearFresh() // hold on to nothing of the key's
 	switch {
 	case err != nil:
 	case held || !d.Allowed || d.ResetAfter <= 0: // AllowN would not store the key
@@ -170,8 +232,10 @@ func (t *table[S]) Refund(key string, now time.Duration, n int) {
 	}
 	var wait time.Duration
 	if t.ask(i, func() {
-		t.m.Refund(&t.slots[i].state, now, n)
-		wait = t.expiring.ResetAfter(&t.slots[i].state, now)
+		for _, c := range t.cols {
+			c.refund(i, now, n)
+		}
+		wait = t.stateResetAfter(i, now)
 	}) != nil {
 		return // the key is dropped
 	}
@@ -188,7 +252,81 @@ func (t *table[S]) Len() int { return t.held }
 
 func (t *table[S]) Abandoned() {
 	t.dropAsked()
+	t.clearFresh()
+}
+
+// clearFresh makes every policy's fresh state untouched again.
+func (t *table[S]) clearFresh() {
 	t.fresh = t.zero
+	for _, c := range t.cols[1:] {
+		c.clearFresh()
+	}
+}
+
+// decideAll decides n units on the key in slot i (none: the fresh
+// states) under every policy of the set, and writes the combined decision
+// into d: allowed only if every policy allows, and then, with commit, taken
+// from each; a denial takes from none. Each policy decides first without
+// taking (PeekN), so that a denial never has anything to give back; only
+// a rule whose AllowN denies what its PeekN allowed makes the policies
+// before it give their units back (Refund).
+func (t *table[S]) decideAll(i uint32, now time.Duration, n int, d *algorithms.Decision, commit bool) {
+	ds := t.ds
+	allowed := true
+	for j, c := range t.cols {
+		c.decide(i, now, n, &ds[j], false)
+		allowed = allowed && ds[j].Allowed
+	}
+	if allowed && commit {
+		for j, c := range t.cols {
+			if c.decide(i, now, n, &ds[j], true); ds[j].Allowed {
+				continue
+			}
+			for k := j - 1; k >= 0; k-- {
+				t.cols[k].refund(i, now, n)
+			}
+			allowed = false
+			break
+		}
+	}
+	if !allowed {
+		// A policy that would have allowed reports its state as it is:
+		// nothing was taken from it.
+		for j := range ds {
+			if ds[j].Allowed {
+				ds[j].Remaining += n
+				ds[j].ResetAfter = t.cols[j].resetAfter(i, now)
+			}
+		}
+	}
+	t.combine(ds, allowed, d)
+}
+
+// combine writes into d the decision of the policies whose decisions are
+// ds: Remaining the smallest, ResetAfter (and, allowed, Delay) the
+// largest, RetryAfter the largest wait of the policies that denied. The
+// policy that decided is, on a denial, the denying one with the longest
+// wait, and otherwise the one with the fewest Remaining, the first in the
+// set's order on a tie; Limit is its.
+func (t *table[S]) combine(ds []algorithms.Decision, allowed bool, d *algorithms.Decision) {
+	*d = algorithms.Decision{Allowed: allowed, Remaining: ds[0].Remaining}
+	by := -1
+	for j := range ds {
+		e := &ds[j]
+		d.Remaining = min(d.Remaining, e.Remaining)
+		d.ResetAfter = max(d.ResetAfter, e.ResetAfter)
+		switch {
+		case allowed:
+			d.Delay = max(d.Delay, e.Delay)
+			if by < 0 || e.Remaining < ds[by].Remaining {
+				by = j
+			}
+		case !e.Allowed && (by < 0 || e.RetryAfter > ds[by].RetryAfter):
+			by = j
+		}
+	}
+	d.RetryAfter = ds[by].RetryAfter // 0 when allowed
+	d.Limit, d.Policy = ds[by].Limit, t.set.policies[by].Name
 }
 
 // ask runs f, which calls the rule about the key in slot i (none for a
@@ -232,12 +370,30 @@ func (t *table[S]) dropAsked() {
 	t.counts.Panicked++
 }
 
-// resetAfter returns the ResetAfter of the state in slot i, noting in
-// asking that it asks, for supervised.
+// resetAfter returns the time until the key in slot i is untouched,
+// noting in asking that it asks, for supervised.
 func (t *table[S]) resetAfter(i uint32, now time.Duration) time.Duration {
 	t.asking = i
-	wait := t.expiring.ResetAfter(&t.slots[i].state, now)
+	wait := t.stateResetAfter(i, now)
 	t.asking = none
+	return wait
+}
+
+// stateResetAfter returns the time until the key in slot i (none: the
+// fresh states) is untouched under every policy: the largest of their
+// ResetAfters.
+func (t *table[S]) stateResetAfter(i uint32, now time.Duration) time.Duration {
+	if !t.multi {
+		s := &t.fresh
+		if i != none {
+			s = &t.slots[i].state
+		}
+		return t.e.ResetAfter(s, now)
+	}
+	var wait time.Duration
+	for _, c := range t.cols {
+		wait = max(wait, c.resetAfter(i, now))
+	}
 	return wait
 }
 
@@ -246,12 +402,17 @@ func (t *table[S]) untouched(i uint32, now time.Duration) bool {
 	return t.resetAfter(i, now) <= 0
 }
 
-// insert stores a new key whose state is untouched from deadline on;
-// admit has made room for it, and room for its bytes.
-func (t *table[S]) insert(key string, s S, deadline time.Duration) {
+// insert stores a new key, with the fresh states, untouched from deadline
+// on; admit has made room for it, and room for its bytes. The fresh
+// states are untouched again after.
+func (t *table[S]) insert(key string, deadline time.Duration) {
 	sp := t.store(key)
 	i, h := uint32(len(t.slots)), t.hash(key)
-	t.slots = append(t.slots, slot[S]{state: s, key: sp, hash: h, due: uint32(len(t.due))})
+	t.slots = append(t.slots, slot[S]{state: t.fresh, key: sp, hash: h, due: uint32(len(t.due))})
+	t.fresh = t.zero
+	for _, c := range t.cols[1:] {
+		c.push()
+	}
 	t.place(key, h, i)
 	t.due = append(t.due, due{at: deadline, slot: i})
 	t.up(len(t.due) - 1)
@@ -278,6 +439,9 @@ func (t *table[S]) remove(i uint32) {
 	}
 	t.slots[last] = slot[S]{} // drop whatever the state held
 	t.slots = t.slots[:last]
+	for _, c := range t.cols[1:] {
+		c.pop()
+	}
 	if last == 0 {
 		t.emptyKeys()
 	}
@@ -301,6 +465,9 @@ func (t *table[S]) gone(i uint32) {
 func (t *table[S]) move(from, to uint32) {
 	t.replace(from, to)
 	t.slots[to] = t.slots[from]
+	for _, c := range t.cols[1:] {
+		c.move(from, to)
+	}
 	t.due[t.slots[to].due].slot = to
 	if t.evicting() {
 		t.relink(from, to)

@@ -200,8 +200,8 @@ func TestTableLoadRefusesBadStatesAndChangesNothing(t *testing.T) {
 	bad := map[string][]byte{
 		"truncated":       state[:len(state)-1],
 		"trailing bytes":  append(append([]byte{}, state...), 0),
-		"count above N":   {0, 3},
-		"start in future": {2, 1},
+		"count above N":   {2, 0, 3},
+		"start in future": {2, 2, 1},
 		"empty":           {},
 	}
 	for what, b := range bad {
@@ -309,7 +309,7 @@ func TestTableWithoutCodec(t *testing.T) {
 	allow(t, tab, "k", 0, 1)
 	_, _, err := tab.AppendSnapshot(nil, 0)
 	assert.ErrorIs(t, err, errors.ErrUnsupported)
-	err = tab.Load("j", []byte{0, 1}, 0, 0)
+	err = tab.Load("j", []byte{2, 0, 1}, 0, 0) // one state, of 2 bytes
 	assert.ErrorIs(t, err, errs.ErrBadSnapshot)
 	assert.ErrorIs(t, err, errors.ErrUnsupported)
 	assert.Equal(t, 1, tab.Len())
@@ -346,7 +346,7 @@ func TestTableWithoutExpiring(t *testing.T) {
 func TestTableIndexAgainstASet(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	tab := NewRule(fixedWindow(1, century)).NewTable()
-	impl := tab.(*table[algorithms.FixedWindowState])
+	impl := implOf[algorithms.FixedWindowState](tab)
 	set := map[string]bool{}
 	universe := make([]string, 3000)
 	for i := range universe {
@@ -405,7 +405,7 @@ func checkIndex[S any](t *testing.T, tab *table[S]) {
 // dropped to make room, and refuses to load past it.
 func TestTableKeysTakeAtMostKeyRoom(t *testing.T) {
 	tab := fixedWindows(1)
-	impl := tab.(*table[algorithms.FixedWindowState])
+	impl := implOf[algorithms.FixedWindowState](tab)
 	impl.keyRoom = 40
 	impl.keys = make([]byte, 0, 64) // room to grow: the squeeze must come from keyRoom
 	for k := range 4 {
@@ -427,7 +427,7 @@ func TestTableKeysTakeAtMostKeyRoom(t *testing.T) {
 		assert.False(t, d.Allowed, "%s is still held", k)
 	}
 
-	err = tab.Load("yet-another-key", []byte{0, 1}, 0, 0)
+	err = tab.Load("yet-another-key", []byte{2, 0, 1}, 0, 0) // one state, of 2 bytes
 	require.ErrorIs(t, err, errs.ErrBadSnapshot)
 	require.ErrorIs(t, err, errs.ErrTooManyKeys)
 	assert.Equal(t, 3, tab.Len())
@@ -479,7 +479,7 @@ func TestTableDueHeap(t *testing.T) {
 // checkHeapOf checks the due heap of tab at now (see checkHeap).
 func checkHeapOf(t *testing.T, tab Table, now time.Duration, expired bool) {
 	t.Helper()
-	switch impl := tab.(type) {
+	switch impl := tab.(*Keys).def.(type) {
 	case *table[algorithms.TokenBucketState]:
 		checkHeap(t, impl, now, expired)
 	case *table[algorithms.GCRAState]:
@@ -507,7 +507,7 @@ func checkHeap[S any](t *testing.T, tab *table[S], now time.Duration, expired bo
 		if h > 0 {
 			require.LessOrEqual(t, tab.due[(h-1)/arity].at, e.at, "heap order at %d", h)
 		}
-		wait := tab.expiring.ResetAfter(&tab.slots[e.slot].state, now)
+		wait := tab.e.ResetAfter(&tab.slots[e.slot].state, now)
 		require.LessOrEqual(t, e.at, after(now, max(wait, 0)), "entry %d is after its key's deadline", h)
 		if expired {
 			require.Positive(t, wait, "a full Expire leaves no untouched key")
@@ -528,7 +528,7 @@ func TestTableAllowEachIsAllowNInTurn(t *testing.T) {
 		room := 20 + rng.IntN(20)
 		for _, tab := range []Table{batch, single} {
 			tab.Bound(limit)
-			tab.(*table[algorithms.FixedWindowState]).keyRoom = room
+			implOf[algorithms.FixedWindowState](tab).keyRoom = room
 		}
 		var now time.Duration
 		for step := range 30 {
@@ -557,7 +557,7 @@ func TestTableAllowEachIsAllowNInTurn(t *testing.T) {
 func TestTableRefusesABigKeyWithoutEvicting(t *testing.T) {
 	tab := fixedWindows(1)
 	tab.Bound(Limit{Max: 2, Evict: true})
-	tab.(*table[algorithms.FixedWindowState]).keyRoom = 20
+	implOf[algorithms.FixedWindowState](tab).keyRoom = 20
 	allow(t, tab, "aaaaaaaaaa", 0, 1)
 	allow(t, tab, "bbbbbbbbbb", 0, 1)
 	_, err := tryAllow(tab, "c", 0, 1)
@@ -574,7 +574,7 @@ func TestTableRefusesABigKeyWithoutEvicting(t *testing.T) {
 // have expired, Expire gives back the memory their bytes took.
 func TestTableGivesBackTheBytesOfExpiredKeys(t *testing.T) {
 	tab := fixedWindows(1)
-	impl := tab.(*table[algorithms.FixedWindowState])
+	impl := implOf[algorithms.FixedWindowState](tab)
 	long := strings.Repeat("k", 1000)
 	for k := range 1000 {
 		allow(t, tab, fmt.Sprint(long, k), time.Duration(k), 1) // a megabyte of keys
@@ -604,3 +604,6 @@ func TestTableKeysAreIndependentCopies(t *testing.T) {
 	tab.Refund("nobody", 0, 1)
 	assert.Equal(t, 2, tab.Len(), "refunding an unseen key stores nothing")
 }
+
+// implOf returns the table of the router's policies in tab, a *Keys.
+func implOf[S any](tab Table) *table[S] { return tab.(*Keys).def.(*table[S]) }

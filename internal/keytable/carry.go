@@ -1,0 +1,86 @@
+package keytable
+
+import "time"
+
+// What a partition's Keys needs of its tables to move keys between them:
+// when the router's policies change, every key of the old table goes to
+// the new one; when a key's override is set or cleared, that key goes from
+// one table to another. A key keeps its state under each policy whose name
+// and algorithm both tables' sets share (adopted by the new rule, see
+// give), and starts untouched under the others.
+
+func (t *table[S]) policySet() *Set   { return t.set }
+func (t *table[S]) columns() []column { return t.cols }
+
+func (t *table[S]) tally() Counts {
+	c := t.counts
+	c.Idle = 0
+	return c
+}
+
+func (t *table[S]) clearTally() { t.counts = Counts{} }
+
+func (t *table[S]) each(f func(i uint32, key []byte)) {
+	if t.evicting() {
+		for i := t.oldest; i != none; i = t.links[i].newer {
+			f(i, t.keyBytes(t.slots[i].key))
+		}
+		return
+	}
+	for i := range t.slots {
+		f(uint32(i), t.keyBytes(t.slots[i].key))
+	}
+}
+
+func (t *table[S]) carry(from setTable, i uint32, now time.Duration) {
+	fs, fc := from.policySet(), from.columns()
+	err := t.ask(none, func() {
+		for j := range t.set.policies {
+			if k := fs.index(&t.set.policies[j]); k >= 0 {
+				fc[k].give(i, t.cols[j], now)
+			}
+		}
+	})
+	if err != nil {
+		t.clearFresh()
+	}
+}
+
+func (t *table[S]) keepFresh(key string, now time.Duration) {
+	if i, ok := t.lookup(key); ok {
+		t.remove(i)
+	}
+	var wait time.Duration
+	if t.ask(none, func() { wait = t.stateResetAfter(none, now) }) == nil && wait > 0 && t.room(len(key)) {
+		t.insert(key, after(now, wait))
+	}
+	t.clearFresh()
+}
+
+func (t *table[S]) slotOf(key string) uint32 {
+	if i, ok := t.lookup(key); ok {
+		return i
+	}
+	return none
+}
+
+func (t *table[S]) drop(i uint32) { t.remove(i) }
+
+// migrate moves every key of from into to, at now.
+func migrate(from, to setTable, now time.Duration) {
+	from.each(func(i uint32, key []byte) {
+		to.carry(from, i, now)
+		to.keepFresh(string(key), now)
+	})
+}
+
+// moveKey moves key, if from holds it, into to, at now.
+func moveKey(key string, from, to setTable, now time.Duration) {
+	i := from.slotOf(key)
+	if i == none {
+		return
+	}
+	to.carry(from, i, now)
+	from.drop(i)
+	to.keepFresh(key, now)
+}

@@ -1,0 +1,313 @@
+package keytable
+
+import (
+	"time"
+
+	"github.com/chanlimit/chanlimit/algorithms"
+)
+
+// Keys is the keys of one partition, each under the router's policies or
+// under an override of its own: the Table a partition owns. The keys under
+// the router's policies share one table; the keys whose overrides hold the
+// same policies share another, made when the first of them is set and let
+// go when the last is cleared. The cap on keys (Bound) applies to the
+// router's table alone: keys with an override are as many as their
+// overrides, which the router caps itself.
+//
+// An override lives in Keys, apart from the state of its key: it outlives
+// the key's state being let go, and only ClearOverride removes it.
+type Keys struct {
+	def       setTable           // the keys under the router's policies
+	overrides map[string]*shared // each key with an override, and the table it is in
+	shared    map[string]*shared // the tables of overrides, by their Set's id
+	list      []*shared          // the same, for Expire to take in turn
+	next      int                // the one Expire takes next
+	limit     Limit
+	retired   Counts    // the counts of tables let go
+	asking    setTable  // the table deciding a request, for Abandoned
+	pick      []int32   // AllowEach's: which table each item goes to
+	picked    []*shared // AllowEach's: the override tables among them
+	zero      algorithms.Decision
+}
+
+// shared is the table of the keys whose override holds one Set.
+type shared struct {
+	set   *Set
+	table setTable
+	keys  int // whose override it is
+	at    int // its place in Keys.list, and 1 + its mark in AllowEach's pick
+}
+
+var _ Table = (*Keys)(nil)
+
+// NewKeys returns the empty keys of a partition under the router's
+// policies, set.
+func NewKeys(set *Set) *Keys {
+	return &Keys{def: set.newTable()}
+}
+
+// tableOf returns the table that holds, or would hold, key.
+func (k *Keys) tableOf(key string) setTable {
+	if len(k.overrides) > 0 { // a map read only when there are overrides
+		if o, ok := k.overrides[key]; ok {
+			return o.table
+		}
+	}
+	return k.def
+}
+
+func (k *Keys) AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error {
+	t := k.tableOf(key)
+	k.asking = t
+	err := t.AllowN(key, now, n, d)
+	k.asking = nil
+	return err
+}
+
+func (k *Keys) PeekN(key string, now time.Duration, n int, d *algorithms.Decision) error {
+	t := k.tableOf(key)
+	k.asking = t
+	err := t.PeekN(key, now, n, d)
+	k.asking = nil
+	return err
+}
+
+// AllowEach hands each table its items: those of keys with an override to
+// their override's table, the others to the router's, each table deciding
+// its own in order. Items of one key are in one table, so their order
+// holds.
+func (k *Keys) AllowEach(items []Item, now time.Duration) {
+	if len(k.overrides) == 0 {
+		k.asking = k.def
+		k.def.allowEach(items, now, nil, 0)
+		k.asking = nil
+		return
+	}
+	k.pick = k.pick[:0]
+	k.picked = k.picked[:0]
+	for i := range items {
+		o, ok := k.overrides[items[i].Key]
+		if !ok {
+			k.pick = append(k.pick, 0)
+			continue
+		}
+		k.pick = append(k.pick, int32(o.at)+1)
+		if !containsShared(k.picked, o) {
+			k.picked = append(k.picked, o)
+		}
+	}
+	k.asking = k.def
+	k.def.allowEach(items, now, k.pick, 0)
+	for _, o := range k.picked {
+		k.asking = o.table
+		o.table.allowEach(items, now, k.pick, int32(o.at)+1)
+	}
+	k.asking = nil
+	clear(k.picked)
+}
+
+func containsShared(list []*shared, o *shared) bool {
+	for _, p := range list {
+		if p == o {
+			return true
+		}
+	}
+	return false
+}
+
+func (k *Keys) Refund(key string, now time.Duration, n int) {
+	t := k.tableOf(key)
+	k.asking = t
+	t.Refund(key, now, n)
+	k.asking = nil
+}
+
+func (k *Keys) Reset(key string) { k.tableOf(key).Reset(key) }
+
+// Expire expires the router's table, then, with what is left of budget,
+// one override table, each in turn from one call to the next.
+func (k *Keys) Expire(now time.Duration, budget int) int {
+	k.asking = k.def
+	dropped := k.def.Expire(now, budget)
+	if len(k.list) > 0 && budget > dropped {
+		k.next %= len(k.list)
+		k.asking = k.list[k.next].table
+		dropped += k.list[k.next].table.Expire(now, budget-dropped)
+		k.next++
+	}
+	k.asking = nil
+	return dropped
+}
+
+func (k *Keys) Len() int {
+	n := k.def.Len()
+	for _, o := range k.list {
+		n += o.table.Len()
+	}
+	return n
+}
+
+func (k *Keys) Counts(now time.Duration) Counts {
+	c := k.retired
+	c.add(k.def.Counts(now))
+	for _, o := range k.list {
+		c.add(o.table.Counts(now))
+	}
+	return c
+}
+
+// add adds o's counts to c's.
+func (c *Counts) add(o Counts) {
+	c.Expired += o.Expired
+	c.Evicted += o.Evicted
+	c.Panicked += o.Panicked
+	c.Idle += o.Idle
+}
+
+func (k *Keys) Bound(limit Limit) {
+	k.limit = limit
+	k.def.Bound(limit)
+}
+
+// AppendSnapshot appends the entries of the router's table, then those of
+// the override tables. Which policies a key's states are under is for
+// Overrides to say.
+func (k *Keys) AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, error) {
+	dst, n, err := k.def.AppendSnapshot(dst, now)
+	for _, o := range k.list {
+		if err != nil {
+			break
+		}
+		var m int
+		dst, m, err = o.table.AppendSnapshot(dst, now)
+		n += m
+	}
+	return dst, n, err
+}
+
+// Load loads key into the table of its override, if SetOverride has given
+// it one, or into the router's.
+func (k *Keys) Load(key string, states []byte, now, age time.Duration) error {
+	return k.tableOf(key).Load(key, states, now, age)
+}
+
+// Replace takes the keys and the overrides of other, a *Keys, which is left
+// empty. k keeps its counts and its Limit; other's counts are dropped.
+func (k *Keys) Replace(other Table) {
+	o := other.(*Keys)
+	k.retire(k.def)
+	for _, sh := range k.list {
+		k.retire(sh.table)
+	}
+	k.def, k.overrides, k.shared, k.list, k.next = o.def, o.overrides, o.shared, o.list, 0
+	k.def.clearTally()
+	for _, sh := range k.list {
+		sh.table.clearTally()
+	}
+	k.def.Bound(k.limit)
+	*o = Keys{def: k.def.policySet().newTable()}
+}
+
+// retire keeps the counts of t, which is let go.
+func (k *Keys) retire(t setTable) { k.retired.add(t.tally()) }
+
+func (k *Keys) Abandoned() {
+	if k.asking != nil {
+		k.asking.Abandoned()
+		k.asking = nil
+	}
+}
+
+// Capped returns the number of keys the cap (Bound) counts: those without
+// an override.
+func (k *Keys) Capped() int { return k.def.Len() }
+
+// Policies returns the router's policies, as k holds them.
+func (k *Keys) Policies() *Set { return k.def.policySet() }
+
+// SetPolicies puts the keys without an override under set, at now: each
+// keeps its state under every policy of set whose name and algorithm one
+// of its old policies had, adopted by the new rule, and starts untouched
+// under the others.
+func (k *Keys) SetPolicies(set *Set, now time.Duration) {
+	t := set.newTable()
+	t.Bound(k.limit)
+	migrate(k.def, t, now)
+	k.retire(k.def)
+	k.def = t
+}
+
+// Override returns key's override, or nil.
+func (k *Keys) Override(key string) *Set {
+	if o, ok := k.overrides[key]; ok {
+		return o.set
+	}
+	return nil
+}
+
+// Overrides returns the number of keys with an override.
+func (k *Keys) Overrides() int { return len(k.overrides) }
+
+// EachOverride calls f with every key that has an override, and its
+// override.
+func (k *Keys) EachOverride(f func(key string, set *Set)) {
+	for key, o := range k.overrides {
+		f(key, o.set)
+	}
+}
+
+// SetOverride puts key under set, its override, at now, with its state
+// carried over as SetPolicies does, and reports whether the key had no
+// override before.
+func (k *Keys) SetOverride(key string, set *Set, now time.Duration) (added bool) {
+	from := k.tableOf(key)
+	old, had := k.overrides[key]
+	if had && old.set.Same(set) {
+		return false
+	}
+	o := k.shared[set.id]
+	if o == nil {
+		o = &shared{set: set, table: set.newTable(), at: len(k.list)}
+		if k.shared == nil {
+			k.shared, k.overrides = make(map[string]*shared), make(map[string]*shared)
+		}
+		k.shared[set.id] = o
+		k.list = append(k.list, o)
+	}
+	moveKey(key, from, o.table, now)
+	o.keys++
+	k.overrides[key] = o
+	if had {
+		k.release(old)
+	}
+	return !had
+}
+
+// ClearOverride puts key back under the router's policies, at now, with
+// its state carried over as SetPolicies does, and reports whether it had
+// an override.
+func (k *Keys) ClearOverride(key string, now time.Duration) (removed bool) {
+	o, ok := k.overrides[key]
+	if !ok {
+		return false
+	}
+	moveKey(key, o.table, k.def, now)
+	delete(k.overrides, key)
+	k.release(o)
+	return true
+}
+
+// release notes that a key's override no longer uses o, and lets o's
+// table go with its last key.
+func (k *Keys) release(o *shared) {
+	if o.keys--; o.keys > 0 {
+		return
+	}
+	k.retire(o.table)
+	delete(k.shared, o.set.id)
+	last := len(k.list) - 1
+	k.list[o.at] = k.list[last]
+	k.list[o.at].at = o.at
+	k.list[last] = nil
+	k.list = k.list[:last]
+}

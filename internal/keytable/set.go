@@ -1,0 +1,275 @@
+package keytable
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/chanlimit/chanlimit/algorithms"
+	"github.com/chanlimit/chanlimit/internal/errs"
+)
+
+// Policy is one policy of a set: a rule, with the name and the algorithm
+// it was configured under.
+type Policy struct {
+	Name      string
+	Algorithm string
+	Params    algorithms.Params
+	Rule      Rule
+}
+
+// Set is the policies every request of a key must pass, in order: a
+// request is allowed only if each allows it, and then takes from each. A
+// Set is immutable and shared: by the tables made from it, and by the keys
+// whose override it is. Tables keep a key's state under the first policy
+// inline in its slot, and its states under the others in columns beside
+// the slots, so a key under k policies costs its k states and one slot.
+type Set struct {
+	policies []Policy
+	capacity int    // the smallest of the policies' capacities
+	smallest int    // the first policy with that capacity
+	id       string // the policies' names, algorithms and Params, for Same
+}
+
+// NewSet returns the set of policies, which must not be empty and whose
+// rules must each have a capacity of at least 1; their names are the
+// caller's to keep unique.
+func NewSet(policies []Policy) *Set {
+	s := &Set{policies: policies}
+	var id strings.Builder
+	for j, p := range policies {
+		if c := p.Rule.Capacity(); j == 0 || c < s.capacity {
+			s.capacity, s.smallest = c, j
+		}
+		fmt.Fprintf(&id, "%q %q %d %d %d;", p.Name, p.Algorithm, p.Params.Limit, p.Params.Window, p.Params.Burst)
+	}
+	s.id = id.String()
+	return s
+}
+
+// Policies returns the policies of s, which the caller must not change.
+func (s *Set) Policies() []Policy { return s.policies }
+
+// Capacity returns the largest n a key under s can ever be allowed: the
+// smallest capacity of its policies.
+func (s *Set) Capacity() int { return s.capacity }
+
+// Same reports whether s and o hold the same policies, in the same order:
+// names, algorithms and Params.
+func (s *Set) Same(o *Set) bool { return s == o || s.id == o.id }
+
+// NewTable returns an empty table of keys under s: NewKeys(s).
+func (s *Set) NewTable() Table { return NewKeys(s) }
+
+func (s *Set) newTable() setTable {
+	extra := make([]column, len(s.policies)-1)
+	for j := range extra {
+		extra[j] = s.policies[j+1].Rule.newColumn()
+	}
+	return s.policies[0].Rule.newTable(s, extra)
+}
+
+// exceeds returns the error for a request of n units above s's capacity.
+func (s *Set) exceeds(n int) error {
+	if len(s.policies) == 1 {
+		return fmt.Errorf("%w: n = %d, capacity %d", errs.ErrExceedsCapacity, n, s.capacity)
+	}
+	return fmt.Errorf("%w: n = %d, capacity %d (policy %q)", errs.ErrExceedsCapacity, n, s.capacity, s.policies[s.smallest].Name)
+}
+
+// index returns the index of the policy of s that a key's state under p
+// carries over to (same name, same algorithm), or -1.
+func (s *Set) index(p *Policy) int {
+	for j := range s.policies {
+		if q := &s.policies[j]; q.Name == p.Name && q.Algorithm == p.Algorithm {
+			return j
+		}
+	}
+	return -1
+}
+
+// column is the states of one policy of a table's set, one per slot: for
+// the first policy, the states inline in the slots (head); for each other,
+// a slice beside the slots (states), kept in step with them as links are.
+// Each has a state of its own for a key the table does not hold, fresh,
+// which is untouched until the table is deciding a new key or loading one.
+type column interface {
+	// decide decides n units on the state of slot i (none: fresh) at now
+	// into d, taking them if it allows and commit is set.
+	decide(i uint32, now time.Duration, n int, d *algorithms.Decision, commit bool)
+	refund(i uint32, now time.Duration, n int)
+	resetAfter(i uint32, now time.Duration) time.Duration
+
+	// push appends fresh as the state of a new last slot; move puts slot
+	// from's state in slot to; pop drops the last slot's. The head leaves
+	// these to the table.
+	push()
+	move(from, to uint32)
+	pop()
+
+	// clearFresh makes fresh untouched again, holding nothing.
+	clearFresh()
+
+	// give sets dst's fresh to the state of slot i (none: fresh), if dst
+	// is a column of the same state type (a policy of the same
+	// algorithm), adopted by dst's rule; otherwise dst's fresh stays
+	// untouched.
+	give(i uint32, dst column, now time.Duration)
+
+	// canSave reports whether the rule can save its states;
+	// appendState appends the state of slot i at now, and parseState
+	// sets fresh to the state src holds.
+	canSave() bool
+	appendState(dst []byte, i uint32, now time.Duration) []byte
+	parseState(src []byte, now, age time.Duration) error
+}
+
+// taker is a column of states S, to which give hands a state.
+type taker[S any] interface {
+	take(s *S, from algorithms.Machine[S], now time.Duration)
+}
+
+// adopter is algorithms.Adopter, as a table needs it.
+type adopter[S any] interface {
+	Adopt(s *S, from algorithms.Machine[S], now time.Duration)
+}
+
+// policyRules is what a column needs of its rule.
+type policyRules[S any] struct {
+	m     algorithms.Machine[S]
+	e     algorithms.Expiring[S]
+	codec algorithms.StateCodec[S] // nil if m cannot save states
+}
+
+func newPolicyRules[S any](m algorithms.Machine[S], e algorithms.Expiring[S]) policyRules[S] {
+	c, _ := m.(algorithms.StateCodec[S])
+	return policyRules[S]{m, e, c}
+}
+
+// adopt has the rule take over s, which from kept, at now.
+func (r *policyRules[S]) adopt(s *S, from algorithms.Machine[S], now time.Duration) {
+	if a, ok := r.m.(adopter[S]); ok {
+		a.Adopt(s, from, now)
+	}
+}
+
+func (r *policyRules[S]) decideOn(s *S, now time.Duration, n int, d *algorithms.Decision, commit bool) {
+	if commit {
+		r.m.AllowN(s, now, n, d)
+	} else {
+		r.m.PeekN(s, now, n, d)
+	}
+}
+
+func (r *policyRules[S]) appendOf(dst []byte, s *S, now time.Duration) []byte {
+	return r.codec.AppendState(dst, s, now)
+}
+
+// states is the column of a policy after the first: its states in a slice
+// beside the table's slots.
+type states[S any] struct {
+	policyRules[S]
+	states []S
+	fresh  S
+	zero   S
+}
+
+func (c *states[S]) at(i uint32) *S {
+	if i == none {
+		return &c.fresh
+	}
+	return &c.states[i]
+}
+
+func (c *states[S]) decide(i uint32, now time.Duration, n int, d *algorithms.Decision, commit bool) {
+	c.decideOn(c.at(i), now, n, d, commit)
+}
+
+func (c *states[S]) refund(i uint32, now time.Duration, n int) { c.m.Refund(c.at(i), now, n) }
+
+func (c *states[S]) resetAfter(i uint32, now time.Duration) time.Duration {
+	return c.e.ResetAfter(c.at(i), now)
+}
+
+func (c *states[S]) push() {
+	c.states = append(c.states, c.fresh)
+	c.fresh = c.zero
+}
+
+func (c *states[S]) move(from, to uint32) { c.states[to] = c.states[from] }
+
+func (c *states[S]) pop() {
+	last := len(c.states) - 1
+	c.states[last] = c.zero // drop whatever the state held
+	c.states = c.states[:last]
+}
+
+func (c *states[S]) clearFresh() { c.fresh = c.zero }
+
+func (c *states[S]) give(i uint32, dst column, now time.Duration) {
+	if t, ok := dst.(taker[S]); ok {
+		t.take(c.at(i), c.m, now)
+	}
+}
+
+func (c *states[S]) take(s *S, from algorithms.Machine[S], now time.Duration) {
+	c.fresh = *s
+	c.adopt(&c.fresh, from, now)
+}
+
+func (c *states[S]) canSave() bool { return c.codec != nil }
+
+func (c *states[S]) appendState(dst []byte, i uint32, now time.Duration) []byte {
+	return c.appendOf(dst, c.at(i), now)
+}
+
+func (c *states[S]) parseState(src []byte, now, age time.Duration) error {
+	return c.codec.ParseState(src, &c.fresh, now, age)
+}
+
+// head is the column of a table's first policy, whose states live in the
+// slots; the table moves them with the slots.
+type head[S any] struct{ t *table[S] }
+
+func (h head[S]) at(i uint32) *S {
+	if i == none {
+		return &h.t.fresh
+	}
+	return &h.t.slots[i].state
+}
+
+func (h head[S]) decide(i uint32, now time.Duration, n int, d *algorithms.Decision, commit bool) {
+	h.t.decideOn(h.at(i), now, n, d, commit)
+}
+
+func (h head[S]) refund(i uint32, now time.Duration, n int) { h.t.m.Refund(h.at(i), now, n) }
+
+func (h head[S]) resetAfter(i uint32, now time.Duration) time.Duration {
+	return h.t.e.ResetAfter(h.at(i), now)
+}
+
+func (h head[S]) push()                {}
+func (h head[S]) move(from, to uint32) {}
+func (h head[S]) pop()                 {}
+func (h head[S]) clearFresh()          { h.t.fresh = h.t.zero }
+
+func (h head[S]) give(i uint32, dst column, now time.Duration) {
+	if t, ok := dst.(taker[S]); ok {
+		t.take(h.at(i), h.t.m, now)
+	}
+}
+
+func (h head[S]) take(s *S, from algorithms.Machine[S], now time.Duration) {
+	h.t.fresh = *s
+	h.t.adopt(&h.t.fresh, from, now)
+}
+
+func (h head[S]) canSave() bool { return h.t.codec != nil }
+
+func (h head[S]) appendState(dst []byte, i uint32, now time.Duration) []byte {
+	return h.t.appendOf(dst, h.at(i), now)
+}
+
+func (h head[S]) parseState(src []byte, now, age time.Duration) error {
+	return h.t.codec.ParseState(src, &h.t.fresh, now, age)
+}

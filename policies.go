@@ -1,0 +1,282 @@
+package chanlimit
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/chanlimit/chanlimit/actor"
+	"github.com/chanlimit/chanlimit/algorithms"
+	"github.com/chanlimit/chanlimit/internal/keytable"
+	"github.com/chanlimit/chanlimit/internal/supervise"
+)
+
+// Policy is one limit a key's requests must keep: Limit requests per
+// Window under Algorithm, with Burst for the bucket algorithms (see the
+// fields of Config of the same names). A key under several policies is
+// allowed a request only if every policy allows it, and then the request
+// takes from each; a denial takes from none (README, "Several limits").
+type Policy struct {
+	// Name tells the policy apart from the key's others: in
+	// Decision.Policy, in changes of policies (a key keeps its state under
+	// a policy whose Name and Algorithm stay the same) and in the HTTP
+	// fields. Names are unique within a Router's policies, and within an
+	// override's; "" means "default". A Name is printable ASCII.
+	Name string
+
+	Algorithm string        // "" means DefaultAlgorithm
+	Limit     int           // requests allowed per Window; > 0
+	Window    time.Duration // > 0
+	Burst     int           // the bucket algorithms' capacity; 0 means Limit
+}
+
+// DefaultPolicyName is the Name of a Policy whose Name is "", and so of
+// the policy that Config's single fields describe.
+const DefaultPolicyName = "default"
+
+// policiesOf returns the policies cfg describes: Policies, or its single
+// fields as the policy named DefaultPolicyName.
+func policiesOf(cfg Config) ([]Policy, error) {
+	single := cfg.Algorithm != "" || cfg.Limit != 0 || cfg.Window != 0 || cfg.Burst != 0
+	switch {
+	case len(cfg.Policies) > 0 && single:
+		return nil, fmt.Errorf("%w: Policies and the single fields (Algorithm, Limit, Window, Burst) are both set: give every policy in Policies, or just the one in the single fields", ErrInvalidConfig)
+	case len(cfg.Policies) > 0:
+		return cfg.Policies, nil
+	case !single:
+		return nil, fmt.Errorf("%w: no limit: set Limit and Window (and maybe Algorithm and Burst), or Policies", ErrInvalidConfig)
+	}
+	return []Policy{{Algorithm: cfg.Algorithm, Limit: cfg.Limit, Window: cfg.Window, Burst: cfg.Burst}}, nil
+}
+
+// compile checks policies and makes their rules. field names them in
+// errors ("Policies" in New, or the method's name), or is "" for the
+// single fields of a Config, whose errors name just the field.
+func compile(field string, policies []Policy) (*keytable.Set, error) {
+	if len(policies) == 0 {
+		return nil, fmt.Errorf("%w: %s: at least one policy is needed", ErrInvalidConfig, field)
+	}
+	out := make([]keytable.Policy, len(policies))
+	for j, p := range policies {
+		where := ""
+		if field != "" {
+			where = fmt.Sprintf("%s[%d] (%q): ", field, j, cmp.Or(p.Name, DefaultPolicyName))
+		}
+		name := cmp.Or(p.Name, DefaultPolicyName)
+		if err := checkName(name); err != nil {
+			return nil, fmt.Errorf("%w: %sName: %v", ErrInvalidConfig, where, err)
+		}
+		for k := range j {
+			if out[k].Name == name {
+				return nil, fmt.Errorf("%w: %sName: %s[%d] has that name too: names are unique", ErrInvalidConfig, where, field, k)
+			}
+		}
+		rule, err := newRule(where, p)
+		if err != nil {
+			return nil, err
+		}
+		out[j] = keytable.Policy{
+			Name:      name,
+			Algorithm: cmp.Or(p.Algorithm, DefaultAlgorithm),
+			Params:    algorithms.Params{Limit: p.Limit, Window: p.Window, Burst: p.Burst},
+			Rule:      rule,
+		}
+	}
+	return keytable.NewSet(out), nil
+}
+
+// checkName checks a policy's name: printable ASCII, as an HTTP field's
+// string needs.
+func checkName(name string) error {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 0x20 || c > 0x7e {
+			return fmt.Errorf("%q: a name is printable ASCII (byte %d is %#x)", name, i, c)
+		}
+	}
+	return nil
+}
+
+// newRule makes the rule p names, after checking what every rule needs of
+// Limit, Window and Burst. where prefixes the field in errors.
+func newRule(where string, p Policy) (rule keytable.Rule, err error) {
+	name := cmp.Or(p.Algorithm, DefaultAlgorithm)
+	mk, err := lookup(where, name)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case p.Limit <= 0:
+		return nil, fmt.Errorf("%w: %sLimit: must be > 0 (got %d)", ErrInvalidConfig, where, p.Limit)
+	case p.Window <= 0:
+		return nil, fmt.Errorf("%w: %sWindow: must be > 0 (got %v)", ErrInvalidConfig, where, p.Window)
+	case p.Burst < 0:
+		return nil, fmt.Errorf("%w: %sBurst: must be >= 0, where 0 means Limit (got %d)", ErrInvalidConfig, where, p.Burst)
+	}
+	capacity := 0
+	if perr := supervise.Call(ErrAlgorithmPanic, func() {
+		if rule, err = mk(algorithms.Params{Limit: p.Limit, Window: p.Window, Burst: p.Burst}); err == nil {
+			capacity = rule.Capacity()
+		}
+	}); perr != nil {
+		rule, err = nil, perr
+	}
+	switch {
+	case supervise.Panicked(err):
+		return nil, fmt.Errorf("%w: %sAlgorithm %q: %w", ErrInvalidConfig, where, name, err)
+	case err != nil: // the constructor's: read once, never asked anything
+		return nil, fmt.Errorf("%w: %sAlgorithm %q: %w", ErrInvalidConfig, where, name, supervise.Wrap(err))
+	case capacity < 1:
+		return nil, fmt.Errorf("%w: %sAlgorithm %q: its Machine's Capacity is %d: it could never allow anything", ErrInvalidConfig, where, name, capacity)
+	}
+	return rule, nil
+}
+
+// Policies returns the router's policies: those every key without an
+// override is under.
+func (r *Router) Policies() []Policy { return policiesFrom(r.policies.Load()) }
+
+// policiesFrom returns the Policies of set.
+func policiesFrom(set *keytable.Set) []Policy {
+	ps := set.Policies()
+	out := make([]Policy, len(ps))
+	for j, p := range ps {
+		out[j] = Policy{Name: p.Name, Algorithm: p.Algorithm, Limit: p.Params.Limit, Window: p.Params.Window, Burst: p.Params.Burst}
+	}
+	return out
+}
+
+// admin waits for the router's administrative token, which SetPolicies,
+// SetOverride, ClearOverride, Snapshot and Restore hold while they run, so
+// that they never mix, and returns the function that gives it back.
+func (r *Router) admin(ctx context.Context) (release func(), err error) {
+	select {
+	case r.adminToken <- struct{}{}:
+		return func() { <-r.adminToken }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// SetPolicies replaces the router's policies, live: every key without an
+// override is under policies from then on. Each partition switches between
+// two of its requests, so a request is decided under the old policies or
+// the new ones, never a mix; the partitions switch one after another.
+//
+// A key keeps its state under each new policy whose Name and Algorithm one
+// of its old policies had (a bucket its tokens, capped at the new
+// capacity; a window its log or counts, capped at the new Limit), read
+// under the new Limit and Window from the moment of the switch; under
+// every other policy it starts untouched (README, "Several limits").
+//
+// policies are checked as Config.Policies is in New; an invalid one is an
+// ErrInvalidConfig naming the policy and the field, and changes nothing.
+// SetPolicies returns ctx.Err() if ctx ends before the first partition
+// switches, having changed nothing; once the first has switched, the
+// others follow whatever ctx does. It returns ErrClosed if the router is
+// closed (then some partitions may have switched). A switch costs each
+// partition a pass over its keys.
+func (r *Router) SetPolicies(ctx context.Context, policies ...Policy) error {
+	set, err := compile("SetPolicies", policies)
+	if err != nil {
+		return err
+	}
+	release, err := r.admin(ctx)
+	if err != nil {
+		return fmt.Errorf("chanlimit: SetPolicies: %w", err)
+	}
+	defer release()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("chanlimit: SetPolicies: %w", err)
+	}
+	err = r.each(context.Background(), func(_ int, s *actor.State) error { // not to be left half-done
+		keysOf(s).SetPolicies(set, s.Now)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("chanlimit: SetPolicies: %w", err)
+	}
+	r.policies.Store(set)
+	return nil
+}
+
+// SetOverride puts key under policies of its own, in place of the
+// router's, until ClearOverride: an override is kept while the key's state
+// is let go when idle, is never evicted, and is in snapshots. A key
+// keeps its state across the change as with SetPolicies. Setting the
+// override a key already has changes nothing.
+//
+// policies are checked as Config.Policies is in New (an ErrInvalidConfig
+// changes nothing). SetOverride returns ErrKeyTooLong for a key longer than
+// MaxKeyBytes; ErrTooManyOverrides if the key has no override and
+// MaxOverrides keys already have one; ErrClosed once the router is closed;
+// and ctx.Err() if ctx is done before the key's partition has taken the
+// request (then the override may or may not be set).
+func (r *Router) SetOverride(ctx context.Context, key string, policies ...Policy) error {
+	if len(key) > r.maxKeyBytes {
+		return r.keyTooLong(key)
+	}
+	set, err := compile("SetOverride", policies)
+	if err != nil {
+		return err
+	}
+	release, err := r.admin(ctx)
+	if err != nil {
+		return fmt.Errorf("chanlimit: SetOverride: %w", err)
+	}
+	defer release()
+	err = r.partition(key).Do(ctx, func(s *actor.State) error {
+		keys := keysOf(s)
+		if keys.Override(key) == nil && !r.takeOverride() {
+			return fmt.Errorf("%w: MaxOverrides is %d", ErrTooManyOverrides, r.maxOverrides)
+		}
+		keys.SetOverride(key, set, s.Now)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("chanlimit: SetOverride: %w", err)
+	}
+	return nil
+}
+
+// takeOverride counts one more key with an override, unless MaxOverrides
+// keys have one already. It is called on the key's partition, so that a
+// caller that stops waiting cannot make the count wrong.
+func (r *Router) takeOverride() bool {
+	for {
+		n := r.overrides.Load()
+		if r.maxOverrides > 0 && n >= int64(r.maxOverrides) {
+			return false
+		}
+		if r.overrides.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// ClearOverride puts key back under the router's policies, keeping its
+// state as SetPolicies does; for a key without an override it does
+// nothing. Its errors are SetOverride's, but ErrTooManyOverrides.
+func (r *Router) ClearOverride(ctx context.Context, key string) error {
+	if len(key) > r.maxKeyBytes {
+		return r.keyTooLong(key)
+	}
+	release, err := r.admin(ctx)
+	if err != nil {
+		return fmt.Errorf("chanlimit: ClearOverride: %w", err)
+	}
+	defer release()
+	err = r.partition(key).Do(ctx, func(s *actor.State) error {
+		if keysOf(s).ClearOverride(key, s.Now) {
+			r.overrides.Add(-1)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("chanlimit: ClearOverride: %w", err)
+	}
+	return nil
+}
+
+// keysOf returns the keys of the partition whose state s is.
+func keysOf(s *actor.State) *keytable.Keys { return s.Table.(*keytable.Keys) }
