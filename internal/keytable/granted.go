@@ -48,3 +48,16 @@ func (g granted[S]) ResetAfter(s *timed[S], now time.Duration) time.Duration {
 	}
 	return max(s.deadline-now, 0)
 }
+
+// Adopt has the machine adopt the state, if it can, and keeps the
+// deadline: the state is untouched no later than it was.
+func (g granted[S]) Adopt(s *timed[S], from algorithms.Machine[timed[S]], now time.Duration) {
+	f, ok := from.(granted[S])
+	if !ok {
+		*s = timed[S]{}
+		return
+	}
+	if a, ok := g.m.(adopter[S]); ok {
+		a.Adopt(&s.s, f.m, now)
+	}
+}
