@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
+
+	"github.com/chanlimit/chanlimit"
 )
 
 // BenchmarkBytesPerKey: the heap each implementation holds per key once
@@ -47,4 +50,32 @@ func heapInUse() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+// BenchmarkBytesPerKeyPolicies: chanlimit's bytes per key, measured as in
+// BenchmarkBytesPerKey, under one policy (a token bucket), and under two:
+// two token buckets, or a token bucket and a fixed window. Each key is
+// allowed one request, which every policy holds for hours.
+func BenchmarkBytesPerKeyPolicies(b *testing.B) {
+	hour := chanlimit.Policy{Name: "hour", Limit: 1, Window: time.Hour}
+	cases := []struct {
+		name     string
+		policies []chanlimit.Policy
+	}{
+		{"token_bucket", []chanlimit.Policy{hour}},
+		{"token_bucket+token_bucket", []chanlimit.Policy{hour, {Name: "day", Limit: 10, Window: 24 * time.Hour}}},
+		{"token_bucket+fixed_window", []chanlimit.Policy{hour, {Name: "day", Algorithm: "fixed_window", Limit: 10, Window: 24 * time.Hour}}},
+	}
+	for _, c := range cases {
+		b.Run("policies="+c.name, func(b *testing.B) {
+			im := impl{c.name, func(tb testing.TB, _ policy) limiter {
+				return newChanlimitWith(tb, chanlimit.Config{Policies: c.policies})
+			}}
+			var perKey float64
+			for b.Loop() {
+				perKey = bytesPerKey(b, im, 1_000_000)
+			}
+			b.ReportMetric(perKey, "B/key")
+		})
+	}
 }
