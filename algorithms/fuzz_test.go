@@ -1,10 +1,12 @@
-package algorithms
+package algorithms_test
 
 import (
 	"errors"
 	"math"
 	"testing"
 	"time"
+
+	. "github.com/chanlimit/chanlimit/algorithms"
 )
 
 // Fuzz targets, one per algorithm: arbitrary Params and an arbitrary

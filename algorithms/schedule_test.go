@@ -1,4 +1,10 @@
-package algorithms
+package algorithms_test
+
+// These tests are external: they drive the rules beside their reference
+// models, and internal/model imports this package. They reach the rules
+// through the exported API, which the dot import lets them name as the
+// internal tests do, and what else they need of the internal tests through
+// export_test.go.
 
 import (
 	"errors"
@@ -10,18 +16,39 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
+
+	. "github.com/chanlimit/chanlimit/algorithms"
+	"github.com/chanlimit/chanlimit/internal/model"
 )
 
 // Model tests: random schedules (random Params, random n, clock steps of
 // zero, one nanosecond, about a token, about a Window, and years), each
-// played on the real algorithm and on its reference model (model_test.go).
-// Every decision must match, PeekN must agree with AllowN, and what was
-// admitted must keep the algorithm's window invariant.
+// played on the real algorithm and on its reference model (internal/model).
+// Every decision must match, PeekN must agree with AllowN, the rule's state
+// must report what the model's does, and what was admitted must keep the
+// algorithm's window invariant.
+
+const (
+	ms = time.Millisecond
+	s  = time.Second
+
+	century = 100 * 365 * 24 * time.Hour
+)
+
+// The names chanlimit registers the built-in rules under.
+const (
+	tokenBucket          = "token_bucket"
+	gcra                 = "gcra"
+	leakyBucket          = "leaky_bucket"
+	slidingWindowLog     = "sliding_window_log"
+	fixedWindow          = "fixed_window"
+	slidingWindowCounter = "sliding_window_counter"
+)
 
 // builtins are the algorithms with a model.
 var builtins = []string{tokenBucket, gcra, leakyBucket, slidingWindowLog, fixedWindow, slidingWindowCounter}
-
-const century = 100 * 365 * 24 * time.Hour
 
 // bound is one algorithm and a state of its own.
 type bound struct {
@@ -45,8 +72,8 @@ type bound struct {
 func bind[S any](m Machine[S]) bound {
 	var s S
 	return bound{
-		allowN: func(now time.Duration, n int) (Decision, error) { return ask(m, &s, now, n) },
-		peekN:  func(now time.Duration, n int) (Decision, error) { return peek(m, &s, now, n) },
+		allowN: func(now time.Duration, n int) (Decision, error) { return Ask(m, &s, now, n) },
+		peekN:  func(now time.Duration, n int) (Decision, error) { return Peek(m, &s, now, n) },
 		machineAllowN: func(now time.Duration, n int) (d Decision) {
 			m.AllowN(&s, now, n, &d)
 			return d
@@ -130,13 +157,15 @@ type call struct {
 // play runs calls on the algorithm and its model. It returns the first
 // disagreement or broken invariant. Before every third call it saves the
 // algorithm's state and loads it back after the clock step, as a snapshot
-// and a restore would, which must change no decision.
+// and a restore would, which must change no decision. Before every call,
+// and after the last, the state must report the Remaining and ResetAfter
+// the model's does (sameState).
 func play(name string, p Params, calls []call) error {
 	alg, err := construct(name, p)
 	if err != nil {
 		return err
 	}
-	m := newModel(name, p)
+	m := model.New(name, p)
 	maxNow := time.Duration(math.MaxInt64) - 2*p.Window // room for the models' sums
 	now := time.Duration(0)
 	for i, c := range calls {
@@ -150,9 +179,13 @@ func play(name string, p Params, calls []call) error {
 				return fmt.Errorf("call %d: reload from t+%v at t+%v: %w", i, then, now, err)
 			}
 		}
+		if err := sameState(alg, m, now); err != nil {
+			return fmt.Errorf("call %d: before AllowN(t+%v, %d): %w", i, now, c.n, err)
+		}
 		peek, peekErr := alg.peekN(now, c.n)
+		modelPeek, modelPeekErr := m.PeekN(now, c.n)
 		got, err := alg.allowN(now, c.n)
-		want, wantErr := m.allowN(now, c.n)
+		want, wantErr := m.AllowN(now, c.n)
 		switch {
 		case !sameError(err, wantErr):
 			return fmt.Errorf("call %d: AllowN(t+%v, %d) error = %v, want %v", i, now, c.n, err, wantErr)
@@ -160,6 +193,8 @@ func play(name string, p Params, calls []call) error {
 			return fmt.Errorf("call %d: AllowN(t+%v, %d) = %+v, want %+v", i, now, c.n, got, want)
 		case peek != got || !sameError(peekErr, err):
 			return fmt.Errorf("call %d: PeekN(t+%v, %d) = %+v, %v; AllowN = %+v, %v", i, now, c.n, peek, peekErr, got, err)
+		case modelPeek != want || !sameError(modelPeekErr, wantErr):
+			return fmt.Errorf("call %d: the model's PeekN(t+%v, %d) = %+v, %v; its AllowN = %+v, %v", i, now, c.n, modelPeek, modelPeekErr, want, wantErr)
 		}
 		if err != nil {
 			if got != (Decision{}) {
@@ -174,10 +209,55 @@ func play(name string, p Params, calls []call) error {
 			return fmt.Errorf("call %d: after AllowN(t+%v, %d) = %+v, ResetAfter(state) = %v", i, now, c.n, got, wait)
 		}
 	}
-	if name == leakyBucket {
-		return checkSpacing(p, m.admitted())
+	if err := sameState(alg, m, now); err != nil {
+		return fmt.Errorf("after the last call, at t+%v: %w", now, err)
 	}
-	return checkWindowInvariant(name, p, m.admitted())
+	if name == leakyBucket {
+		return model.CheckSpacing(p, m.Admitted())
+	}
+	return model.CheckWindowInvariant(name, p, m.Admitted())
+}
+
+// sameState checks that the algorithm's state reports at now what the
+// model's does: the same ResetAfter (Expiring), and the same Remaining, the
+// single units that would be allowed, which the rule tells through a
+// PeekN(now, 1): its Remaining, plus the unit it takes if it allows.
+func sameState(alg bound, m model.Model, now time.Duration) error {
+	if got, want := alg.resetAfter(now), m.ResetAfter(now); got != want {
+		return fmt.Errorf("ResetAfter(state, t+%v) = %v, the model's %v", now, got, want)
+	}
+	d, err := alg.peekN(now, 1)
+	if err != nil {
+		return fmt.Errorf("PeekN(t+%v, 1): %w", now, err)
+	}
+	got := d.Remaining
+	if d.Allowed {
+		got++
+	}
+	if want := m.Remaining(now); got != want {
+		return fmt.Errorf("PeekN(t+%v, 1) = %+v: %d units remain, the model's %d", now, d, got, want)
+	}
+	return nil
+}
+
+// sameError reports whether a and b are the same error (both nil
+// included): they match the same sentinel. The model's sentinels match
+// those Ask gives for the same n.
+func sameError(a, b error) bool { return sentinel(a) == sentinel(b) }
+
+func sentinel(err error) error {
+	for _, same := range [][]error{
+		{ErrInvalidCount, model.ErrInvalidCount},
+		{ErrExceedsCapacity, model.ErrExceedsCapacity},
+		{ErrInvalidParams},
+	} {
+		for _, e := range same {
+			if errors.Is(err, e) {
+				return same[0]
+			}
+		}
+	}
+	return err
 }
 
 // playBackwards plays calls on the algorithm alone, stepping the clock back
@@ -287,7 +367,7 @@ func randomCalls(rng *rand.Rand, p Params, capacity, count int) []call {
 		case r < 19:
 			n = -rng.IntN(2)
 		default:
-			n = capacity + 1 // errExceedsCapacity, or MinInt's wrap at MaxInt
+			n = capacity + 1 // ErrExceedsCapacity, or MinInt's wrap at MaxInt
 		}
 		calls[i] = call{dt: dt, n: n}
 	}
@@ -347,7 +427,11 @@ func TestModels(t *testing.T) {
 // than the largest Duration: the one config a bucket refuses that
 // randomParams makes.
 func refillTooLong(p Params) bool {
-	x := new(big.Int).Mul(big.NewInt(int64(p.burst())), big.NewInt(int64(p.Window)))
+	burst := p.Burst
+	if burst == 0 {
+		burst = p.Limit
+	}
+	x := new(big.Int).Mul(big.NewInt(int64(burst)), big.NewInt(int64(p.Window)))
 	x.Add(x, big.NewInt(int64(p.Limit)-1))
 	return !x.Quo(x, big.NewInt(int64(p.Limit))).IsInt64()
 }
@@ -387,5 +471,45 @@ func TestGCRAMatchesTokenBucket(t *testing.T) {
 				t.Fatalf("schedule %d, %+v, call %d: leaky_bucket AllowN(t+%v, %d) = %+v, %v; token_bucket = %+v, %v", i, p, j, now, c.n, got, err, want, wantErr)
 			}
 		}
+	}
+}
+
+// TestSlidingWindowCounterWithinItsBound checks the documented bound on
+// random schedules: no span of one Window holds 2 × Limit allowed units
+// (play checks that), and at every decision the estimate is within the
+// previous window's count of the true count.
+func TestSlidingWindowCounterWithinItsBound(t *testing.T) {
+	for i := range schedules(t, 300) {
+		rng := rand.New(rand.NewPCG(uint64(i), 5))
+		p := Params{Limit: 1 + rng.IntN(20), Window: s}
+		c, err := NewSlidingWindowCounter(p)
+		require.NoError(t, err)
+		m := model.New(slidingWindowCounter, p).(*model.Counter)
+		var st SlidingWindowCounterState
+		now := time.Duration(0)
+		for j, call := range randomCalls(rng, p, p.Limit, 80) {
+			now += min(call.dt, 10*s)
+			if call.n < 1 || call.n > p.Limit {
+				continue
+			}
+			if elapsed, prev, cur, ok := m.Windows(now); ok {
+				// The counter's count against the true count, what the log
+				// sees in (now − W, now].
+				weighed := prev * int(p.Window-1-elapsed) / int(p.Window) // small: no overflow
+				diff := new(big.Rat).SetInt64(int64(weighed + cur - model.UnitsIn(m.Admitted(), now-p.Window, now)))
+				// The counter counts floor(prev × (W − 1 − e)/W) + cur; the log
+				// counts cur plus between 0 and prev. So
+				// −prev × (e + 1)/W − 1 < diff <= prev × (W − 1 − e)/W.
+				lower := new(big.Rat).SetFrac64(-int64(prev)*int64(elapsed+1)-int64(p.Window), int64(p.Window))
+				upper := new(big.Rat).SetFrac64(int64(prev)*int64(p.Window-1-elapsed), int64(p.Window))
+				if diff.Cmp(lower) <= 0 || diff.Cmp(upper) > 0 {
+					t.Fatalf("schedule %d, call %d at %v: estimate − true count = %v, outside [%v, %v]", i, j, now, diff, lower, upper)
+				}
+			}
+			want, _ := m.AllowN(now, call.n)
+			got, _ := Ask(c, &st, now, call.n)
+			require.Equal(t, want, got, "schedule %d, call %d", i, j)
+		}
+		require.NoError(t, model.CheckWindowInvariant(slidingWindowCounter, p, m.Admitted()), "schedule %d", i)
 	}
 }
