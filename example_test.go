@@ -218,3 +218,43 @@ func ExampleConfig_maxKeys() {
 	// true
 	// false (a keeps its used quota)
 }
+
+// Two limits on every key, 10 a second and 100 a minute, and a tenant on a
+// bigger contract with its own.
+func ExampleConfig_policies() {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	r, _ := chanlimit.New(chanlimit.Config{
+		Policies: []chanlimit.Policy{
+			{Name: "second", Limit: 10, Window: time.Second},
+			{Name: "minute", Algorithm: "sliding_window_log", Limit: 100, Window: time.Minute},
+		},
+		Clock: clk,
+	})
+	defer r.Close()
+	ctx := context.Background()
+	show := func(d chanlimit.Decision) {
+		fmt.Printf("allowed=%t by %q: remaining=%d retry in %v\n", d.Allowed, d.Policy, d.Remaining, d.RetryAfter)
+	}
+
+	d, _ := r.AllowN(ctx, "alice", 10) // a burst: the second's limit
+	show(d)
+	d, _ = r.AllowN(ctx, "alice", 1)
+	show(d)
+	for range 9 { // 10 a second for 9 seconds more: the minute's 100 are gone
+		clk.Advance(time.Second)
+		r.AllowN(ctx, "alice", 10)
+	}
+	clk.Advance(time.Second)
+	d, _ = r.AllowN(ctx, "alice", 1)
+	show(d)
+
+	// An override: acme's own policies, until ClearOverride.
+	r.SetOverride(ctx, "acme", chanlimit.Policy{Name: "second", Limit: 100, Window: time.Second})
+	d, _ = r.AllowN(ctx, "acme", 50)
+	show(d)
+	// Output:
+	// allowed=true by "second": remaining=0 retry in 0s
+	// allowed=false by "second": remaining=0 retry in 100ms
+	// allowed=false by "minute": remaining=0 retry in 50s
+	// allowed=true by "second": remaining=50 retry in 0s
+}
