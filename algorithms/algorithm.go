@@ -186,6 +186,52 @@ type StateCodec[S any] interface {
 	ParseState(src []byte, s *S, now, age time.Duration) error
 }
 
+// Adopter is a Machine that can take over the state of a key that another
+// Machine of its algorithm, made from other Params, kept. It is how a key's
+// Params change while the key holds state: the Machine made from the new
+// Params adopts the state the old one kept, rather than the key starting
+// again untouched. A bucket (token_bucket, gcra, leaky_bucket) keeps its
+// tokens, whole and fractional, capped at the new capacity; a window
+// (fixed_window, sliding_window_log, sliding_window_counter) keeps its log
+// or counts, capped at the new Limit, and reads them under the new Limit
+// and Window from the moment of the change. Every built-in rule is an
+// Adopter. Like the other methods, Adopt is called by the one goroutine
+// that owns the state.
+type Adopter[S any] interface {
+	// Adopt turns s, a state that from kept, into the state this Machine
+	// keeps for the same key at now. It reads from and writes s, and
+	// changes nothing else.
+	//
+	// now is on the timeline of from's calls on s. A router never passes
+	// a now earlier than the latest one from decided s at; an earlier one
+	// is read as each rule reads one in AllowN (see the package doc):
+	// token_bucket, sliding_window_log and fixed_window read it as the
+	// latest instant they keep, sliding_window_counter a now before its
+	// current window's start as that start, and gcra and leaky_bucket read
+	// the state as it stood at now (a now before 0 as 0).
+	//
+	// from must be a Machine of the receiver's own concrete type (a
+	// *TokenBucket for a *TokenBucket): only that one's state can be read.
+	// Given any other from (a *GCRA to a *TokenBucket or to a
+	// *LeakyBucket, a type that wraps the receiver's, a nil pointer), s
+	// becomes the zero S: untouched.
+	//
+	// After Adopt, s is a state the receiver could have reached itself:
+	// every bound its arithmetic and its StateCodec rely on holds (a
+	// bucket never more than empty; a window's counts, and a log's total
+	// and number of entries, never over the new Limit), so that
+	// AppendState then ParseState round-trips it and every later decision
+	// is in range. s carries over no more than from counted at now: a
+	// bucket at most the tokens it held (its units rounded down to the
+	// receiver's), a window at most the units it held. What s then grants
+	// is the receiver's rule applied to them.
+	//
+	// Adopting from a Machine made from equal Params changes no decision at
+	// now or later: s may be normalised (a bucket's instant moved to now,
+	// what has left the window dropped), but decides exactly as before.
+	Adopt(s *S, from Machine[S], now time.Duration)
+}
+
 // checkN panics unless 1 <= n <= capacity; see Machine.
 func checkN(n, capacity int) {
 	if n < 1 || n > capacity {

@@ -69,6 +69,26 @@ func (b *bucket) take(used wide.Uint128, n int, d *Decision) wide.Uint128 {
 	return used
 }
 
+// adopt returns the units a bucket of b misses when it takes over a bucket
+// of from that misses used: the same tokens, whole and fractional, capped
+// at b's burst. from's free units, free/from.perToken tokens, become
+// floor(free × b.perToken / from.perToken) of b's, rounded down so that b
+// never holds more than from did. The product is taken apart so that no
+// step overflows: free is q whole tokens and r < from.perToken units, and
+// the result q × b.perToken + floor(r × b.perToken / from.perToken), where
+// r × b.perToken fits 128 bits and the quotient is below b.perToken. With
+// equal Params it is used itself.
+func (b *bucket) adopt(from *bucket, used wide.Uint128) wide.Uint128 {
+	free := from.full.SubFloor(used)
+	q, r, _ := free.DivMod(from.perToken) // q <= from.burst: free <= from.full
+	if q >= uint64(b.burst) {
+		return wide.Uint128{} // full: capped at burst
+	}
+	part, _ := wide.Mul(r, b.perToken).Div(from.perToken) // < b.perToken: r < from.perToken
+	// q < burst, so the free units, below (q + 1) × perToken, stay under full.
+	return b.full.Sub(wide.Mul(q, b.perToken).Add(wide.From(part)))
+}
+
 // The buckets save the units a key misses at the snapshot's now, 128
 // bits as two uvarints, and load them less what the time since refilled.
 

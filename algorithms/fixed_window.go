@@ -32,6 +32,7 @@ var (
 	_ Machine[FixedWindowState]    = (*FixedWindow)(nil)
 	_ Expiring[FixedWindowState]   = (*FixedWindow)(nil)
 	_ StateCodec[FixedWindowState] = (*FixedWindow)(nil)
+	_ Adopter[FixedWindowState]    = (*FixedWindow)(nil)
 )
 
 // NewFixedWindow returns the rule for p, which must have Limit > 0,
@@ -101,6 +102,24 @@ func (w *FixedWindow) ParseState(src []byte, s *FixedWindowState, now, age time.
 	}
 	*s = FixedWindowState{start: now - back, count: count}
 	return nil
+}
+
+// Adopt takes over the window that from, another *FixedWindow, kept in s:
+// if one is open under from at now, it keeps its start and its count,
+// capped at this Limit, and from now on lasts this Window from its start,
+// so that it may already have ended (s is then no window). Otherwise, and
+// for any other from, s has no window open: the zero state. A now before
+// the window's start is read as the start.
+func (w *FixedWindow) Adopt(s *FixedWindowState, from Machine[FixedWindowState], now time.Duration) {
+	f, ok := from.(*FixedWindow)
+	if !ok || f == nil || f.ResetAfter(s, now) == 0 {
+		*s = FixedWindowState{}
+		return
+	}
+	s.count = min(s.count, w.limit)
+	if w.ResetAfter(s, now) == 0 { // ended under this Window
+		*s = FixedWindowState{}
+	}
 }
 
 // decide decides n at now into d, and counts it if it allows and commit

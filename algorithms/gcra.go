@@ -33,6 +33,7 @@ var (
 	_ Machine[GCRAState]    = (*GCRA)(nil)
 	_ Expiring[GCRAState]   = (*GCRA)(nil)
 	_ StateCodec[GCRAState] = (*GCRA)(nil)
+	_ Adopter[GCRAState]    = (*GCRA)(nil)
 )
 
 // NewGCRA returns the rule for p, on the terms of NewTokenBucket.
@@ -84,6 +85,27 @@ func (g *GCRA) ParseState(src []byte, s *GCRAState, now, age time.Duration) erro
 	}
 	g.setTAT(s, uint64(max(now, 0)), used)
 	return nil
+}
+
+// Adopt takes over the bucket that from, another *GCRA, kept in s: the
+// tokens it holds at now, whole and fractional, rounded down to this
+// bucket's units and capped at Burst, from now on refilled at this Limit
+// per Window. A now before 0 is read as 0. Any other from leaves s a full
+// bucket, the zero state.
+func (g *GCRA) Adopt(s *GCRAState, from Machine[GCRAState], now time.Duration) {
+	f, ok := from.(*GCRA)
+	if !ok || f == nil {
+		*s = GCRAState{}
+		return
+	}
+	g.adopt(s, f, now)
+}
+
+// adopt sets s, which f kept, to the TAT of the same tokens in this bucket
+// at now.
+func (g *GCRA) adopt(s *GCRAState, f *GCRA, now time.Duration) {
+	t := uint64(max(now, 0))
+	g.setTAT(s, t, g.bucket.adopt(&f.bucket, f.usedAt(s, t)))
 }
 
 // decide decides n at now into d, and moves TAT on if it allows and commit

@@ -25,6 +25,7 @@ var (
 	_ Machine[GCRAState]    = (*LeakyBucket)(nil)
 	_ Expiring[GCRAState]   = (*LeakyBucket)(nil)
 	_ StateCodec[GCRAState] = (*LeakyBucket)(nil)
+	_ Adopter[GCRAState]    = (*LeakyBucket)(nil)
 )
 
 // NewLeakyBucket returns the rule for p, on the terms of NewTokenBucket.
@@ -65,6 +66,23 @@ func (l *LeakyBucket) AppendState(dst []byte, s *GCRAState, now time.Duration) [
 // ParseState loads the units queued, less what age drained, as of now.
 func (l *LeakyBucket) ParseState(src []byte, s *GCRAState, now, age time.Duration) error {
 	return l.gcra.ParseState(src, s, now, age)
+}
+
+// Adopt takes over the queue that from, another *LeakyBucket, kept in s,
+// the way TokenBucket.Adopt takes over a bucket: the queue keeps its room
+// at now (Burst less the units queued), whole units and fractions, rounded
+// down to this queue's units and capped at this Burst, and holds the rest of
+// this Burst, drained at this Limit per Window. It keeps its room, not what
+// it holds: a larger Burst queues more ahead of the next request than from
+// had, and a smaller one may empty the queue. A now before 0 is read as 0.
+// Any other from, a *GCRA too, leaves s an empty queue, the zero state.
+func (l *LeakyBucket) Adopt(s *GCRAState, from Machine[GCRAState], now time.Duration) {
+	f, ok := from.(*LeakyBucket)
+	if !ok || f == nil {
+		*s = GCRAState{}
+		return
+	}
+	l.gcra.adopt(s, &f.gcra, now)
 }
 
 func (l *LeakyBucket) decide(s *GCRAState, now time.Duration, n int, commit bool, d *Decision) {

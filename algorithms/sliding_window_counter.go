@@ -58,6 +58,7 @@ var (
 	_ Machine[SlidingWindowCounterState]    = (*SlidingWindowCounter)(nil)
 	_ Expiring[SlidingWindowCounterState]   = (*SlidingWindowCounter)(nil)
 	_ StateCodec[SlidingWindowCounterState] = (*SlidingWindowCounter)(nil)
+	_ Adopter[SlidingWindowCounterState]    = (*SlidingWindowCounter)(nil)
 )
 
 // NewSlidingWindowCounter returns the rule for p, which must have Limit > 0,
@@ -135,6 +136,28 @@ func (c *SlidingWindowCounter) ParseState(src []byte, s *SlidingWindowCounterSta
 	}
 	*s = SlidingWindowCounterState{start: now - back, prev: prev, cur: cur}
 	return nil
+}
+
+// Adopt takes over the windows that from, another *SlidingWindowCounter,
+// kept in s: rolled on to now under from's Window, the current window
+// keeps its start and both counts, each capped at this Limit, and from now
+// on they are read under this Window and rolled on by it, at once if this
+// Window has already ended the current window. Once both counts are 0, and
+// for any other from, s has both windows empty: the zero state. A now
+// before the current window's start is read as the start.
+func (c *SlidingWindowCounter) Adopt(s *SlidingWindowCounterState, from Machine[SlidingWindowCounterState], now time.Duration) {
+	f, ok := from.(*SlidingWindowCounter)
+	if !ok || f == nil {
+		*s = SlidingWindowCounterState{}
+		return
+	}
+	w, _ := f.roll(s, now)
+	*s = SlidingWindowCounterState{start: w.start, prev: min(w.prev, c.limit), cur: min(w.cur, c.limit)}
+	if w, _ = c.roll(s, now); w.prev == 0 && w.cur == 0 {
+		*s = SlidingWindowCounterState{}
+		return
+	}
+	*s = SlidingWindowCounterState{start: w.start, prev: w.prev, cur: w.cur}
 }
 
 // decide decides n at now into d, and counts it if it allows and commit is

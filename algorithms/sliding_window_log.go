@@ -40,6 +40,7 @@ var (
 	_ Machine[SlidingWindowLogState]    = (*SlidingWindowLog)(nil)
 	_ Expiring[SlidingWindowLogState]   = (*SlidingWindowLog)(nil)
 	_ StateCodec[SlidingWindowLogState] = (*SlidingWindowLog)(nil)
+	_ Adopter[SlidingWindowLogState]    = (*SlidingWindowLog)(nil)
 )
 
 // NewSlidingWindowLog returns the rule for p, which must have Limit > 0,
@@ -101,6 +102,43 @@ func (l *SlidingWindowLog) allow(s *SlidingWindowLogState, now time.Duration, n 
 		}
 	}
 	*d = Decision{Allowed: true, Limit: l.limit, Remaining: l.limit - live - n, ResetAfter: l.window}
+}
+
+// Adopt takes over the log that from, another *SlidingWindowLog, kept in s:
+// the entries from's Window still holds at now, read under this Window from
+// now on. Those this Window no longer holds either are dropped too, as they
+// would be at the next request. If the entries left hold more than this
+// Limit, the oldest units go, the oldest entry left perhaps only in part,
+// until they hold Limit. Any other from leaves s an empty log, the zero
+// state. A now before the newest entry is read as that entry's instant.
+//
+// The entries are changed in place and moved to a new array the way prune
+// moves them, so that a log that shrank does not keep a large one.
+func (l *SlidingWindowLog) Adopt(s *SlidingWindowLogState, from Machine[SlidingWindowLogState], now time.Duration) {
+	f, ok := from.(*SlidingWindowLog)
+	if !ok || f == nil {
+		*s = SlidingWindowLogState{}
+		return
+	}
+	if k := len(s.entries); k > 0 {
+		now, _ = catchUp(now, s.entries[k-1].at)
+	}
+	// Entries leave either window oldest first: the later index is the
+	// first entry both hold.
+	first, expired := f.expired(s, now)
+	if i, units := l.expired(s, now); i > first {
+		first, expired = i, units
+	}
+	total := s.total - expired
+	for excess := total - l.limit; excess > 0; first++ {
+		e := &s.entries[first]
+		if e.n > excess {
+			e.n -= excess
+			break
+		}
+		excess -= e.n
+	}
+	s.entries, s.total = l.prune(s.entries, first), min(total, l.limit)
 }
 
 // Refund removes the n units logged at now: in the newest entry, which is

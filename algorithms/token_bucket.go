@@ -27,6 +27,7 @@ var (
 	_ Machine[TokenBucketState]    = (*TokenBucket)(nil)
 	_ Expiring[TokenBucketState]   = (*TokenBucket)(nil)
 	_ StateCodec[TokenBucketState] = (*TokenBucket)(nil)
+	_ Adopter[TokenBucketState]    = (*TokenBucket)(nil)
 )
 
 // NewTokenBucket returns the rule for p. Besides Limit > 0 and Window > 0 it
@@ -89,6 +90,23 @@ func (tb *TokenBucket) ParseState(src []byte, s *TokenBucketState, now, age time
 	}
 	s.used, s.last = used, now
 	return nil
+}
+
+// Adopt takes over the bucket that from, another *TokenBucket, kept in s:
+// the tokens it holds at now, whole and fractional, rounded down to this
+// bucket's units and capped at Burst, from now on refilled at this Limit
+// per Window. A now before the state's last touch is read as that instant,
+// which the state keeps as its last. Any other from leaves s a full bucket,
+// the zero state.
+func (tb *TokenBucket) Adopt(s *TokenBucketState, from Machine[TokenBucketState], now time.Duration) {
+	f, ok := from.(*TokenBucket)
+	if !ok || f == nil {
+		*s = TokenBucketState{}
+		return
+	}
+	at, _ := catchUp(now, s.last)
+	used, _ := f.usedAt(s, at)
+	s.used, s.last = tb.adopt(&f.bucket, used), at
 }
 
 // usedAt returns the units s has used at now, and how far now is behind
