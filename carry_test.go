@@ -19,7 +19,7 @@ const ms = time.Millisecond
 // the bucket keeps its tokens and refills at the new rate; a new Burst caps
 // them.
 func TestCarryBucketKeepsItsTokens(t *testing.T) {
-	for _, algorithm := range []string{"token_bucket", "gcra", "leaky_bucket"} {
+	for _, algorithm := range []string{"token_bucket", "gcra"} {
 		t.Run(algorithm, func(t *testing.T) {
 			r, clk := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{{Name: "second", Algorithm: algorithm, Limit: 10, Window: time.Second}}})
 			require.True(t, allowN(t, r, "alice", 7).Allowed) // 3 tokens left
@@ -42,6 +42,22 @@ func TestCarryBucketKeepsItsTokens(t *testing.T) {
 			assert.Equal(t, 500*ms, peekAt(t, r, "bob", 2).RetryAfter, "half a token to go, at 1 a second")
 		})
 	}
+}
+
+// TestCarryQueueKeepsItsWork: leaky_bucket, a shaper, keeps the work it
+// admitted: the queue drains when it would have, and the room left is
+// counted at the new rate.
+func TestCarryQueueKeepsItsWork(t *testing.T) {
+	r, _ := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{{Name: "second", Algorithm: "leaky_bucket", Limit: 10, Window: time.Second}}})
+	require.True(t, allowN(t, r, "alice", 7).Allowed) // queued until 700ms
+	require.NoError(t, r.SetPolicies(bg, chanlimit.Policy{Name: "second", Algorithm: "leaky_bucket", Limit: 20, Window: time.Second}))
+	d := allowN(t, r, "alice", 4)
+	assert.Equal(t, chanlimit.Decision{Allowed: true, Limit: 20, Remaining: 2, ResetAfter: 900 * ms, Delay: 700 * ms, Policy: "second"}, d,
+		"700ms of work ahead is 14 units at 20 a second: room for 6, and the 4 start at 700ms")
+
+	require.NoError(t, r.SetPolicies(bg, chanlimit.Policy{Name: "second", Algorithm: "leaky_bucket", Limit: 10, Window: time.Second, Burst: 2}))
+	d = peekAt(t, r, "alice", 1)
+	assert.Equal(t, 100*ms, d.RetryAfter, "900ms of work capped at a queue of 2: full for 200ms")
 }
 
 // TestCarryWindowKeepsItsCounts: same name, same algorithm, a new Limit

@@ -235,37 +235,39 @@ func TestAdoptTokenBucketNowBehind(t *testing.T) {
 func TestAdoptLeakyBucket(t *testing.T) {
 	runAdopt(t, NewLeakyBucket, []adoptCase{
 		{
+			// 7 units queued at 10 a second drain at 700ms; at 20 a
+			// second that is 14 units of a queue of 20.
 			name:   "FasterDrain",
 			from:   Params{Limit: 10, Window: s},
 			grants: []adoptRequest{{0, 7}},
 			adopt:  0,
 			to:     Params{Limit: 20, Window: s, Burst: 20},
 			steps: []step{
-				{at: 0, n: 4, want: Decision{Limit: 20, Remaining: 3, RetryAfter: 50 * ms, ResetAfter: 850 * ms}},
-				{at: 50 * ms, n: 4, want: Decision{Allowed: true, Limit: 20, Remaining: 0, ResetAfter: s, Delay: 800 * ms}},
+				{at: 0, n: 4, want: Decision{Allowed: true, Limit: 20, Remaining: 2, ResetAfter: 900 * ms, Delay: 700 * ms}},
+				{at: 0, n: 3, want: Decision{Limit: 20, Remaining: 2, RetryAfter: 50 * ms, ResetAfter: 900 * ms}},
 			},
 		},
 		{
-			// 3 units queued of 10 leave room for 7, which a queue of 20
-			// keeps: it then holds 13.
-			name:   "KeepsRoomNotQueue",
+			// 3 units queued of 10; a queue of 20 holds the same 3.
+			name:   "KeepsQueue",
 			from:   Params{Limit: 10, Window: s},
 			grants: []adoptRequest{{0, 3}},
 			adopt:  0,
 			to:     Params{Limit: 10, Window: s, Burst: 20},
 			steps: []step{
-				{at: 0, n: 1, want: Decision{Allowed: true, Limit: 10, Remaining: 6, ResetAfter: 1400 * ms, Delay: 1300 * ms}},
+				{at: 0, n: 1, want: Decision{Allowed: true, Limit: 10, Remaining: 16, ResetAfter: 400 * ms, Delay: 300 * ms}},
 			},
 		},
 		{
+			// 7 queued, capped at a queue of 2: full for 200ms.
 			name:   "BurstCaps",
 			from:   Params{Limit: 10, Window: s},
 			grants: []adoptRequest{{0, 7}},
 			adopt:  0,
 			to:     Params{Limit: 10, Window: s, Burst: 2},
 			steps: []step{
-				{at: 0, n: 2, want: Decision{Allowed: true, Limit: 10, Remaining: 0, ResetAfter: 200 * ms}},
-				{at: 0, n: 1, want: Decision{Limit: 10, Remaining: 0, RetryAfter: 100 * ms, ResetAfter: 200 * ms}},
+				{at: 0, n: 2, want: Decision{Limit: 10, Remaining: 0, RetryAfter: 200 * ms, ResetAfter: 200 * ms}},
+				{at: 200 * ms, n: 2, want: Decision{Allowed: true, Limit: 10, Remaining: 0, ResetAfter: 200 * ms}},
 			},
 		},
 	})
@@ -670,7 +672,16 @@ func (c adoptChecker[S, M]) carried(a adoption) error {
 	st := cloneState(p.st)
 	p.to.Adopt(st, p.from, p.at)
 	switch from := any(p.from).(type) {
-	case *TokenBucket, *GCRA, *LeakyBucket:
+	case *LeakyBucket:
+		// The queue drains when it did (to the nanosecond), or is capped
+		// at a full queue of the new Burst.
+		to := any(p.to).(*LeakyBucket)
+		x, y := any(p.st).(*GCRAState), any(st).(*GCRAState)
+		was, is := from.ResetAfter(x, p.at), to.ResetAfter(y, p.at)
+		if want := min(was, to.gcra.refillTime(to.gcra.full)); is != want {
+			return fmt.Errorf("a queue draining in %v adopted into one draining in %v, want %v", was, is, want)
+		}
+	case *TokenBucket, *GCRA:
 		fb, used := bucketOf(from, p.st, p.at)
 		tb, adoptedUsed := bucketOf(p.to, st, p.at)
 		free := bigUnits(fb.full)

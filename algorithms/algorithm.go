@@ -190,8 +190,10 @@ type StateCodec[S any] interface {
 // Machine of its algorithm, made from other Params, kept. It is how a key's
 // Params change while the key holds state: the Machine made from the new
 // Params adopts the state the old one kept, rather than the key starting
-// again untouched. A bucket (token_bucket, gcra, leaky_bucket) keeps its
-// tokens, whole and fractional, capped at the new capacity; a window
+// again untouched. A bucket (token_bucket, gcra) keeps its tokens, whole
+// and fractional, capped at the new capacity; a queue (leaky_bucket) keeps
+// the work it admitted, which drains when it would have, capped at the
+// new capacity; a window
 // (fixed_window, sliding_window_log, sliding_window_counter) keeps its log
 // or counts, capped at the new Limit, and reads them under the new Limit
 // and Window from the moment of the change. Every built-in rule is an
@@ -223,7 +225,8 @@ type Adopter[S any] interface {
 	// AppendState then ParseState round-trips it and every later decision
 	// is in range. s carries over no more than from counted at now: a
 	// bucket at most the tokens it held (its units rounded down to the
-	// receiver's), a window at most the units it held. What s then grants
+	// receiver's), a queue no less work than it held (but for the cap), a
+	// window at most the units it held. What s then grants
 	// is the receiver's rule applied to them.
 	//
 	// Adopting from a Machine made from equal Params changes no decision at

@@ -1,6 +1,7 @@
 package algorithms
 
 import (
+	"github.com/chanlimit/chanlimit/algorithms/internal/wide"
 	"math"
 	"time"
 )
@@ -68,21 +69,36 @@ func (l *LeakyBucket) ParseState(src []byte, s *GCRAState, now, age time.Duratio
 	return l.gcra.ParseState(src, s, now, age)
 }
 
-// Adopt takes over the queue that from, another *LeakyBucket, kept in s,
-// the way TokenBucket.Adopt takes over a bucket: the queue keeps its room
-// at now (Burst less the units queued), whole units and fractions, rounded
-// down to this queue's units and capped at this Burst, and holds the rest of
-// this Burst, drained at this Limit per Window. It keeps its room, not what
-// it holds: a larger Burst queues more ahead of the next request than from
-// had, and a smaller one may empty the queue. A now before 0 is read as 0.
-// Any other from, a *GCRA too, leaves s an empty queue, the zero state.
+// Adopt takes over the queue that from, another *LeakyBucket, kept in s.
+// The work already admitted keeps its turn: the queue drains at the
+// instant it would have under from (rounded up to this queue's fraction
+// of a nanosecond), so the next request admitted starts after it, and the
+// room left is this Burst less that much work at this Limit per Window. A
+// queue holding more work than this Burst is capped at it: the next
+// request then waits a full queue's time, less than the work ahead of it.
+// A now before 0 is read as 0. Any other from, a *GCRA too, leaves s an
+// empty queue, the zero state.
+//
+// It keeps the queue where TokenBucket.Adopt keeps the tokens: a shaper's
+// state is the work it has scheduled, a policer's the room it has left.
 func (l *LeakyBucket) Adopt(s *GCRAState, from Machine[GCRAState], now time.Duration) {
 	f, ok := from.(*LeakyBucket)
 	if !ok || f == nil {
 		*s = GCRAState{}
 		return
 	}
-	l.gcra.adopt(s, &f.gcra, now)
+	t := uint64(max(now, 0))
+	if s.tat < t { // drained: TAT = tat + frac/perNs < tat + 1 <= t
+		*s = GCRAState{}
+		return
+	}
+	g := &l.gcra
+	frac, _ := wide.Mul(s.frac, g.perNs).DivCeil(f.gcra.perNs) // <= perNs: frac < from's perNs
+	queued := wide.Mul(s.tat-t, g.perNs).Add(wide.From(frac))
+	if g.full.Less(queued) {
+		queued = g.full
+	}
+	g.setTAT(s, t, queued)
 }
 
 func (l *LeakyBucket) decide(s *GCRAState, now time.Duration, n int, commit bool, d *Decision) {
