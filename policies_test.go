@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -331,5 +332,36 @@ func TestSetPoliciesRacesWithTraffic(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// TestBatchesWithOverrides: a batch that mixes keys under the router's
+// policies and keys under overrides (two of them sharing one set of
+// policies) decides as AllowN would one by one.
+func TestBatchesWithOverrides(t *testing.T) {
+	cfg := chanlimit.Config{Policies: perSecondAndMinute, Partitions: 2}
+	batch, clkB := newRouter(t, cfg)
+	single, clkS := newRouter(t, cfg)
+	vip := []chanlimit.Policy{{Name: "vip", Algorithm: "gcra", Limit: 4, Window: time.Second}}
+	for _, r := range []*chanlimit.Router{batch, single} {
+		require.NoError(t, r.SetOverride(bg, "vip", vip...))
+		require.NoError(t, r.SetOverride(bg, "vip2", vip...))
+		require.NoError(t, r.SetOverride(bg, "gold", chanlimit.Policy{Name: "minute", Algorithm: "fixed_window", Limit: 6, Window: time.Minute}))
+	}
+	keys := []string{"a", "b", "vip", "vip2", "gold"}
+	rng := rand.New(rand.NewPCG(7, 11))
+	for round := range 40 {
+		reqs := make([]chanlimit.Request, 1+rng.IntN(12))
+		for i := range reqs {
+			reqs[i] = chanlimit.Request{Key: keys[rng.IntN(len(keys))], N: 1 + rng.IntN(2)}
+		}
+		out := make([]chanlimit.Decision, len(reqs))
+		require.NoError(t, batch.AllowBatch(bg, reqs, out), "round %d", round)
+		for i, req := range reqs {
+			assert.Equal(t, allowN(t, single, req.Key, req.N), out[i], "round %d, request %d (%s)", round, i, req.Key)
+		}
+		step := time.Duration(rng.Int64N(int64(700 * time.Millisecond)))
+		clkB.Advance(step)
+		clkS.Advance(step)
 	}
 }

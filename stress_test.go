@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -66,8 +67,15 @@ func TestStress(t *testing.T) {
 func stress(t *testing.T, algorithm string, evict bool, calls int) {
 	clk := clock.NewFake(epoch)
 	r, err := chanlimit.New(chanlimit.Config{Algorithm: algorithm, Limit: 5, Window: 50 * time.Millisecond,
-		Partitions: 3, MailboxSize: 4, MaxKeys: 40, EvictLRU: evict, Clock: clk})
+		Partitions: 3, MailboxSize: 4, MaxKeys: 40, EvictLRU: evict, MaxOverrides: 5, Clock: clk})
 	require.NoError(t, err)
+	// The router's policies switch between these, and overrides are set
+	// from them: all hold n up to 3, under names that carry state across.
+	policySets := [][]chanlimit.Policy{
+		{{Algorithm: algorithm, Limit: 5, Window: 50 * time.Millisecond}},
+		{{Algorithm: algorithm, Limit: 4, Window: 30 * time.Millisecond}, {Name: "long", Algorithm: "sliding_window_log", Limit: 9, Window: 200 * time.Millisecond}},
+		{{Name: "long", Algorithm: "fixed_window", Limit: 3, Window: 100 * time.Millisecond}},
+	}
 
 	var (
 		got      tally
@@ -76,7 +84,9 @@ func stress(t *testing.T, algorithm string, evict bool, calls int) {
 	)
 	expected := func(err error) bool {
 		return err == nil || errors.Is(err, context.Canceled) || errors.Is(err, chanlimit.ErrTooManyKeys) ||
-			errors.Is(err, chanlimit.ErrClosed)
+			errors.Is(err, chanlimit.ErrClosed) || errors.Is(err, chanlimit.ErrTooManyOverrides) ||
+			// a snapshot taken before SetPolicies switched the router
+			(errors.Is(err, chanlimit.ErrBadSnapshot) && strings.Contains(err.Error(), "taken under policies"))
 	}
 	// call makes one call, chosen by rng, and returns its error.
 	call := func(rng *rand.Rand) error {
@@ -90,13 +100,13 @@ func stress(t *testing.T, algorithm string, evict bool, calls int) {
 		case op < 5: // time moves, in steps of up to a window
 			clk.Advance(time.Duration(rng.Int64N(int64(50 * time.Millisecond))))
 			return nil
-		case op < 55:
+		case op < 50:
 			d, err := r.AllowN(ctx, key, 1+rng.IntN(3))
 			if err == nil {
 				got.note(d)
 			}
 			return err
-		case op < 70:
+		case op < 65:
 			reqs := make([]chanlimit.Request, 1+rng.IntN(8))
 			for i := range reqs {
 				reqs[i] = chanlimit.Request{Key: fmt.Sprint(rng.IntN(60)), N: 1 + rng.IntN(2)}
@@ -109,14 +119,20 @@ func stress(t *testing.T, algorithm string, evict bool, calls int) {
 				}
 			}
 			return err
-		case op < 80:
+		case op < 75:
 			_, err := r.Peek(ctx, key, 1)
 			return err
-		case op < 88:
+		case op < 82:
 			return r.Reset(ctx, key)
-		case op < 93:
+		case op < 86:
 			_, err := r.Stats(ctx)
 			return err
+		case op < 89:
+			return r.SetOverride(ctx, key, policySets[rng.IntN(len(policySets))]...)
+		case op < 92:
+			return r.ClearOverride(ctx, key)
+		case op < 93:
+			return r.SetPolicies(ctx, policySets[rng.IntN(len(policySets))]...)
 		case op < 97:
 			var buf bytes.Buffer
 			err := r.Snapshot(ctx, &buf)
@@ -160,7 +176,8 @@ func stress(t *testing.T, algorithm string, evict bool, calls int) {
 	require.NoError(t, err)
 	assert.Equal(t, got.allowed.Load(), st.Allowed, "allowed")
 	assert.Equal(t, got.denied.Load(), st.Denied, "denied")
-	assert.LessOrEqual(t, st.Keys, 40)
+	assert.LessOrEqual(t, st.Keys, 40+5, "MaxKeys, and the keys with an override")
+	assert.LessOrEqual(t, st.Overrides, 5)
 	assert.Positive(t, st.Allowed)
 	assert.Positive(t, st.Denied)
 	t.Logf("evict=%v: %d calls; allowed %d, denied %d, refused %d, expired %d, evicted %d",

@@ -5,11 +5,17 @@
 // only user, and the rules (package algorithms), which it applies to the
 // states it keeps. Nothing in it is locked.
 //
-// A Table is generic over the rule's state, which lives inline in the
-// table's slots: table.go (slots and decisions), index.go (the key →
-// slot index), heap.go (the order keys become idle in), lru.go (the order
-// of use, while evicting), keys.go (the keys' bytes), lifecycle.go (idle
-// keys, the cap on keys), snapshot.go (saving and loading).
+// A partition's Table is a Keys (partition.go): the keys under the
+// router's policies in one table, and those with an override in a table
+// per override's policies. Each table keeps the keys under one Set of
+// policies (set.go) and is generic over the first policy's state, which
+// lives inline in the table's slots; the other policies' states live in
+// columns beside them: table.go (slots and decisions, several policies
+// combined), index.go (the key → slot index), heap.go (the order keys
+// become idle in), lru.go (the order of use, while evicting), keys.go (the
+// keys' bytes), lifecycle.go (idle keys, the cap on keys), snapshot.go
+// (saving and loading), carry.go (moving keys between tables when their
+// policies change).
 //
 // Words, as README.md defines them: a state is untouched when it decides as
 // a key never seen; a key held whose state is untouched is idle; a table

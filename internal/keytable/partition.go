@@ -24,7 +24,7 @@ type Keys struct {
 	next      int                // the one Expire takes next
 	limit     Limit
 	retired   Counts    // the counts of tables let go
-	asking    setTable  // the table deciding a request, for Abandoned
+	asking    setTable  // the table calling into a rule, for Abandoned
 	pick      []int32   // AllowEach's: which table each item goes to
 	picked    []*shared // AllowEach's: the override tables among them
 	zero      algorithms.Decision
@@ -149,10 +149,13 @@ func (k *Keys) Len() int {
 
 func (k *Keys) Counts(now time.Duration) Counts {
 	c := k.retired
+	k.asking = k.def
 	c.add(k.def.Counts(now))
 	for _, o := range k.list {
+		k.asking = o.table
 		c.add(o.table.Counts(now))
 	}
+	k.asking = nil
 	return c
 }
 
@@ -173,22 +176,29 @@ func (k *Keys) Bound(limit Limit) {
 // the override tables. Which policies a key's states are under is for
 // Overrides to say.
 func (k *Keys) AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, error) {
+	k.asking = k.def
 	dst, n, err := k.def.AppendSnapshot(dst, now)
 	for _, o := range k.list {
 		if err != nil {
 			break
 		}
 		var m int
+		k.asking = o.table
 		dst, m, err = o.table.AppendSnapshot(dst, now)
 		n += m
 	}
+	k.asking = nil
 	return dst, n, err
 }
 
 // Load loads key into the table of its override, if SetOverride has given
 // it one, or into the router's.
 func (k *Keys) Load(key string, states []byte, now, age time.Duration) error {
-	return k.tableOf(key).Load(key, states, now, age)
+	t := k.tableOf(key)
+	k.asking = t
+	err := t.Load(key, states, now, age)
+	k.asking = nil
+	return err
 }
 
 // Replace takes the keys and the overrides of other, a *Keys, which is left
@@ -232,7 +242,9 @@ func (k *Keys) Policies() *Set { return k.def.policySet() }
 func (k *Keys) SetPolicies(set *Set, now time.Duration) {
 	t := set.newTable()
 	t.Bound(k.limit)
+	k.asking = t
 	migrate(k.def, t, now)
+	k.asking = nil
 	k.retire(k.def)
 	k.def = t
 }
@@ -266,15 +278,21 @@ func (k *Keys) SetOverride(key string, set *Set, now time.Duration) (added bool)
 		return false
 	}
 	o := k.shared[set.id]
-	if o == nil {
-		o = &shared{set: set, table: set.newTable(), at: len(k.list)}
+	made := o == nil
+	if made {
+		o = &shared{set: set, table: set.newTable()}
+	}
+	k.asking = o.table
+	moveKey(key, from, o.table, now)
+	k.asking = nil
+	if made { // only now: a rule that ends the goroutine above leaves no table behind
 		if k.shared == nil {
 			k.shared, k.overrides = make(map[string]*shared), make(map[string]*shared)
 		}
+		o.at = len(k.list)
 		k.shared[set.id] = o
 		k.list = append(k.list, o)
 	}
-	moveKey(key, from, o.table, now)
 	o.keys++
 	k.overrides[key] = o
 	if had {
@@ -291,7 +309,9 @@ func (k *Keys) ClearOverride(key string, now time.Duration) (removed bool) {
 	if !ok {
 		return false
 	}
+	k.asking = k.def
 	moveKey(key, o.table, k.def, now)
+	k.asking = nil
 	delete(k.overrides, key)
 	k.release(o)
 	return true

@@ -89,22 +89,19 @@ func (t *table[S]) AllowN(key string, now time.Duration, n int, d *algorithms.De
 	if !ok {
 		return t.allowNew(key, now, n, d)
 	}
-	if err := t.ask(i, func() { t.allowHeld(i, now, n, d) }); err != nil {
+	if err := t.ask(i, func() {
+		if t.multi {
+			t.decideAll(i, now, n, d, true)
+			return
+		}
+		t.m.AllowN(&t.slots[i].state, now, n, d)
+		d.Policy = t.name
+	}); err != nil {
 		*d = algorithms.Decision{}
 		return err
 	}
 	t.used(i, now, d)
 	return nil
-}
-
-// allowHeld decides n units on the key in slot i at now into d.
-func (t *table[S]) allowHeld(i uint32, now time.Duration, n int, d *algorithms.Decision) {
-	if t.multi {
-		t.decideAll(i, now, n, d, true)
-		return
-	}
-	t.m.AllowN(&t.slots[i].state, now, n, d)
-	d.Policy = t.name
 }
 
 // used notes that the key in slot i was just decided d at now.
@@ -174,7 +171,12 @@ func (t *table[S]) allowEach(items []Item, now time.Duration, pick []int32, want
 					continue
 				}
 				t.asking = i
-				t.allowHeld(i, now, it.N, &it.D)
+				if t.multi {
+					t.decideAll(i, now, it.N, &it.D, true)
+				} else {
+					t.m.AllowN(&t.slots[i].state, now, it.N, &it.D)
+					it.D.Policy = t.name
+				}
 				t.asking = none
 				it.Err = nil
 				t.used(i, now, &it.D)

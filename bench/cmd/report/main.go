@@ -224,6 +224,29 @@ func memoryTable(w io.Writer, all []*sample) {
 		}
 	}
 	fmt.Fprintln(w)
+	policiesTable(w, all)
+}
+
+// policiesTable writes chanlimit's bytes per key under one policy and
+// under two (BenchmarkBytesPerKeyPolicies), and what the second costs
+// beyond the first.
+func policiesTable(w io.Writer, all []*sample) {
+	one, ok := find(all, "BytesPerKeyPolicies", "B/key", map[string]string{"policies": "token_bucket"})
+	if !ok {
+		return
+	}
+	fmt.Fprintf(w, "### chanlimit under several policies (1,000,000 keys)\n\n")
+	fmt.Fprintf(w, "| policies | B/key | beyond one policy | the second policy's state |\n|---|---:|---:|---:|\n")
+	fmt.Fprintf(w, "| token_bucket | %.0f | | |\n", one)
+	for _, c := range []struct {
+		name  string
+		state int
+	}{{"token_bucket+token_bucket", 24}, {"token_bucket+fixed_window", 16}} {
+		if v, ok := find(all, "BytesPerKeyPolicies", "B/key", map[string]string{"policies": c.name}); ok {
+			fmt.Fprintf(w, "| %s | %.0f | %.0f | %d |\n", c.name, v, v-one, c.state)
+		}
+	}
+	fmt.Fprintln(w)
 }
 
 func latencyTable(w io.Writer, all []*sample) {
