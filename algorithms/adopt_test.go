@@ -575,23 +575,45 @@ func (c adoptChecker[S, M]) equalParams(a adoption) error {
 	}
 	kept, moved := cloneState(p.st), cloneState(p.st)
 	p.twin.Adopt(moved, p.from, p.at)
-	now := p.at
-	for i, r := range a.after {
+	return decideAlike(p.from, kept, "kept", p.twin, moved, "adopted", p.at, a.after, nil)
+}
+
+// expiringMachine is a Machine that can tell when a state is untouched,
+// as every built-in one can.
+type expiringMachine[S any] interface {
+	Machine[S]
+	Expiring[S]
+}
+
+// decideAlike plays reqs, from at on, on the state x of mx and the state y
+// of my, and returns an error naming them (as xs and ys) at the first
+// ResetAfter, PeekN or AllowN on which they differ, or on which check,
+// if not nil, fails after y's AllowN.
+func decideAlike[S any](mx expiringMachine[S], x *S, xs string, my expiringMachine[S], y *S, ys string, at time.Duration,
+	reqs []adoptRequest, check func(d Decision, now time.Duration) error) error {
+	now := at
+	for i, r := range reqs {
 		now = saturatingAdd(now, r.dt)
-		n := min(r.n, p.from.Capacity())
-		if x, y := p.from.ResetAfter(kept, now), p.twin.ResetAfter(moved, now); x != y {
-			return fmt.Errorf("request %d: ResetAfter(t+%v) = %v kept, %v adopted", i, now, x, y)
+		n := min(r.n, mx.Capacity(), my.Capacity())
+		if a, b := mx.ResetAfter(x, now), my.ResetAfter(y, now); a != b {
+			return fmt.Errorf("request %d: ResetAfter(t+%v) = %v %s, %v %s", i, now, a, xs, b, ys)
 		}
-		var x, y Decision
-		p.from.PeekN(kept, now, n, &x)
-		p.twin.PeekN(moved, now, n, &y)
-		if x != y {
-			return fmt.Errorf("request %d: PeekN(t+%v, %d) = %+v kept, %+v adopted", i, now, n, x, y)
+		var a, b Decision
+		mx.PeekN(x, now, n, &a)
+		my.PeekN(y, now, n, &b)
+		if a != b {
+			return fmt.Errorf("request %d: PeekN(t+%v, %d) = %+v %s, %+v %s", i, now, n, a, xs, b, ys)
 		}
-		p.from.AllowN(kept, now, n, &x)
-		p.twin.AllowN(moved, now, n, &y)
-		if x != y {
-			return fmt.Errorf("request %d: AllowN(t+%v, %d) = %+v kept, %+v adopted", i, now, n, x, y)
+		mx.AllowN(x, now, n, &a)
+		my.AllowN(y, now, n, &b)
+		if a != b {
+			return fmt.Errorf("request %d: AllowN(t+%v, %d) = %+v %s, %+v %s", i, now, n, a, xs, b, ys)
+		}
+		if check == nil {
+			continue
+		}
+		if err := check(b, now); err != nil {
+			return fmt.Errorf("request %d: AllowN(t+%v, %d) = %+v: %w", i, now, n, b, err)
 		}
 	}
 	return nil
@@ -615,32 +637,16 @@ func (c adoptChecker[S, M]) roundTrip(a adoption) error {
 	if err := p.to.ParseState(saved, loaded, p.at, 0); err != nil {
 		return fmt.Errorf("ParseState(%x) of adopted %#v: %w", saved, *st, err)
 	}
-	now := p.at
-	for i, r := range append([]adoptRequest{{0, 1}}, a.after...) {
-		now = saturatingAdd(now, r.dt)
-		n := min(r.n, p.to.Capacity())
-		if x, y := p.to.ResetAfter(st, now), p.to.ResetAfter(loaded, now); x != y {
-			return fmt.Errorf("request %d: ResetAfter(t+%v) = %v adopted, %v loaded", i, now, x, y)
-		}
-		var x, y Decision
-		p.to.PeekN(st, now, n, &x)
-		p.to.PeekN(loaded, now, n, &y)
-		if x != y {
-			return fmt.Errorf("request %d: PeekN(t+%v, %d) = %+v adopted, %+v loaded", i, now, n, x, y)
-		}
-		p.to.AllowN(st, now, n, &x)
-		p.to.AllowN(loaded, now, n, &y)
-		if x != y {
-			return fmt.Errorf("request %d: AllowN(t+%v, %d) = %+v adopted, %+v loaded", i, now, n, x, y)
-		}
-		if err := checkInRange(x, p.to.Capacity()); err != nil {
-			return fmt.Errorf("request %d: AllowN(t+%v, %d) = %+v: %w", i, now, n, x, err)
+	reqs := append([]adoptRequest{{0, 1}}, a.after...)
+	return decideAlike(p.to, loaded, "loaded", p.to, st, "adopted", p.at, reqs, func(d Decision, now time.Duration) error {
+		if err := checkInRange(d, p.to.Capacity()); err != nil {
+			return err
 		}
 		if err := checkAdoptedBounds(p.to, st, now); err != nil {
-			return fmt.Errorf("request %d: after AllowN(t+%v, %d), %#v: %w", i, now, n, *st, err)
+			return fmt.Errorf("then %#v: %w", *st, err)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // foreign checks that a from of another type, or a nil one, leaves the

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	. "github.com/chanlimit/chanlimit/algorithms"
+	"github.com/chanlimit/chanlimit/internal/model"
 )
 
 // Fuzz targets, one per algorithm: arbitrary Params and an arbitrary
@@ -16,12 +17,12 @@ import (
 //
 //	go test ./algorithms -run '^$' -fuzz FuzzSlidingWindowCounter -fuzztime 1m
 
-func FuzzTokenBucket(f *testing.F)          { fuzzAlgorithm(f, tokenBucket) }
-func FuzzGCRA(f *testing.F)                 { fuzzAlgorithm(f, gcra) }
-func FuzzLeakyBucket(f *testing.F)          { fuzzAlgorithm(f, leakyBucket) }
-func FuzzSlidingWindowLog(f *testing.F)     { fuzzAlgorithm(f, slidingWindowLog) }
-func FuzzFixedWindow(f *testing.F)          { fuzzAlgorithm(f, fixedWindow) }
-func FuzzSlidingWindowCounter(f *testing.F) { fuzzAlgorithm(f, slidingWindowCounter) }
+func FuzzTokenBucket(f *testing.F)          { fuzzAlgorithm(f, model.TokenBucket) }
+func FuzzGCRA(f *testing.F)                 { fuzzAlgorithm(f, model.GCRA) }
+func FuzzLeakyBucket(f *testing.F)          { fuzzAlgorithm(f, model.LeakyBucket) }
+func FuzzSlidingWindowLog(f *testing.F)     { fuzzAlgorithm(f, model.SlidingWindowLog) }
+func FuzzFixedWindow(f *testing.F)          { fuzzAlgorithm(f, model.FixedWindow) }
+func FuzzSlidingWindowCounter(f *testing.F) { fuzzAlgorithm(f, model.SlidingWindowCounter) }
 
 func fuzzAlgorithm(f *testing.F, name string) {
 	seeds := []struct {

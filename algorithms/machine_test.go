@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	. "github.com/chanlimit/chanlimit/algorithms"
+	"github.com/chanlimit/chanlimit/internal/model"
 )
 
 // What every built-in rule does, checked through the exported API as a
@@ -20,7 +21,7 @@ func TestBurstOnlyWhereTaken(t *testing.T) {
 	p := Params{Limit: 3, Window: s, Burst: 5}
 	_, err := NewTokenBucket(p)
 	require.NoError(t, err, "token_bucket takes a burst")
-	for _, name := range []string{slidingWindowLog, fixedWindow, slidingWindowCounter} {
+	for _, name := range []string{model.SlidingWindowLog, model.FixedWindow, model.SlidingWindowCounter} {
 		_, err := construct(name, p)
 		require.ErrorIs(t, err, ErrInvalidParams, name)
 		assert.Contains(t, err.Error(), "Burst")

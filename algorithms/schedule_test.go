@@ -37,18 +37,8 @@ const (
 	century = 100 * 365 * 24 * time.Hour
 )
 
-// The names chanlimit registers the built-in rules under.
-const (
-	tokenBucket          = "token_bucket"
-	gcra                 = "gcra"
-	leakyBucket          = "leaky_bucket"
-	slidingWindowLog     = "sliding_window_log"
-	fixedWindow          = "fixed_window"
-	slidingWindowCounter = "sliding_window_counter"
-)
-
 // builtins are the algorithms with a model.
-var builtins = []string{tokenBucket, gcra, leakyBucket, slidingWindowLog, fixedWindow, slidingWindowCounter}
+var builtins = model.Names()
 
 // bound is one algorithm and a state of its own.
 type bound struct {
@@ -108,32 +98,32 @@ func construct(name string, p Params) (bound, error) {
 		err error
 	)
 	switch name {
-	case tokenBucket:
+	case model.TokenBucket:
 		var m *TokenBucket
 		if m, err = NewTokenBucket(p); err == nil {
 			b = bind(m)
 		}
-	case gcra:
+	case model.GCRA:
 		var m *GCRA
 		if m, err = NewGCRA(p); err == nil {
 			b = bind(m)
 		}
-	case leakyBucket:
+	case model.LeakyBucket:
 		var m *LeakyBucket
 		if m, err = NewLeakyBucket(p); err == nil {
 			b = bind(m)
 		}
-	case slidingWindowLog:
+	case model.SlidingWindowLog:
 		var m *SlidingWindowLog
 		if m, err = NewSlidingWindowLog(p); err == nil {
 			b = bind(m)
 		}
-	case fixedWindow:
+	case model.FixedWindow:
 		var m *FixedWindow
 		if m, err = NewFixedWindow(p); err == nil {
 			b = bind(m)
 		}
-	case slidingWindowCounter:
+	case model.SlidingWindowCounter:
 		var m *SlidingWindowCounter
 		if m, err = NewSlidingWindowCounter(p); err == nil {
 			b = bind(m)
@@ -145,7 +135,7 @@ func construct(name string, p Params) (bound, error) {
 }
 
 func takesBurst(name string) bool {
-	return name == tokenBucket || name == gcra || name == leakyBucket
+	return name == model.TokenBucket || name == model.GCRA || name == model.LeakyBucket
 }
 
 // call is one request of a schedule: advance the clock by dt, ask for n.
@@ -212,7 +202,7 @@ func play(name string, p Params, calls []call) error {
 	if err := sameState(alg, m, now); err != nil {
 		return fmt.Errorf("after the last call, at t+%v: %w", now, err)
 	}
-	if name == leakyBucket {
+	if name == model.LeakyBucket {
 		return model.CheckSpacing(p, m.Admitted())
 	}
 	return model.CheckWindowInvariant(name, p, m.Admitted())
@@ -441,16 +431,16 @@ func refillTooLong(p Params) bool {
 func TestGCRAMatchesTokenBucket(t *testing.T) {
 	for i := range schedules(t, 500) {
 		rng := rand.New(rand.NewPCG(uint64(i), 99))
-		p := randomParams(rng, gcra)
-		tb, err := construct(tokenBucket, p)
+		p := randomParams(rng, model.GCRA)
+		tb, err := construct(model.TokenBucket, p)
 		if err != nil {
 			continue
 		}
-		g, err := construct(gcra, p)
+		g, err := construct(model.GCRA, p)
 		if err != nil {
-			t.Fatalf("%+v: token_bucket accepts it, gcra says %v", p, err)
+			t.Fatalf("%+v: token_bucket accepts it, model.GCRA says %v", p, err)
 		}
-		lb, err := construct(leakyBucket, p)
+		lb, err := construct(model.LeakyBucket, p)
 		if err != nil {
 			t.Fatalf("%+v: token_bucket accepts it, leaky_bucket says %v", p, err)
 		}
@@ -484,7 +474,7 @@ func TestSlidingWindowCounterWithinItsBound(t *testing.T) {
 		p := Params{Limit: 1 + rng.IntN(20), Window: s}
 		c, err := NewSlidingWindowCounter(p)
 		require.NoError(t, err)
-		m := model.New(slidingWindowCounter, p).(*model.Counter)
+		m := model.New(model.SlidingWindowCounter, p).(*model.Counter)
 		var st SlidingWindowCounterState
 		now := time.Duration(0)
 		for j, call := range randomCalls(rng, p, p.Limit, 80) {
@@ -510,6 +500,6 @@ func TestSlidingWindowCounterWithinItsBound(t *testing.T) {
 			got, _ := Ask(c, &st, now, call.n)
 			require.Equal(t, want, got, "schedule %d, call %d", i, j)
 		}
-		require.NoError(t, model.CheckWindowInvariant(slidingWindowCounter, p, m.Admitted()), "schedule %d", i)
+		require.NoError(t, model.CheckWindowInvariant(model.SlidingWindowCounter, p, m.Admitted()), "schedule %d", i)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/chanlimit/chanlimit/algorithms"
 )
 
-// bucket is the model of token_bucket, gcra and leaky_bucket: a bucket of
+// bucket is the model of token_bucket, GCRA and leaky_bucket: a bucket of
 // burst tokens, a fraction, full until the first admission and refilled by
 // elapsed × limit / window, never above burst. A request for n takes n
 // tokens if there are at least n.

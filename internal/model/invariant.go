@@ -15,9 +15,9 @@ import (
 // rules, nor for a Limit whose double overflows.
 func CheckWindowInvariant(name string, p algorithms.Params, adm []Admission) error {
 	most := map[string]int{
-		slidingWindowLog:     p.Limit,
-		fixedWindow:          2 * p.Limit,
-		slidingWindowCounter: 2 * p.Limit,
+		SlidingWindowLog:     p.Limit,
+		FixedWindow:          2 * p.Limit,
+		SlidingWindowCounter: 2 * p.Limit,
 	}
 	bound, ok := most[name]
 	if !ok || p.Limit > math.MaxInt/2 {

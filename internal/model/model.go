@@ -72,17 +72,17 @@ var (
 
 // The names chanlimit registers the built-in rules under.
 const (
-	tokenBucket          = "token_bucket"
-	gcra                 = "gcra"
-	leakyBucket          = "leaky_bucket"
-	slidingWindowLog     = "sliding_window_log"
-	fixedWindow          = "fixed_window"
-	slidingWindowCounter = "sliding_window_counter"
+	TokenBucket          = "token_bucket"
+	GCRA                 = "gcra"
+	LeakyBucket          = "leaky_bucket"
+	SlidingWindowLog     = "sliding_window_log"
+	FixedWindow          = "fixed_window"
+	SlidingWindowCounter = "sliding_window_counter"
 )
 
 // Names returns the names of the rules New has a model of.
 func Names() []string {
-	return []string{tokenBucket, gcra, leakyBucket, slidingWindowLog, fixedWindow, slidingWindowCounter}
+	return []string{TokenBucket, GCRA, LeakyBucket, SlidingWindowLog, FixedWindow, SlidingWindowCounter}
 }
 
 // New returns a fresh model, an untouched key, of the named rule for p. p
@@ -91,15 +91,15 @@ func Names() []string {
 // a bug in the test. The model of sliding_window_counter is a *Counter.
 func New(name string, p algorithms.Params) Model {
 	switch name {
-	case tokenBucket, gcra:
+	case TokenBucket, GCRA:
 		return newBucket(p, false)
-	case leakyBucket:
+	case LeakyBucket:
 		return newBucket(p, true)
-	case slidingWindowLog:
+	case SlidingWindowLog:
 		return &slidingLog{limit: p.Limit, window: p.Window}
-	case fixedWindow:
+	case FixedWindow:
 		return &fixed{limit: p.Limit, window: p.Window}
-	case slidingWindowCounter:
+	case SlidingWindowCounter:
 		return &Counter{limit: p.Limit, window: p.Window}
 	}
 	panic(fmt.Sprintf("model: no model of %q", name))
