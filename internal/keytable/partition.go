@@ -27,7 +27,6 @@ type Keys struct {
 	asking    setTable  // the table calling into a rule, for Abandoned
 	pick      []int32   // AllowEach's: which table each item goes to
 	picked    []*shared // AllowEach's: the override tables among them
-	zero      algorithms.Decision
 }
 
 // shared is the table of the keys whose override holds one Set.
