@@ -138,3 +138,20 @@ func TestCarryOverrides(t *testing.T) {
 	require.NoError(t, r.ClearOverride(bg, "beta"))
 	assert.Equal(t, 9, peekAt(t, r, "beta", 1).Remaining, "vip is not second: beta starts untouched")
 }
+
+// TestCarryAnIdleKeyIsAsNeverSeen: a key idle under its old policy, which
+// its partition may or may not have let go yet, starts untouched under the
+// new one, as a key never seen does: a full bucket of 10 is not 10 tokens
+// of a bucket of 20.
+func TestCarryAnIdleKeyIsAsNeverSeen(t *testing.T) {
+	r, clk := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{{Name: "second", Limit: 10, Window: time.Second}}, Partitions: 1})
+	require.True(t, allowN(t, r, "alice", 1).Allowed)
+	clk.Advance(500 * ms) // full again: idle, within its grace
+	require.Equal(t, 1, stats(t, r).Idle)
+	require.NoError(t, r.SetPolicies(bg, chanlimit.Policy{Name: "second", Limit: 20, Window: time.Second}))
+	assert.Equal(t, peekAt(t, r, "bob", 20), peekAt(t, r, "alice", 20), "alice decides as bob, never seen")
+	assert.True(t, peekAt(t, r, "alice", 20).Allowed)
+	st := stats(t, r)
+	assert.Zero(t, st.Keys+st.Idle, "let go in the switch")
+	assert.Equal(t, uint64(1), st.Expired)
+}

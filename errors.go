@@ -69,7 +69,8 @@ var (
 	ErrBadSnapshot = errs.ErrBadSnapshot
 
 	// ErrTooManyOverrides is returned by SetOverride for a key without an
-	// override when Config.MaxOverrides keys already have one.
+	// override when Config.MaxOverrides keys already have one, and by
+	// Restore, with ErrBadSnapshot, for a snapshot with more overrides.
 	ErrTooManyOverrides = errors.New("chanlimit: too many overrides")
 
 	// ErrShortOutput is returned by AllowBatch when out has fewer slots

@@ -3,6 +3,7 @@ package chanlimit
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -28,7 +29,7 @@ type Policy struct {
 	Algorithm string        // "" means DefaultAlgorithm
 	Limit     int           // requests allowed per Window; > 0
 	Window    time.Duration // > 0
-	Burst     int           // the bucket algorithms' capacity; 0 means Limit
+	Burst     int           // the bucket algorithms' capacity; 0 means Limit; for the others, anything but 0 is an ErrInvalidConfig
 }
 
 // DefaultPolicyName is the Name of a Policy whose Name is "", and so of
@@ -59,11 +60,11 @@ func compile(field string, policies []Policy) (*keytable.Set, error) {
 	}
 	out := make([]keytable.Policy, len(policies))
 	for j, p := range policies {
+		name := cmp.Or(p.Name, DefaultPolicyName)
 		where := ""
 		if field != "" {
-			where = fmt.Sprintf("%s[%d] (%q): ", field, j, cmp.Or(p.Name, DefaultPolicyName))
+			where = fmt.Sprintf("%s[%d] (%q): ", field, j, name)
 		}
-		name := cmp.Or(p.Name, DefaultPolicyName)
 		if err := checkName(name); err != nil {
 			return nil, fmt.Errorf("%w: %sName: %v", ErrInvalidConfig, where, err)
 		}
@@ -133,7 +134,8 @@ func newRule(where string, p Policy) (rule keytable.Rule, err error) {
 }
 
 // Policies returns the router's policies: those every key without an
-// override is under.
+// override is under, once a SetPolicies that is switching the partitions
+// has returned.
 func (r *Router) Policies() []Policy { return policiesFrom(r.policies.Load()) }
 
 // policiesFrom returns the Policies of set.
@@ -147,8 +149,11 @@ func policiesFrom(set *keytable.Set) []Policy {
 }
 
 // admin waits for the router's administrative token, which SetPolicies,
-// SetOverride, ClearOverride, Snapshot and Restore hold while they run, so
-// that they never mix, and returns the function that gives it back.
+// Snapshot and Restore hold while they run, so that none of them sees the
+// partitions half-way through another (a snapshot under two sets of
+// policies, a restore over a switch), and returns the function that gives
+// it back. SetOverride and ClearOverride change one partition in one step
+// and need no token.
 func (r *Router) admin(ctx context.Context) (release func(), err error) {
 	select {
 	case r.adminToken <- struct{}{}:
@@ -161,21 +166,28 @@ func (r *Router) admin(ctx context.Context) (release func(), err error) {
 // SetPolicies replaces the router's policies, live: every key without an
 // override is under policies from then on. Each partition switches between
 // two of its requests, so a request is decided under the old policies or
-// the new ones, never a mix; the partitions switch one after another.
+// the new ones, never a mix; the partitions switch one after another, and
+// Policies reports the new ones once all have.
 //
 // A key keeps its state under each new policy whose Name and Algorithm one
 // of its old policies had (a bucket its tokens, capped at the new
 // capacity; a window its log or counts, capped at the new Limit), read
 // under the new Limit and Window from the moment of the switch; under
-// every other policy it starts untouched (README, "Several limits").
+// every other policy it starts untouched (README, "Several limits"). A key
+// idle under a policy starts untouched under the new one.
 //
 // policies are checked as Config.Policies is in New; an invalid one is an
 // ErrInvalidConfig naming the policy and the field, and changes nothing.
 // SetPolicies returns ctx.Err() if ctx ends before the first partition
 // switches, having changed nothing; once the first has switched, the
 // others follow whatever ctx does. It returns ErrClosed if the router is
-// closed (then some partitions may have switched). A switch costs each
-// partition a pass over its keys.
+// closed (then some partitions may have switched). If a rule panics while
+// a key's state is carried over, the key starts untouched and the panic
+// counts in Stats.Panicked; if one ends its goroutine (runtime.Goexit),
+// its partition switches with the keys carried over so far, the others
+// switch too, and SetPolicies returns an error wrapping ErrAlgorithmPanic.
+// A switch costs each partition a pass over its keys, during which it
+// serves no request, and holds the old and the new table meanwhile.
 func (r *Router) SetPolicies(ctx context.Context, policies ...Policy) error {
 	set, err := compile("SetPolicies", policies)
 	if err != nil {
@@ -189,22 +201,32 @@ func (r *Router) SetPolicies(ctx context.Context, policies ...Policy) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("chanlimit: SetPolicies: %w", err)
 	}
-	err = r.each(context.Background(), func(_ int, s *actor.State) error { // not to be left half-done
-		keysOf(s).SetPolicies(set, s.Now)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("chanlimit: SetPolicies: %w", err)
+	var failed []error
+	for _, p := range r.parts { // all of them, not to be left half-done
+		err := p.Do(context.Background(), func(s *actor.State) error {
+			keysOf(s).SetPolicies(set, s.Now)
+			return nil
+		})
+		switch {
+		case errors.Is(err, ErrClosed):
+			return fmt.Errorf("chanlimit: SetPolicies: %w", err)
+		case err != nil:
+			failed = append(failed, err)
+		}
 	}
 	r.policies.Store(set)
+	if failed != nil {
+		return fmt.Errorf("chanlimit: SetPolicies: switched, but carrying keys over failed: %w", errors.Join(failed...))
+	}
 	return nil
 }
 
 // SetOverride puts key under policies of its own, in place of the
 // router's, until ClearOverride: an override is kept while the key's state
 // is let go when idle, is never evicted, and is in snapshots. A key
-// keeps its state across the change as with SetPolicies. Setting the
-// override a key already has changes nothing.
+// keeps its state across the change as with SetPolicies (a rule that
+// panics while it is carried over leaves the key untouched, counted in
+// Stats.Panicked). Setting the override a key already has changes nothing.
 //
 // policies are checked as Config.Policies is in New (an ErrInvalidConfig
 // changes nothing). SetOverride returns ErrKeyTooLong for a key longer than
@@ -220,17 +242,22 @@ func (r *Router) SetOverride(ctx context.Context, key string, policies ...Policy
 	if err != nil {
 		return err
 	}
-	release, err := r.admin(ctx)
-	if err != nil {
-		return fmt.Errorf("chanlimit: SetOverride: %w", err)
-	}
-	defer release()
 	err = r.partition(key).Do(ctx, func(s *actor.State) error {
 		keys := keysOf(s)
-		if keys.Override(key) == nil && !r.takeOverride() {
+		if keys.Override(key) != nil {
+			keys.SetOverride(key, set, s.Now)
+			return nil
+		}
+		if !r.takeOverride() {
 			return fmt.Errorf("%w: MaxOverrides is %d", ErrTooManyOverrides, r.maxOverrides)
 		}
-		keys.SetOverride(key, set, s.Now)
+		added := false
+		defer func() { // also when a rule ends the goroutine: the count stays right
+			if !added {
+				r.overrides.Add(-1)
+			}
+		}()
+		added = keys.SetOverride(key, set, s.Now)
 		return nil
 	})
 	if err != nil {
@@ -261,12 +288,7 @@ func (r *Router) ClearOverride(ctx context.Context, key string) error {
 	if len(key) > r.maxKeyBytes {
 		return r.keyTooLong(key)
 	}
-	release, err := r.admin(ctx)
-	if err != nil {
-		return fmt.Errorf("chanlimit: ClearOverride: %w", err)
-	}
-	defer release()
-	err = r.partition(key).Do(ctx, func(s *actor.State) error {
+	err := r.partition(key).Do(ctx, func(s *actor.State) error {
 		if keysOf(s).ClearOverride(key, s.Now) {
 			r.overrides.Add(-1)
 		}

@@ -47,7 +47,9 @@ func init() {
 // the key is not idle, the cap on keys, supervision, and batches. If the
 // Machine is also an algorithms.Expiring, its idle keys are told exactly;
 // if it is also an algorithms.StateCodec, its keys can be saved with
-// Snapshot and Restore.
+// Snapshot and Restore; if it is also an algorithms.Adopter, a key keeps
+// its state when the Params of its policy change (SetPolicies,
+// SetOverride), where it otherwise starts untouched.
 //
 // Register may be called at any time, though init is the usual place. It
 // refuses an empty name, a nil newMachine, and, with

@@ -46,10 +46,11 @@ type Config struct {
 	// them); "" means DefaultAlgorithm, "token_bucket".
 	Algorithm string
 
-	// Limit is N, the requests allowed per Window. It must be > 0.
+	// Limit is N, the requests allowed per Window. It must be > 0, unless
+	// Policies are given instead.
 	Limit int
 
-	// Window is T. It must be > 0.
+	// Window is T. It must be > 0, unless Policies are given instead.
 	Window time.Duration
 
 	// Burst is the capacity of each key's bucket for the bucket algorithms

@@ -51,8 +51,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // requests, in the mailbox's order, and goes on. Restore reads it back.
 // Each partition's part records the clock's reading, so the time that
 // passes before the restore counts, as it would have had the router kept
-// running. Snapshot waits for SetPolicies, SetOverride, ClearOverride and
-// Restore calls to finish, and they for it. It returns ctx.Err() if ctx is
+// running. Snapshot waits for SetPolicies and Restore calls to finish, and
+// they for it (and so for w). It returns ctx.Err() if ctx is
 // done before every partition has answered, ErrClosed if the router
 // closes, ErrClockPanic, w's error, and an error wrapping
 // errors.ErrUnsupported if an algorithm cannot save its states; what it
@@ -65,8 +65,9 @@ func (r *Router) Snapshot(ctx context.Context, w io.Writer) error {
 	defer release()
 	sum := crc32.New(castagnoli)
 	out := io.MultiWriter(w, sum)
+	policies := r.policies.Load()
 	head := binary.AppendUvarint([]byte(snapshotMagic), snapshotVersion)
-	head = appendPolicies(head, r.policies.Load())
+	head = appendPolicies(head, policies)
 	head = binary.AppendUvarint(head, uint64(len(r.parts)))
 	var entries, section []byte
 	for i, p := range r.parts {
@@ -87,6 +88,9 @@ func (r *Router) Snapshot(ctx context.Context, w io.Writer) error {
 			section = binary.AppendVarint(section, wall.Unix())
 			section = binary.AppendUvarint(section, uint64(wall.Nanosecond()))
 			k := keysOf(s)
+			if !k.Set().Same(policies) { // SetPolicies holds the token too: never, unless it failed half-way
+				return fmt.Errorf("the partition's policies are not the router's (%s)", describe(k.Set()))
+			}
 			section = binary.AppendUvarint(section, uint64(k.Overrides()))
 			k.EachOverride(func(key string, set *keytable.Set) {
 				section = appendPolicies(wire.AppendString(section, key), set)
@@ -205,8 +209,7 @@ func describe(set *keytable.Set) string {
 // of MaxKeys keeps them all until a new key comes: it then lets its idle
 // keys go and, with EvictLRU, evicts its least recently used ones until it
 // is below its share; without, refuses the new key until it is. Restore
-// waits for SetPolicies, SetOverride, ClearOverride and Snapshot calls to
-// finish, and they for it.
+// waits for SetPolicies and Snapshot calls to finish, and they for it.
 //
 // Restore reads all of rd and checks it before it changes anything: a
 // truncated or corrupted snapshot, one of another version, one taken under

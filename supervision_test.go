@@ -1038,3 +1038,64 @@ func TestAGrantOfAKeysFormerStateIsNeverGivenBack(t *testing.T) {
 		assert.Equal(t, 5, granted, "k's present state grants its capacity, no more")
 	})
 }
+
+// exitsInAdopt is a fixed window whose Adopt calls runtime.Goexit.
+type exitsInAdopt struct{ *algorithms.FixedWindow }
+
+func (m exitsInAdopt) Adopt(*algorithms.FixedWindowState, algorithms.Machine[algorithms.FixedWindowState], time.Duration) {
+	runtime.Goexit()
+}
+
+// panicsInAdopt is a fixed window whose Adopt panics.
+type panicsInAdopt struct{ *algorithms.FixedWindow }
+
+func (m panicsInAdopt) Adopt(*algorithms.FixedWindowState, algorithms.Machine[algorithms.FixedWindowState], time.Duration) {
+	panic("adopt")
+}
+
+// TestARuleThatFailsInAdoptLosesOnlyTheKeysState: a key whose state a rule
+// fails to carry over (a panic, or a Goexit) starts untouched, the failure
+// counts once, and the change itself is made; a failed SetOverride holds no
+// place under MaxOverrides.
+func TestARuleThatFailsInAdoptLosesOnlyTheKeysState(t *testing.T) {
+	panics := register[algorithms.FixedWindowState](t, func(fw *algorithms.FixedWindow) panicsInAdopt { return panicsInAdopt{fw} })
+	exits := register[algorithms.FixedWindowState](t, func(fw *algorithms.FixedWindow) exitsInAdopt { return exitsInAdopt{fw} })
+	policy := func(algorithm string, limit int) chanlimit.Policy {
+		return chanlimit.Policy{Name: "p", Algorithm: algorithm, Limit: limit, Window: time.Minute}
+	}
+
+	t.Run("SetOverride/panic", func(t *testing.T) {
+		r, _ := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{policy(panics, 2)}, MaxOverrides: 1, Partitions: 1})
+		require.True(t, allowN(t, r, "k", 2).Allowed)
+		require.NoError(t, r.SetOverride(bg, "k", policy(panics, 3)))
+		assert.Equal(t, 2, allowN(t, r, "k", 1).Remaining, "k started untouched under its override")
+		st := stats(t, r)
+		assert.Equal(t, uint64(1), st.Panicked)
+		assert.Equal(t, 1, st.Overrides)
+	})
+	t.Run("SetOverride/Goexit", func(t *testing.T) {
+		r, _ := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{policy(exits, 2)}, MaxOverrides: 1, Partitions: 1})
+		require.True(t, allowN(t, r, "k", 2).Allowed)
+		err := r.SetOverride(bg, "k", policy(exits, 3))
+		require.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
+		st := stats(t, r)
+		assert.Equal(t, uint64(1), st.Panicked, "counted once")
+		assert.Zero(t, st.Overrides, "k has no override")
+		assert.False(t, allowN(t, r, "k", 1).Allowed, "k kept its state under the router's policy")
+		require.NoError(t, r.SetOverride(bg, "other", policy(exits, 3)), "MaxOverrides has its place back")
+	})
+	t.Run("SetPolicies/Goexit", func(t *testing.T) {
+		r, _ := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{policy(exits, 2)}, Partitions: 4})
+		for k := range 8 {
+			require.True(t, allowN(t, r, fmt.Sprint(k), 1).Allowed)
+		}
+		err := r.SetPolicies(bg, policy(exits, 3))
+		require.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
+		assert.Equal(t, 3, r.Policies()[0].Limit, "switched all the same")
+		for k := range 8 {
+			assert.Equal(t, 3, allowN(t, r, fmt.Sprint(k), 1).Limit, "key %d is under the new policy", k)
+		}
+		assert.Positive(t, stats(t, r).Panicked)
+		require.NoError(t, r.Snapshot(bg, io.Discard), "every partition is under the router's policies")
+	})
+}

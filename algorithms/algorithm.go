@@ -40,7 +40,8 @@ type Decision struct {
 	// changed nothing.
 	Allowed bool
 
-	// Limit is the N in force for this key: requests allowed per Window.
+	// Limit is the N in force for this key: requests allowed per Window;
+	// under several policies, the deciding policy's (see Policy).
 	Limit int
 
 	// Remaining is the number of single-unit requests that would be

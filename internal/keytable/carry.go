@@ -36,8 +36,12 @@ func (t *table[S]) carry(from setTable, i uint32, now time.Duration) {
 	fs, fc := from.policySet(), from.columns()
 	err := t.ask(none, func() {
 		for j := range t.set.policies {
-			if k := fs.index(&t.set.policies[j]); k >= 0 {
-				fc[k].give(i, t.cols[j], now)
+			k := fs.index(&t.set.policies[j])
+			// A state untouched under the old policy is untouched under
+			// the new: an idle key decides as a key never seen, whether
+			// or not its partition has let it go yet.
+			if k >= 0 && fc[k].resetAfter(i, now) > 0 {
+				fc[k].give(i, t.cols[j], now, fs.policies[k].Params == t.set.policies[j].Params)
 			}
 		}
 	})
@@ -51,7 +55,11 @@ func (t *table[S]) keepFresh(key string, now time.Duration) {
 		t.remove(i)
 	}
 	var wait time.Duration
-	if t.ask(none, func() { wait = t.stateResetAfter(none, now) }) == nil && wait > 0 && t.room(len(key)) {
+	switch err := t.ask(none, func() { wait = t.stateResetAfter(none, now) }); {
+	case err != nil: // counted as the rule's panic
+	case wait <= 0:
+		t.counts.Expired++ // idle under its new policies: let go, as Expire would
+	case t.room(len(key)):
 		t.insert(key, after(now, wait))
 	}
 	t.clearFresh()

@@ -49,15 +49,19 @@ func (g granted[S]) ResetAfter(s *timed[S], now time.Duration) time.Duration {
 	return max(s.deadline-now, 0)
 }
 
-// Adopt has the machine adopt the state, if it can, and keeps the
-// deadline: the state is untouched no later than it was.
+// Adopt has the machine adopt the state, if it is an Adopter, and moves
+// the deadline no earlier than it was, nor than the ResetAfter the
+// adopted state gives a request of one unit now: late, never early. A
+// machine that cannot adopt leaves the state untouched.
 func (g granted[S]) Adopt(s *timed[S], from algorithms.Machine[timed[S]], now time.Duration) {
 	f, ok := from.(granted[S])
-	if !ok {
+	a, can := g.m.(adopter[S])
+	if !ok || !can {
 		*s = timed[S]{}
 		return
 	}
-	if a, ok := g.m.(adopter[S]); ok {
-		a.Adopt(&s.s, f.m, now)
-	}
+	a.Adopt(&s.s, f.m, now)
+	var d algorithms.Decision
+	g.m.PeekN(&s.s, now, 1, &d)
+	s.deadline = max(s.deadline, after(now, d.ResetAfter))
 }

@@ -1,7 +1,7 @@
-// Package keytable keeps the keys of one router partition under one rule:
-// each key's state, found by the key's bytes, with the order in which the
-// keys become idle and, when evicting, the order of their use. It is the
-// room between a partition (package actor), which owns a Table and is its
+// Package keytable keeps the keys of one router partition under their
+// policies: each key's states, found by the key's bytes, with the order in
+// which the keys become idle and, when evicting, the order of their use.
+// It is the room between a partition (package actor), which owns a Table and is its
 // only user, and the rules (package algorithms), which it applies to the
 // states it keeps. Nothing in it is locked.
 //
@@ -33,10 +33,10 @@ import (
 	"github.com/chanlimit/chanlimit/internal/errs"
 )
 
-// Table is the keys of one partition under one rule. Its now never goes
-// back from one decision (AllowN, PeekN, AllowEach, Refund) to the next;
-// Expire may be given an earlier now, since a partition expires keys a
-// grace period behind.
+// Table is the keys of one partition under their policies. Its now never
+// goes back from one decision (AllowN, PeekN, AllowEach, Refund) to the
+// next; Expire may be given an earlier now, since a partition expires keys
+// a grace period behind.
 //
 // Every call into the rule is supervised (package supervise): a panic
 // drops the key the rule was working on, whose state it may have left

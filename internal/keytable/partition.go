@@ -1,6 +1,8 @@
 package keytable
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/chanlimit/chanlimit/algorithms"
@@ -221,31 +223,48 @@ func (k *Keys) Replace(other Table) {
 func (k *Keys) retire(t setTable) { k.retired.add(t.tally()) }
 
 func (k *Keys) Abandoned() {
-	if k.asking != nil {
-		k.asking.Abandoned()
-		k.asking = nil
+	t := k.asking
+	if t == nil {
+		return
 	}
+	k.asking = nil
+	t.Abandoned()
+	if t == k.def {
+		return
+	}
+	for _, o := range k.list {
+		if o.table == t {
+			return
+		}
+	}
+	k.retire(t) // a table that was being made (SetOverride): its count stays
 }
 
 // Capped returns the number of keys the cap (Bound) counts: those without
 // an override.
 func (k *Keys) Capped() int { return k.def.Len() }
 
-// Policies returns the router's policies, as k holds them.
-func (k *Keys) Policies() *Set { return k.def.policySet() }
+// Set returns the router's policies, as k holds them.
+func (k *Keys) Set() *Set { return k.def.policySet() }
 
 // SetPolicies puts the keys without an override under set, at now: each
 // keeps its state under every policy of set whose name and algorithm one
-// of its old policies had, adopted by the new rule, and starts untouched
-// under the others.
+// of its old policies had (as it is under the same Params, adopted by the
+// new rule under others), and starts untouched under the others. The new
+// table is in place before the keys move, so that a rule that ends the
+// goroutine while they do leaves k under set, with the keys moved so far.
 func (k *Keys) SetPolicies(set *Set, now time.Duration) {
+	old := k.def
+	if set.Same(old.policySet()) {
+		return
+	}
 	t := set.newTable()
 	t.Bound(k.limit)
-	k.asking = t
-	migrate(k.def, t, now)
-	k.asking = nil
-	k.retire(k.def)
+	k.retire(old)
 	k.def = t
+	k.asking = t
+	migrate(old, t, now)
+	k.asking = nil
 }
 
 // Override returns key's override, or nil.
@@ -260,10 +279,10 @@ func (k *Keys) Override(key string) *Set {
 func (k *Keys) Overrides() int { return len(k.overrides) }
 
 // EachOverride calls f with every key that has an override, and its
-// override.
+// override, in the order of the keys.
 func (k *Keys) EachOverride(f func(key string, set *Set)) {
-	for key, o := range k.overrides {
-		f(key, o.set)
+	for _, key := range slices.Sorted(maps.Keys(k.overrides)) {
+		f(key, k.overrides[key].set)
 	}
 }
 

@@ -112,9 +112,10 @@ type column interface {
 
 	// give sets dst's fresh to the state of slot i (none: fresh), if dst
 	// is a column of the same state type (a policy of the same
-	// algorithm), adopted by dst's rule; otherwise dst's fresh stays
-	// untouched.
-	give(i uint32, dst column, now time.Duration)
+	// algorithm): as it is if same (dst's rule was made from the same
+	// Params), else adopted by dst's rule if it is an Adopter; otherwise
+	// dst's fresh stays untouched.
+	give(i uint32, dst column, now time.Duration, same bool)
 
 	// canSave reports whether the rule can save its states;
 	// appendState appends the state of slot i at now, and parseState
@@ -126,7 +127,7 @@ type column interface {
 
 // taker is a column of states S, to which give hands a state.
 type taker[S any] interface {
-	take(s *S, from algorithms.Machine[S], now time.Duration)
+	take(s *S, from algorithms.Machine[S], now time.Duration, same bool)
 }
 
 // adopter is algorithms.Adopter, as a table needs it.
@@ -146,10 +147,18 @@ func newPolicyRules[S any](m algorithms.Machine[S], e algorithms.Expiring[S]) po
 	return policyRules[S]{m, e, c}
 }
 
-// adopt has the rule take over s, which from kept, at now.
-func (r *policyRules[S]) adopt(s *S, from algorithms.Machine[S], now time.Duration) {
+// carryState sets fresh to s, a state that from kept, at now: as it is if from
+// was made from the same Params (same), adopted if the rule is an
+// Adopter, and otherwise not at all: a state kept under other Params may
+// not hold to this rule's bounds, so fresh stays untouched.
+func (r *policyRules[S]) carryState(fresh, s *S, from algorithms.Machine[S], now time.Duration, same bool) {
+	if same {
+		*fresh = *s
+		return
+	}
 	if a, ok := r.m.(adopter[S]); ok {
-		a.Adopt(s, from, now)
+		*fresh = *s
+		a.Adopt(fresh, from, now)
 	}
 }
 
@@ -206,15 +215,14 @@ func (c *states[S]) pop() {
 
 func (c *states[S]) clearFresh() { c.fresh = c.zero }
 
-func (c *states[S]) give(i uint32, dst column, now time.Duration) {
+func (c *states[S]) give(i uint32, dst column, now time.Duration, same bool) {
 	if t, ok := dst.(taker[S]); ok {
-		t.take(c.at(i), c.m, now)
+		t.take(c.at(i), c.m, now, same)
 	}
 }
 
-func (c *states[S]) take(s *S, from algorithms.Machine[S], now time.Duration) {
-	c.fresh = *s
-	c.adopt(&c.fresh, from, now)
+func (c *states[S]) take(s *S, from algorithms.Machine[S], now time.Duration, same bool) {
+	c.carryState(&c.fresh, s, from, now, same)
 }
 
 func (c *states[S]) canSave() bool { return c.codec != nil }
@@ -253,15 +261,14 @@ func (h head[S]) move(from, to uint32) {}
 func (h head[S]) pop()                 {}
 func (h head[S]) clearFresh()          { h.t.fresh = h.t.zero }
 
-func (h head[S]) give(i uint32, dst column, now time.Duration) {
+func (h head[S]) give(i uint32, dst column, now time.Duration, same bool) {
 	if t, ok := dst.(taker[S]); ok {
-		t.take(h.at(i), h.t.m, now)
+		t.take(h.at(i), h.t.m, now, same)
 	}
 }
 
-func (h head[S]) take(s *S, from algorithms.Machine[S], now time.Duration) {
-	h.t.fresh = *s
-	h.t.adopt(&h.t.fresh, from, now)
+func (h head[S]) take(s *S, from algorithms.Machine[S], now time.Duration, same bool) {
+	h.t.carryState(&h.t.fresh, s, from, now, same)
 }
 
 func (h head[S]) canSave() bool { return h.t.codec != nil }

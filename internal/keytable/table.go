@@ -32,6 +32,7 @@ type slot[S any] struct {
 type table[S any] struct {
 	policyRules[S]                       // the first policy's rule, whose states live in the slots
 	set            *Set                  // the policies the table's keys are under
+	capacity       int                   // the set's: the largest n a key may be allowed
 	name           string                // the first policy's name, for its decisions
 	multi          bool                  // more than one policy: decisions are combined (decideAll)
 	cols           []column              // every policy's states, in the set's order: the head, then one column each
@@ -65,6 +66,7 @@ func newTable[S any](set *Set, rules policyRules[S], extra []column) *table[S] {
 	t := &table[S]{
 		policyRules: rules,
 		set:         set,
+		capacity:    set.capacity,
 		name:        set.policies[0].Name,
 		multi:       len(extra) > 0,
 		seed:        maphash.MakeSeed(),
@@ -81,7 +83,7 @@ func newTable[S any](set *Set, rules policyRules[S], extra []column) *table[S] {
 }
 
 func (t *table[S]) AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error {
-	if n > t.set.capacity {
+	if n > t.capacity {
 		*d = algorithms.Decision{}
 		return t.set.exceeds(n)
 	}
@@ -160,7 +162,7 @@ func (t *table[S]) allowEach(items []Item, now time.Duration, pick []int32, want
 				}
 				t.item = k
 				it := &items[k]
-				if it.N > t.set.capacity {
+				if it.N > t.capacity {
 					it.D, it.Err = algorithms.Decision{}, t.set.exceeds(it.N)
 					continue
 				}
@@ -190,7 +192,7 @@ func (t *table[S]) allowEach(items []Item, now time.Duration, pick []int32, want
 }
 
 func (t *table[S]) PeekN(key string, now time.Duration, n int, d *algorithms.Decision) error {
-	if n > t.set.capacity {
+	if n > t.capacity {
 		*d = algorithms.Decision{}
 		return t.set.exceeds(n)
 	}
