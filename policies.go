@@ -3,7 +3,6 @@ package chanlimit
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -59,6 +58,7 @@ func compile(field string, policies []Policy) (*keytable.Set, error) {
 		return nil, fmt.Errorf("%w: %s: at least one policy is needed", ErrInvalidConfig, field)
 	}
 	out := make([]keytable.Policy, len(policies))
+	seen := make(map[string]int, len(policies)) // each name's index: a snapshot may hold very many policies
 	for j, p := range policies {
 		name := cmp.Or(p.Name, DefaultPolicyName)
 		where := ""
@@ -68,11 +68,10 @@ func compile(field string, policies []Policy) (*keytable.Set, error) {
 		if err := checkName(name); err != nil {
 			return nil, fmt.Errorf("%w: %sName: %v", ErrInvalidConfig, where, err)
 		}
-		for k := range j {
-			if out[k].Name == name {
-				return nil, fmt.Errorf("%w: %sName: %s[%d] has that name too: names are unique", ErrInvalidConfig, where, field, k)
-			}
+		if k, ok := seen[name]; ok {
+			return nil, fmt.Errorf("%w: %sName: %s[%d] has that name too: names are unique", ErrInvalidConfig, where, field, k)
 		}
+		seen[name] = j
 		rule, err := newRule(where, p)
 		if err != nil {
 			return nil, err
@@ -148,16 +147,23 @@ func policiesFrom(set *keytable.Set) []Policy {
 	return out
 }
 
-// admin waits for the router's administrative token, which SetPolicies,
-// Snapshot and Restore hold while they run, so that none of them sees the
-// partitions half-way through another (a snapshot under two sets of
-// policies, a restore over a switch), and returns the function that gives
-// it back. SetOverride and ClearOverride change one partition in one step
-// and need no token.
-func (r *Router) admin(ctx context.Context) (release func(), err error) {
+// hold waits for token, one of the router's administrative tokens, and
+// returns the function that gives it back:
+//
+//   - policiesToken is held by SetPolicies, Snapshot and Restore, so that
+//     none of them sees the partitions half-way through another (a
+//     snapshot under two sets of policies, a restore over a switch);
+//   - overridesToken by SetOverride, ClearOverride and Restore, so that a
+//     restore, which sets every partition's overrides one partition after
+//     another, never meets an override set in between and passes
+//     MaxOverrides. (SetOverride and ClearOverride change one partition
+//     each, and count there, so they need nothing more of one another.)
+//
+// Restore holds both, taking policiesToken first.
+func hold(ctx context.Context, token chan struct{}) (release func(), err error) {
 	select {
-	case r.adminToken <- struct{}{}:
-		return func() { <-r.adminToken }, nil
+	case token <- struct{}{}:
+		return func() { <-token }, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -181,19 +187,18 @@ func (r *Router) admin(ctx context.Context) (release func(), err error) {
 // SetPolicies returns ctx.Err() if ctx ends before the first partition
 // switches, having changed nothing; once the first has switched, the
 // others follow whatever ctx does. It returns ErrClosed if the router is
-// closed (then some partitions may have switched). If a rule panics while
-// a key's state is carried over, the key starts untouched and the panic
-// counts in Stats.Panicked; if one ends its goroutine (runtime.Goexit),
-// its partition switches with the keys carried over so far, the others
-// switch too, and SetPolicies returns an error wrapping ErrAlgorithmPanic.
-// A switch costs each partition a pass over its keys, during which it
-// serves no request, and holds the old and the new table meanwhile.
+// closed (then some partitions may have switched). A rule that panics, or
+// runs runtime.Goexit, while a key's state is carried over costs that key
+// its state (it starts untouched, and the panic counts in
+// Stats.Panicked), and the switch goes on. A switch costs each partition
+// a pass over its keys, during which it serves no request, and holds the
+// old and the new table meanwhile.
 func (r *Router) SetPolicies(ctx context.Context, policies ...Policy) error {
 	set, err := compile("SetPolicies", policies)
 	if err != nil {
 		return err
 	}
-	release, err := r.admin(ctx)
+	release, err := hold(ctx, r.policiesToken)
 	if err != nil {
 		return fmt.Errorf("chanlimit: SetPolicies: %w", err)
 	}
@@ -201,23 +206,20 @@ func (r *Router) SetPolicies(ctx context.Context, policies ...Policy) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("chanlimit: SetPolicies: %w", err)
 	}
-	var failed []error
 	for _, p := range r.parts { // all of them, not to be left half-done
 		err := p.Do(context.Background(), func(s *actor.State) error {
 			keysOf(s).SetPolicies(set, s.Now)
 			return nil
 		})
-		switch {
-		case errors.Is(err, ErrClosed):
+		// A rule that ends the goroutine (runtime.Goexit) fails the Do
+		// as a panic would, once the partition has finished the switch
+		// (keytable.Keys.Resume): the key it was on is dropped and
+		// counted, as for a panic, and the switch goes on.
+		if err != nil && !supervise.Panicked(err) {
 			return fmt.Errorf("chanlimit: SetPolicies: %w", err)
-		case err != nil:
-			failed = append(failed, err)
 		}
 	}
 	r.policies.Store(set)
-	if failed != nil {
-		return fmt.Errorf("chanlimit: SetPolicies: switched, but carrying keys over failed: %w", errors.Join(failed...))
-	}
 	return nil
 }
 
@@ -242,6 +244,11 @@ func (r *Router) SetOverride(ctx context.Context, key string, policies ...Policy
 	if err != nil {
 		return err
 	}
+	release, err := hold(ctx, r.overridesToken)
+	if err != nil {
+		return fmt.Errorf("chanlimit: SetOverride: %w", err)
+	}
+	defer release()
 	err = r.partition(key).Do(ctx, func(s *actor.State) error {
 		keys := keysOf(s)
 		if keys.Override(key) != nil {
@@ -288,7 +295,12 @@ func (r *Router) ClearOverride(ctx context.Context, key string) error {
 	if len(key) > r.maxKeyBytes {
 		return r.keyTooLong(key)
 	}
-	err := r.partition(key).Do(ctx, func(s *actor.State) error {
+	release, err := hold(ctx, r.overridesToken)
+	if err != nil {
+		return fmt.Errorf("chanlimit: ClearOverride: %w", err)
+	}
+	defer release()
+	err = r.partition(key).Do(ctx, func(s *actor.State) error {
 		if keysOf(s).ClearOverride(key, s.Now) {
 			r.overrides.Add(-1)
 		}

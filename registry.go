@@ -47,9 +47,9 @@ func init() {
 // the key is not idle, the cap on keys, supervision, and batches. If the
 // Machine is also an algorithms.Expiring, its idle keys are told exactly;
 // if it is also an algorithms.StateCodec, its keys can be saved with
-// Snapshot and Restore; if it is also an algorithms.Adopter, a key keeps
-// its state when the Params of its policy change (SetPolicies,
-// SetOverride), where it otherwise starts untouched.
+// Snapshot and Restore; if it is also an algorithms.Adopter, it converts
+// a key's state when the Params of its policy change (SetPolicies,
+// SetOverride), where the state is otherwise kept as it is.
 //
 // Register may be called at any time, though init is the usual place. It
 // refuses an empty name, a nil newMachine, and, with

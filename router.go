@@ -144,19 +144,20 @@ type Request struct {
 // Router is a per-key rate limiter. It is safe for simultaneous use by many
 // goroutines. The zero Router is not usable: call New.
 type Router struct {
-	parts        []*actor.Partition
-	seed         maphash.Seed
-	maxKeyBytes  int
-	maxKeys      int
-	evict        bool
-	maxOverrides int
-	clock        clock.Clock
-	policies     atomic.Pointer[keytable.Set] // the router's: the partitions' once SetPolicies has switched them all
-	overrides    atomic.Int64                 // keys with an override, counted by their partitions
-	panicked     atomic.Uint64                // panics met outside the partitions: while Restore loads
-	closeOnce    sync.Once
-	batches      sync.Pool     // of *batch
-	adminToken   chan struct{} // held by an administrative call while it runs (admin)
+	parts          []*actor.Partition
+	seed           maphash.Seed
+	maxKeyBytes    int
+	maxKeys        int
+	evict          bool
+	maxOverrides   int
+	clock          clock.Clock
+	policies       atomic.Pointer[keytable.Set] // the router's: the partitions' once SetPolicies has switched them all
+	overrides      atomic.Int64                 // keys with an override, counted by their partitions
+	panicked       atomic.Uint64                // panics met outside the partitions: while Restore loads
+	closeOnce      sync.Once
+	batches        sync.Pool     // of *batch
+	policiesToken  chan struct{} // held by SetPolicies, Snapshot and Restore while they run (hold)
+	overridesToken chan struct{} // held by SetOverride, ClearOverride and Restore while they run (hold)
 }
 
 // batch is AllowBatch's scratch space, kept for the next call unless a
@@ -199,14 +200,15 @@ func New(cfg Config) (*Router, error) {
 	}
 
 	r := &Router{
-		parts:        make([]*actor.Partition, partitions),
-		seed:         maphash.MakeSeed(),
-		maxKeyBytes:  cmp.Or(cfg.MaxKeyBytes, DefaultMaxKeyBytes),
-		maxKeys:      cfg.MaxKeys,
-		evict:        cfg.EvictLRU,
-		maxOverrides: cfg.MaxOverrides,
-		clock:        clk,
-		adminToken:   make(chan struct{}, 1),
+		parts:          make([]*actor.Partition, partitions),
+		seed:           maphash.MakeSeed(),
+		maxKeyBytes:    cmp.Or(cfg.MaxKeyBytes, DefaultMaxKeyBytes),
+		maxKeys:        cfg.MaxKeys,
+		evict:          cfg.EvictLRU,
+		maxOverrides:   cfg.MaxOverrides,
+		clock:          clk,
+		policiesToken:  make(chan struct{}, 1),
+		overridesToken: make(chan struct{}, 1),
 	}
 	r.policies.Store(set)
 	r.batches.New = func() any {

@@ -58,7 +58,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // errors.ErrUnsupported if an algorithm cannot save its states; what it
 // wrote to w then is not a snapshot.
 func (r *Router) Snapshot(ctx context.Context, w io.Writer) error {
-	release, err := r.admin(ctx)
+	release, err := hold(ctx, r.policiesToken)
 	if err != nil {
 		return fmt.Errorf("chanlimit: Snapshot: %w", err)
 	}
@@ -141,7 +141,7 @@ func readPolicies(rd *wire.Reader, sets map[string]*keytable.Set) (*keytable.Set
 	if rd.Err == nil && n > uint64(len(rd.Src)) { // each takes bytes: a bound before allocating
 		return nil, badSnapshot("%d policies in %d bytes", n, len(rd.Src))
 	}
-	ps := make([]Policy, 0, n)
+	ps := make([]Policy, 0, min(n, 16)) // grown as they are read: n is only bounded by the bytes left
 	for range n {
 		var p Policy
 		p.Name, p.Algorithm = string(rd.Bytes()), string(rd.Bytes())
@@ -209,7 +209,8 @@ func describe(set *keytable.Set) string {
 // of MaxKeys keeps them all until a new key comes: it then lets its idle
 // keys go and, with EvictLRU, evicts its least recently used ones until it
 // is below its share; without, refuses the new key until it is. Restore
-// waits for SetPolicies and Snapshot calls to finish, and they for it.
+// waits for SetPolicies, SetOverride, ClearOverride and Snapshot calls to
+// finish, and they for it.
 //
 // Restore reads all of rd and checks it before it changes anything: a
 // truncated or corrupted snapshot, one of another version, one taken under
@@ -222,11 +223,16 @@ func describe(set *keytable.Set) string {
 // everything, and one that returns an error loaded nothing, unless the
 // router was closed while it loaded (ErrClosed).
 func (r *Router) Restore(ctx context.Context, rd io.Reader) error {
-	release, err := r.admin(ctx)
+	release, err := hold(ctx, r.policiesToken)
 	if err != nil {
 		return fmt.Errorf("chanlimit: Restore: %w", err)
 	}
 	defer release()
+	releaseOverrides, err := hold(ctx, r.overridesToken)
+	if err != nil {
+		return fmt.Errorf("chanlimit: Restore: %w", err)
+	}
+	defer releaseOverrides()
 	data, err := io.ReadAll(rd)
 	if err != nil {
 		return fmt.Errorf("chanlimit: Restore: %w", err)

@@ -19,6 +19,7 @@ type left struct {
 	first  request // the first request of a burst, until the clock's reading for it
 	resume request // that request, if the clock ended the goroutine: to serve on the reading before
 	answer error   // the error for the request in flight, if the goroutine ended while serving it
+	ended  bool    // a goroutine ended: the table is to Resume
 }
 
 // carryOn, deferred by run, notes what the ending goroutine leaves undone
@@ -39,16 +40,24 @@ func (p *Partition) carryOn() {
 	}
 	l.state.calling = callingNone
 	l.left.first = request{}
+	l.left.ended = true
 	go p.run()
 }
 
 // takeOver finishes what the goroutine before this one left undone: it
-// serves the request whose reading of the clock ended it, on the reading
-// before (so a request that needs the time fails, and one that needs none
-// goes on, as when the clock panics), and answers the request it was
-// serving with an error, having given back what a batch was granted.
+// has the table finish work it must not leave half-done (Resume), serves
+// the request whose reading of the clock ended it, on the reading before
+// (so a request that needs the time fails, and one that needs none goes
+// on, as when the clock panics), and answers the request it was serving
+// with an error, having given back what a batch was granted.
 func (p *Partition) takeOver() {
 	l := p.loop
+	if l.left.ended {
+		// First: if the table's work ends this goroutine too, the next
+		// one goes on with it.
+		l.state.Table.Resume(l.state.Now)
+		l.left.ended = false
+	}
 	if req := l.left.resume; req.op != 0 {
 		l.left.resume = request{}
 		if req.op != opStop { // carryOn noted the stop message: run drains

@@ -74,14 +74,6 @@ func (t *table[S]) slotOf(key string) uint32 {
 
 func (t *table[S]) drop(i uint32) { t.remove(i) }
 
-// migrate moves every key of from into to, at now.
-func migrate(from, to setTable, now time.Duration) {
-	from.each(func(i uint32, key []byte) {
-		to.carry(from, i, now)
-		to.keepFresh(string(key), now)
-	})
-}
-
 // moveKey moves key, if from holds it, into to, at now.
 func moveKey(key string, from, to setTable, now time.Duration) {
 	i := from.slotOf(key)

@@ -50,17 +50,14 @@ func (g granted[S]) ResetAfter(s *timed[S], now time.Duration) time.Duration {
 }
 
 // Adopt has the machine adopt the state, if it is an Adopter, and moves
-// the deadline no earlier than it was, nor than the ResetAfter the
-// adopted state gives a request of one unit now: late, never early. A
-// machine that cannot adopt leaves the state untouched.
+// the deadline no earlier than it was, nor than the ResetAfter the state
+// gives a request of one unit now: late, never early.
 func (g granted[S]) Adopt(s *timed[S], from algorithms.Machine[timed[S]], now time.Duration) {
-	f, ok := from.(granted[S])
-	a, can := g.m.(adopter[S])
-	if !ok || !can {
-		*s = timed[S]{}
-		return
+	if f, ok := from.(granted[S]); ok {
+		if a, ok := g.m.(adopter[S]); ok {
+			a.Adopt(&s.s, f.m, now)
+		}
 	}
-	a.Adopt(&s.s, f.m, now)
 	var d algorithms.Decision
 	g.m.PeekN(&s.s, now, 1, &d)
 	s.deadline = max(s.deadline, after(now, d.ResetAfter))

@@ -103,6 +103,12 @@ type Table interface {
 	// runtime.Goexit, which no recover stops. The table drops the key the
 	// rule was working on, as for a panic, and counts it as one.
 	Abandoned()
+
+	// Resume is called by the goroutine that takes over from one that
+	// ended (after Abandoned), before it serves anything: the table
+	// finishes the work the rule interrupted, if it must not be left
+	// half-done (a Keys: a switch of the router's policies).
+	Resume(now time.Duration)
 }
 
 // Rule is a rule ready to make tables: what a router keeps of an algorithm

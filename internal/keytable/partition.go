@@ -25,10 +25,24 @@ type Keys struct {
 	list      []*shared          // the same, for Expire to take in turn
 	next      int                // the one Expire takes next
 	limit     Limit
-	retired   Counts    // the counts of tables let go
-	asking    setTable  // the table calling into a rule, for Abandoned
-	pick      []int32   // AllowEach's: which table each item goes to
-	picked    []*shared // AllowEach's: the override tables among them
+	retired   Counts     // the counts of tables let go
+	asking    setTable   // the table calling into a rule, for Abandoned
+	moving    setTable   // the table a key is moving out of (SetOverride, ClearOverride), for Abandoned
+	movingKey string     // that key
+	switching *switching // the switch of the router's policies under way, until it is done (Resume)
+	pick      []int32    // AllowEach's: which table each item goes to
+	picked    []*shared  // AllowEach's: the override tables among them
+}
+
+// switching is a switch of the router's policies (SetPolicies) under way:
+// the keys of from go to to, in from's order, done of them so far (the one
+// being carried included). from is not changed meanwhile, so a switch that
+// a rule interrupts by ending the goroutine goes on where it stopped
+// (Resume), past the key the rule was on, which is dropped (it never
+// reaches to), as a panic drops it.
+type switching struct {
+	from, to setTable
+	done     int
 }
 
 // shared is the table of the keys whose override holds one Set.
@@ -222,22 +236,55 @@ func (k *Keys) Replace(other Table) {
 // retire keeps the counts of t, which is let go.
 func (k *Keys) retire(t setTable) { k.retired.add(t.tally()) }
 
+// Abandoned drops the key the rule was working on, as for a panic, and
+// counts it: in the table that called the rule, or, if that table was
+// being made (by SetOverride) and is let go with the call, in k's retired
+// counts. A key that was moving between tables is dropped from the one it
+// was leaving, as a panic in its rule would drop it.
 func (k *Keys) Abandoned() {
-	t := k.asking
-	if t == nil {
-		return
+	if t := k.asking; t != nil {
+		k.asking = nil
+		t.Abandoned()
+		if !k.holds(t) {
+			k.retire(t)
+		}
 	}
-	k.asking = nil
-	t.Abandoned()
-	if t == k.def {
-		return
+	if k.moving != nil {
+		if i := k.moving.slotOf(k.movingKey); i != none {
+			k.moving.drop(i)
+		}
+		k.moving, k.movingKey = nil, ""
+	}
+}
+
+// Resume finishes a switch of the router's policies that a rule
+// interrupted by ending the goroutine.
+func (k *Keys) Resume(now time.Duration) {
+	if k.switching != nil {
+		k.finishSwitch(now)
+	}
+}
+
+// holds reports whether t is one of k's tables, or will be once the switch
+// under way is done.
+func (k *Keys) holds(t setTable) bool {
+	if t == k.def || (k.switching != nil && t == k.switching.to) {
+		return true
 	}
 	for _, o := range k.list {
 		if o.table == t {
-			return
+			return true
 		}
 	}
-	k.retire(t) // a table that was being made (SetOverride): its count stays
+	return false
+}
+
+// moveKey moves key from one of k's tables to another, at now, noting it
+// for Abandoned.
+func (k *Keys) moveKey(key string, from, to setTable, now time.Duration) {
+	k.asking, k.moving, k.movingKey = to, from, key
+	moveKey(key, from, to, now)
+	k.asking, k.moving, k.movingKey = nil, nil, ""
 }
 
 // Capped returns the number of keys the cap (Bound) counts: those without
@@ -250,21 +297,37 @@ func (k *Keys) Set() *Set { return k.def.policySet() }
 // SetPolicies puts the keys without an override under set, at now: each
 // keeps its state under every policy of set whose name and algorithm one
 // of its old policies had (as it is under the same Params, adopted by the
-// new rule under others), and starts untouched under the others. The new
-// table is in place before the keys move, so that a rule that ends the
-// goroutine while they do leaves k under set, with the keys moved so far.
+// new rule under others), and starts untouched under the others. If a rule
+// ends the goroutine meanwhile, the switch is left under way, for Resume
+// to finish before the partition serves anything else.
 func (k *Keys) SetPolicies(set *Set, now time.Duration) {
-	old := k.def
-	if set.Same(old.policySet()) {
+	if set.Same(k.def.policySet()) {
 		return
 	}
 	t := set.newTable()
 	t.Bound(k.limit)
-	k.retire(old)
-	k.def = t
-	k.asking = t
-	migrate(old, t, now)
+	k.switching = &switching{from: k.def, to: t}
+	k.finishSwitch(now)
+}
+
+// finishSwitch carries on the switch under way: the keys of from not done
+// yet go to to; then to takes from's place.
+func (k *Keys) finishSwitch(now time.Duration) {
+	sw := k.switching
+	skip := sw.done
+	k.asking = sw.to
+	sw.from.each(func(i uint32, key []byte) {
+		if skip > 0 {
+			skip--
+			return
+		}
+		sw.done++ // first: if the rule ends the goroutine on this key, the switch goes on past it
+		sw.to.carry(sw.from, i, now)
+		sw.to.keepFresh(string(key), now)
+	})
 	k.asking = nil
+	k.retire(sw.from)
+	k.def, k.switching = sw.to, nil
 }
 
 // Override returns key's override, or nil.
@@ -300,9 +363,7 @@ func (k *Keys) SetOverride(key string, set *Set, now time.Duration) (added bool)
 	if made {
 		o = &shared{set: set, table: set.newTable()}
 	}
-	k.asking = o.table
-	moveKey(key, from, o.table, now)
-	k.asking = nil
+	k.moveKey(key, from, o.table, now)
 	if made { // only now: a rule that ends the goroutine above leaves no table behind
 		if k.shared == nil {
 			k.shared, k.overrides = make(map[string]*shared), make(map[string]*shared)
@@ -327,9 +388,7 @@ func (k *Keys) ClearOverride(key string, now time.Duration) (removed bool) {
 	if !ok {
 		return false
 	}
-	k.asking = k.def
-	moveKey(key, o.table, k.def, now)
-	k.asking = nil
+	k.moveKey(key, o.table, k.def, now)
 	delete(k.overrides, key)
 	k.release(o)
 	return true

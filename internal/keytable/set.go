@@ -113,8 +113,8 @@ type column interface {
 	// give sets dst's fresh to the state of slot i (none: fresh), if dst
 	// is a column of the same state type (a policy of the same
 	// algorithm): as it is if same (dst's rule was made from the same
-	// Params), else adopted by dst's rule if it is an Adopter; otherwise
-	// dst's fresh stays untouched.
+	// Params), else adopted by dst's rule if it is an Adopter (see
+	// carryState); otherwise dst's fresh stays untouched.
 	give(i uint32, dst column, now time.Duration, same bool)
 
 	// canSave reports whether the rule can save its states;
@@ -147,17 +147,13 @@ func newPolicyRules[S any](m algorithms.Machine[S], e algorithms.Expiring[S]) po
 	return policyRules[S]{m, e, c}
 }
 
-// carryState sets fresh to s, a state that from kept, at now: as it is if from
-// was made from the same Params (same), adopted if the rule is an
-// Adopter, and otherwise not at all: a state kept under other Params may
-// not hold to this rule's bounds, so fresh stays untouched.
+// carryState sets fresh to s, a state that from kept, at now: as it is
+// if from was made from the same Params (same), and otherwise adopted by
+// the rule if it is an Adopter, or, if not, as it is too, read under the
+// new Params.
 func (r *policyRules[S]) carryState(fresh, s *S, from algorithms.Machine[S], now time.Duration, same bool) {
-	if same {
-		*fresh = *s
-		return
-	}
-	if a, ok := r.m.(adopter[S]); ok {
-		*fresh = *s
+	*fresh = *s
+	if a, ok := r.m.(adopter[S]); ok && !same {
 		a.Adopt(fresh, from, now)
 	}
 }
