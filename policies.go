@@ -184,9 +184,9 @@ func hold(ctx context.Context, token chan struct{}) (release func(), err error) 
 //
 // policies are checked as Config.Policies is in New; an invalid one is an
 // ErrInvalidConfig naming the policy and the field, and changes nothing.
-// SetPolicies returns ctx.Err() if ctx ends before the first partition
-// switches, having changed nothing; once the first has switched, the
-// others follow whatever ctx does. It returns ErrClosed if the router is
+// SetPolicies returns ctx.Err() if ctx is done before it starts switching
+// (it waits for a Snapshot or Restore under way), having changed nothing;
+// once it has started, every partition switches whatever ctx does. It returns ErrClosed if the router is
 // closed (then some partitions may have switched). A rule that panics, or
 // runs runtime.Goexit, while a key's state is carried over costs that key
 // its state (it starts untouched, and the panic counts in
@@ -290,7 +290,9 @@ func (r *Router) takeOverride() bool {
 
 // ClearOverride puts key back under the router's policies, keeping its
 // state as SetPolicies does; for a key without an override it does
-// nothing. Its errors are SetOverride's, but ErrTooManyOverrides.
+// nothing. Its errors are SetOverride's, but ErrTooManyOverrides. The key
+// counts against MaxKeys again: a partition it puts over its share keeps
+// it, and then makes room for a new key as after a Restore (see Restore).
 func (r *Router) ClearOverride(ctx context.Context, key string) error {
 	if len(key) > r.maxKeyBytes {
 		return r.keyTooLong(key)

@@ -25,7 +25,7 @@ type Stats struct {
 	Expired  uint64 // idle keys let go: after their grace, or at once to make room for a new key
 	Evicted  uint64 // keys evicted, not idle, to make room for a new key (EvictLRU)
 
-	Overrides int // keys with an override (SetOverride), held or not
+	Overrides int // keys with an override (SetOverride), held or not; summed partition by partition, as the rest, so while overrides change it may pass MaxOverrides for a moment, which the keys themselves never do
 
 	Partitions []Stats // each partition's figures, in the order of partitions; theirs is nil
 }

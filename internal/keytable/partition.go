@@ -139,17 +139,23 @@ func (k *Keys) Refund(key string, now time.Duration, n int) {
 
 func (k *Keys) Reset(key string) { k.tableOf(key).Reset(key) }
 
-// Expire expires the router's table, then, with what is left of budget,
-// one override table, each in turn from one call to the next.
+// Expire expires the router's table with three quarters of budget and,
+// with the rest, one override table, each in turn from one call to the
+// next: at most budget steps in all.
 func (k *Keys) Expire(now time.Duration, budget int) int {
-	k.asking = k.def
-	dropped := k.def.Expire(now, budget)
-	if len(k.list) > 0 && budget > dropped {
-		k.next %= len(k.list)
-		k.asking = k.list[k.next].table
-		dropped += k.list[k.next].table.Expire(now, budget-dropped)
-		k.next++
+	if len(k.list) == 0 {
+		k.asking = k.def
+		dropped := k.def.Expire(now, budget)
+		k.asking = nil
+		return dropped
 	}
+	rest := max(budget/4, 1)
+	k.asking = k.def
+	dropped := k.def.Expire(now, budget-rest)
+	k.next %= len(k.list)
+	k.asking = k.list[k.next].table
+	dropped += k.list[k.next].table.Expire(now, rest)
+	k.next++
 	k.asking = nil
 	return dropped
 }
