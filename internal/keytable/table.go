@@ -270,22 +270,28 @@ func (t *table[S]) clearFresh() {
 // decideAll decides n units on the key in slot i (none: the fresh
 // states) under every policy of the set, and writes the combined decision
 // into d: allowed only if every policy allows, and then, with commit, taken
-// from each; a denial takes from none. Each policy decides first without
-// taking (PeekN), so that a denial never has anything to give back; only
-// a rule whose AllowN denies what its PeekN allowed makes the policies
-// before it give their units back (Refund).
+// from each; a denial takes from none. The policies but the last decide
+// first without taking (PeekN); the last then decides for real if they all
+// allow, so that its denial has nothing to give back, and the others take
+// only once it has allowed. Only a rule whose AllowN denies what its PeekN
+// allowed makes the policies that took give their units back (Refund).
 func (t *table[S]) decideAll(i uint32, now time.Duration, n int, d *algorithms.Decision, commit bool) {
 	ds := t.ds
+	last := len(t.cols) - 1
 	allowed := true
-	for j, c := range t.cols {
+	for j, c := range t.cols[:last] {
 		c.decide(i, now, n, &ds[j], false)
 		allowed = allowed && ds[j].Allowed
 	}
-	if allowed && commit {
-		for j, c := range t.cols {
+	took := commit && allowed
+	t.cols[last].decide(i, now, n, &ds[last], took)
+	allowed = allowed && ds[last].Allowed
+	if took && allowed {
+		for j, c := range t.cols[:last] {
 			if c.decide(i, now, n, &ds[j], true); ds[j].Allowed {
 				continue
 			}
+			t.cols[last].refund(i, now, n)
 			for k := j - 1; k >= 0; k-- {
 				t.cols[k].refund(i, now, n)
 			}
