@@ -1101,3 +1101,34 @@ func TestARuleThatFailsInAdoptLosesOnlyTheKeysState(t *testing.T) {
 		require.NoError(t, r.Snapshot(bg, io.Discard), "every partition is under the router's policies")
 	})
 }
+
+// deniesWhatItPeeks is a fixed window whose AllowN denies every request,
+// though its PeekN allows as a fixed window does: a rule that breaks the
+// Machine contract.
+type deniesWhatItPeeks struct{ *algorithms.FixedWindow }
+
+func (m deniesWhatItPeeks) AllowN(s *algorithms.FixedWindowState, now time.Duration, n int, d *chanlimit.Decision) {
+	*d = chanlimit.Decision{Limit: m.Capacity(), RetryAfter: time.Second, ResetAfter: time.Second}
+}
+
+// TestAPolicyWhoseAllowNDeniesWhatItsPeekAllowedTakesNothing: under two
+// policies, a rule whose AllowN denies after its PeekN allowed makes the
+// request a denial, and the policy that had taken its units gives them
+// back: a denial takes from none, whichever policy the liar is.
+func TestAPolicyWhoseAllowNDeniesWhatItsPeekAllowedTakesNothing(t *testing.T) {
+	liar := register[algorithms.FixedWindowState](t, func(fw *algorithms.FixedWindow) deniesWhatItPeeks { return deniesWhatItPeeks{fw} })
+	bucket := chanlimit.Policy{Name: "bucket", Limit: 3, Window: time.Hour}
+	lies := chanlimit.Policy{Name: "liar", Algorithm: liar, Limit: 3, Window: time.Hour}
+	for name, policies := range map[string][]chanlimit.Policy{"first": {lies, bucket}, "last": {bucket, lies}} {
+		t.Run(name, func(t *testing.T) {
+			r, _ := newRouter(t, chanlimit.Config{Policies: policies, Partitions: 1})
+			for range 3 {
+				d := allowN(t, r, "k", 1)
+				assert.False(t, d.Allowed)
+				assert.Equal(t, "liar", d.Policy)
+			}
+			require.NoError(t, r.SetPolicies(bg, bucket))
+			assert.Equal(t, 2, allowN(t, r, "k", 1).Remaining, "the bucket gave back what it took: still full")
+		})
+	}
+}
