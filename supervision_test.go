@@ -1102,13 +1102,17 @@ func TestARuleThatFailsInAdoptLosesOnlyTheKeysState(t *testing.T) {
 	})
 }
 
-// deniesWhatItPeeks is a fixed window whose AllowN denies every request,
-// though its PeekN allows as a fixed window does: a rule that breaks the
-// Machine contract.
-type deniesWhatItPeeks struct{ *algorithms.FixedWindow }
+// deniesTwo is a fixed window whose AllowN denies every request for 2
+// units, though its PeekN allows them as a fixed window does: a rule that
+// breaks the Machine contract.
+type deniesTwo struct{ *algorithms.FixedWindow }
 
-func (m deniesWhatItPeeks) AllowN(s *algorithms.FixedWindowState, now time.Duration, n int, d *chanlimit.Decision) {
-	*d = chanlimit.Decision{Limit: m.Capacity(), RetryAfter: time.Second, ResetAfter: time.Second}
+func (m deniesTwo) AllowN(s *algorithms.FixedWindowState, now time.Duration, n int, d *chanlimit.Decision) {
+	if n == 2 {
+		*d = chanlimit.Decision{Limit: m.Capacity(), RetryAfter: time.Second, ResetAfter: time.Second}
+		return
+	}
+	m.FixedWindow.AllowN(s, now, n, d)
 }
 
 // TestAPolicyWhoseAllowNDeniesWhatItsPeekAllowedTakesNothing: under two
@@ -1116,19 +1120,18 @@ func (m deniesWhatItPeeks) AllowN(s *algorithms.FixedWindowState, now time.Durat
 // request a denial, and the policy that had taken its units gives them
 // back: a denial takes from none, whichever policy the liar is.
 func TestAPolicyWhoseAllowNDeniesWhatItsPeekAllowedTakesNothing(t *testing.T) {
-	liar := register[algorithms.FixedWindowState](t, func(fw *algorithms.FixedWindow) deniesWhatItPeeks { return deniesWhatItPeeks{fw} })
-	bucket := chanlimit.Policy{Name: "bucket", Limit: 3, Window: time.Hour}
-	lies := chanlimit.Policy{Name: "liar", Algorithm: liar, Limit: 3, Window: time.Hour}
+	liar := register[algorithms.FixedWindowState](t, func(fw *algorithms.FixedWindow) deniesTwo { return deniesTwo{fw} })
+	bucket := chanlimit.Policy{Name: "bucket", Limit: 4, Window: time.Hour}
+	lies := chanlimit.Policy{Name: "liar", Algorithm: liar, Limit: 4, Window: time.Hour}
 	for name, policies := range map[string][]chanlimit.Policy{"first": {lies, bucket}, "last": {bucket, lies}} {
 		t.Run(name, func(t *testing.T) {
 			r, _ := newRouter(t, chanlimit.Config{Policies: policies, Partitions: 1})
-			for range 3 {
-				d := allowN(t, r, "k", 1)
-				assert.False(t, d.Allowed)
-				assert.Equal(t, "liar", d.Policy)
-			}
+			require.True(t, allowN(t, r, "k", 1).Allowed) // k is held: 3 left in each
+			d := allowN(t, r, "k", 2)
+			assert.False(t, d.Allowed)
+			assert.Equal(t, "liar", d.Policy)
 			require.NoError(t, r.SetPolicies(bg, bucket))
-			assert.Equal(t, 2, allowN(t, r, "k", 1).Remaining, "the bucket gave back what it took: still full")
+			assert.Equal(t, 2, allowN(t, r, "k", 1).Remaining, "the bucket gave back what it took: 3 tokens before this one")
 		})
 	}
 }
