@@ -59,36 +59,45 @@ func FuzzRestore(f *testing.F) {
 		defer r.Close()
 		_, _ = r.AllowN(bg, "a", 2)
 		_, _ = r.AllowN(bg, "b", 1)
-		before := fingerprint(t, r)
-
-		if err := r.Restore(bg, bytes.NewReader(data)); err != nil {
-			if !errors.Is(err, chanlimit.ErrBadSnapshot) {
-				t.Fatalf("Restore: %v, want an ErrBadSnapshot", err)
-			}
-			if after := fingerprint(t, r); after != before {
-				t.Fatalf("a refused Restore changed the router:\n%+v\n%+v", before, after)
-			}
-			return
-		}
-		// Loaded: every state must decide, save and load again.
-		cfg.Clock.(*clock.Fake).Advance(300 * time.Millisecond)
-		_ = fingerprint(t, r)
-		var again bytes.Buffer
-		if err := r.Snapshot(bg, &again); err != nil {
-			t.Fatalf("Snapshot of a restored router: %v", err)
-		}
-		twin, err := chanlimit.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer twin.Close()
-		if err := twin.Restore(bg, &again); err != nil {
-			t.Fatalf("Restore of a restored router's snapshot: %v", err)
-		}
-		if a, b := fingerprint(t, r), fingerprint(t, twin); a != b {
-			t.Fatalf("twin answers otherwise:\n%+v\n%+v", a, b)
-		}
+		checkRestore(t, r, cfg, data, fingerprint)
 	})
+}
+
+// checkRestore restores data into r, whose config is cfg (its Clock a
+// *clock.Fake), and checks what the fuzz targets promise: a refusal is an
+// ErrBadSnapshot that changes nothing view can tell; once loaded, every
+// state decides, saves and loads again, into a twin of cfg that answers
+// alike. It returns r's view before the restore, and whether data loaded.
+func checkRestore[V comparable](t *testing.T, r *chanlimit.Router, cfg chanlimit.Config, data []byte, view func(*testing.T, *chanlimit.Router) V) (before V, loaded bool) {
+	t.Helper()
+	before = view(t, r)
+	if err := r.Restore(bg, bytes.NewReader(data)); err != nil {
+		if !errors.Is(err, chanlimit.ErrBadSnapshot) {
+			t.Fatalf("Restore: %v, want an ErrBadSnapshot", err)
+		}
+		if after := view(t, r); after != before {
+			t.Fatalf("a refused Restore changed the router:\n%+v\n%+v", before, after)
+		}
+		return before, false
+	}
+	cfg.Clock.(*clock.Fake).Advance(300 * time.Millisecond)
+	_ = view(t, r)
+	var again bytes.Buffer
+	if err := r.Snapshot(bg, &again); err != nil {
+		t.Fatalf("Snapshot of a restored router: %v", err)
+	}
+	twin, err := chanlimit.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer twin.Close()
+	if err := twin.Restore(bg, &again); err != nil {
+		t.Fatalf("Restore of a restored router's snapshot: %v", err)
+	}
+	if a, b := view(t, r), view(t, twin); a != b {
+		t.Fatalf("twin answers otherwise:\n%+v\n%+v", a, b)
+	}
+	return before, true
 }
 
 // view is what a router says of a few keys, and how many it holds: two

@@ -54,7 +54,15 @@ func main() {
 			t := new(tally)
 			results[i][j] = t
 			for range c.workers {
-				wg.Go(func() { push(r, c.key, t, *every, *runFor) })
+				wg.Go(func() {
+					push(*every, *runFor, func() {
+						if r.Allow(c.key) {
+							t.allowed.Add(1)
+						} else {
+							t.denied.Add(1)
+						}
+					})
+				})
 			}
 		}
 	}
@@ -105,25 +113,17 @@ func severalLimits(limit int, window, every, runFor time.Duration) {
 		denials[j] = map[string]*atomic.Int64{"window": new(atomic.Int64), "longer": new(atomic.Int64)}
 		for range c.workers {
 			wg.Go(func() {
-				tick := time.NewTicker(every)
-				defer tick.Stop()
-				stop := time.After(runFor)
-				for {
-					select {
-					case <-stop:
-						return
-					case <-tick.C:
-						d, err := r.AllowN(ctx, c.key, 1)
-						switch {
-						case err != nil:
-							log.Fatal(err)
-						case d.Allowed:
-							allowed[j].Add(1)
-						default:
-							denials[j][d.Policy].Add(1)
-						}
+				push(every, runFor, func() {
+					d, err := r.AllowN(ctx, c.key, 1)
+					switch {
+					case err != nil:
+						log.Fatal(err)
+					case d.Allowed:
+						allowed[j].Add(1)
+					default:
+						denials[j][d.Policy].Add(1)
 					}
-				}
+				})
 			})
 		}
 	}
@@ -145,8 +145,8 @@ func severalLimits(limit int, window, every, runFor time.Duration) {
 	w.Flush()
 }
 
-// push asks for one unit on key every tick until runFor has passed.
-func push(r *chanlimit.Router, key string, t *tally, every, runFor time.Duration) {
+// push calls ask every tick until runFor has passed.
+func push(every, runFor time.Duration, ask func()) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	stop := time.After(runFor)
@@ -155,11 +155,7 @@ func push(r *chanlimit.Router, key string, t *tally, every, runFor time.Duration
 		case <-stop:
 			return
 		case <-tick.C:
-			if r.Allow(key) {
-				t.allowed.Add(1)
-			} else {
-				t.denied.Add(1)
-			}
+			ask()
 		}
 	}
 }

@@ -44,6 +44,23 @@ import (
 // a request on that key (AllowN, PeekN, an item of AllowEach), that request
 // fails with an error wrapping errs.ErrAlgorithmPanic. Everything else goes on.
 type Table interface {
+	keyed
+
+	// Replace drops every key the table holds and takes those of other, a
+	// table of the same kind (NewKeys), which is left empty. The table
+	// keeps its counts and its Limit.
+	Replace(other Table)
+
+	// Resume is called by the goroutine that takes over from one that
+	// ended (after Abandoned), before it serves anything: the table
+	// finishes the work the rule interrupted, if it must not be left
+	// half-done (a Keys: a switch of the router's policies).
+	Resume(now time.Duration)
+}
+
+// keyed is what every table of keys does, a partition's (Table) and the
+// table of the keys under one Set (setTable).
+type keyed interface {
 	// AllowN decides a request for n units on key at now, as the rule's
 	// AllowN does on the key's state, and writes the answer into d. A key
 	// is held only once it is allowed something, under a copy of key the
@@ -93,22 +110,11 @@ type Table interface {
 	// errs.ErrBadSnapshot, and then the table is as it was.
 	Load(key string, state []byte, now, age time.Duration) error
 
-	// Replace drops every key the table holds and takes those of other, a
-	// table of the same kind (NewKeys), which is left empty. The table
-	// keeps its counts and its Limit.
-	Replace(other Table)
-
 	// Abandoned is called, on the way out of the goroutine, when the rule
 	// did not return from a call the table made into it: it ran
 	// runtime.Goexit, which no recover stops. The table drops the key the
 	// rule was working on, as for a panic, and counts it as one.
 	Abandoned()
-
-	// Resume is called by the goroutine that takes over from one that
-	// ended (after Abandoned), before it serves anything: the table
-	// finishes the work the rule interrupted, if it must not be left
-	// half-done (a Keys: a switch of the router's policies).
-	Resume(now time.Duration)
 }
 
 // Rule is a rule ready to make tables: what a router keeps of an algorithm
@@ -153,20 +159,10 @@ func (r rule[S]) newTable(s *Set, extra []column) setTable {
 func (r rule[S]) newColumn() column { return &states[S]{policyRules: newPolicyRules(r.m, r.e)} }
 
 // setTable is the table of the keys under one Set, as a partition's Keys
-// uses it: a Table's methods (but Replace), and what Keys needs to move
-// keys between tables.
+// uses it: what every table does, and what Keys needs to move keys between
+// tables.
 type setTable interface {
-	AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error
-	PeekN(key string, now time.Duration, n int, d *algorithms.Decision) error
-	Refund(key string, now time.Duration, n int)
-	Reset(key string)
-	Expire(now time.Duration, budget int) int
-	Len() int
-	Counts(now time.Duration) Counts
-	Bound(limit Limit)
-	AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, error)
-	Load(key string, states []byte, now, age time.Duration) error
-	Abandoned()
+	keyed
 
 	// allowEach is AllowEach over the items k with pick[k] == want.
 	allowEach(items []Item, now time.Duration, pick []int32, want int32)
