@@ -76,4 +76,8 @@ var (
 	// ErrShortOutput is returned by AllowBatch when out has fewer slots
 	// than reqs has requests.
 	ErrShortOutput = errors.New("chanlimit: AllowBatch: out is shorter than reqs")
+
+	// ErrTooManyWaiters is returned, wrapped with the figures, by a WaitN
+	// on a key that already has MaxWaiters callers waiting.
+	ErrTooManyWaiters = errs.ErrTooManyWaiters
 )

@@ -114,6 +114,11 @@ type Config struct {
 	// once, across all partitions; 0 means no cap. Keys with an override
 	// count against it, not against MaxKeys.
 	MaxOverrides int
+
+	// MaxWaiters caps the callers waiting on one key (WaitN) at once; 0
+	// means no cap. A WaitN beyond it fails at once with
+	// ErrTooManyWaiters.
+	MaxWaiters int
 }
 
 // Limits and defaults of Config.
@@ -221,7 +226,7 @@ func New(cfg Config) (*Router, error) {
 	for i := range r.parts {
 		keys := keytable.NewKeys(set)
 		keys.Bound(r.keyLimit(i))
-		r.parts[i] = actor.Start(keys, clk, origin, mailbox)
+		r.parts[i] = actor.Start(keys, clk, origin, mailbox, cfg.MaxWaiters)
 	}
 	return r, nil
 }
@@ -259,6 +264,8 @@ func shape(cfg Config) (partitions, mailbox int, err error) {
 		return 0, 0, fmt.Errorf("%w: MaxKeyBytes: must be >= 0, where 0 means %d (got %d)", ErrInvalidConfig, DefaultMaxKeyBytes, cfg.MaxKeyBytes)
 	case cfg.MaxOverrides < 0:
 		return 0, 0, fmt.Errorf("%w: MaxOverrides: must be >= 0, where 0 means no cap (got %d)", ErrInvalidConfig, cfg.MaxOverrides)
+	case cfg.MaxWaiters < 0:
+		return 0, 0, fmt.Errorf("%w: MaxWaiters: must be >= 0, where 0 means no cap (got %d)", ErrInvalidConfig, cfg.MaxWaiters)
 	}
 	return partitions, mailbox, nil
 }

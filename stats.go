@@ -25,6 +25,8 @@ type Stats struct {
 	Expired  uint64 // idle keys let go: after their grace, or at once to make room for a new key
 	Evicted  uint64 // keys evicted, not idle, to make room for a new key (EvictLRU)
 
+	Waiting int // WaitN calls waiting in line for their grant
+
 	Overrides int // keys with an override (SetOverride), held or not; summed partition by partition, as the rest, so while overrides change it may pass MaxOverrides for a moment, which the keys themselves never do
 
 	Partitions []Stats // each partition's figures, in the order of partitions; theirs is nil
@@ -47,6 +49,7 @@ func (r *Router) Stats(ctx context.Context) (Stats, error) {
 			Expired:  c.Expired,
 			Evicted:  c.Evicted,
 
+			Waiting:   s.Waiting,
 			Overrides: keysOf(s).Overrides(),
 		}
 		return nil
@@ -66,6 +69,7 @@ func (r *Router) Stats(ctx context.Context) (Stats, error) {
 		st.Panicked += ps.Panicked
 		st.Expired += ps.Expired
 		st.Evicted += ps.Evicted
+		st.Waiting += ps.Waiting
 		st.Overrides += ps.Overrides
 	}
 	st.Panicked += r.panicked.Load()

@@ -71,10 +71,16 @@ func (p *Partition) takeOver() {
 	if l.inflight.op == opBatch {
 		l.giveBack(l.state.Now)
 	}
+	if l.inflight.op == opWait {
+		l.dropWaiter(l.inflight.reply, l.state.Now) // if it was in line
+	}
 	select {
 	case l.inflight.reply <- reply{err: l.left.answer}:
 	default: // the caller gave up
 	}
 	l.inflight = inflight{}
 	l.left.answer = nil
+	if len(l.waits.due) > 0 {
+		l.arm(l.state.Now) // a line may be due: nothing else would wake it
+	}
 }

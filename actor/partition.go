@@ -82,8 +82,10 @@ const (
 	opPeek
 	opReset
 	opBatch
-	opDo   // run do on the partition's state
-	opStop // sent by Stop: answer what is queued, then exit
+	opDo    // run do on the partition's state
+	opWait  // grant n units on key, in line with the key's other waiters (wait.go)
+	opLeave // take the waiter whose reply channel this is out of key's line
+	opStop  // sent by Stop: answer what is queued, then exit
 )
 
 // request is one message in a mailbox, sent by value.
@@ -94,6 +96,8 @@ type request struct {
 	batch *[]keytable.Item   // opBatch: decided in order, answered in place
 	do    func(*State) error // opDo
 	reply chan reply
+
+	budget time.Duration // opWait: the time left until ctx's deadline when it was sent; -1: no deadline
 }
 
 // reply is the answer to one request.
@@ -119,6 +123,8 @@ type State struct {
 	ClockErr error
 
 	Counts Counts // of the answers delivered so far
+
+	Waiting int // WaitN calls in line on the partition's keys
 
 	clock   clock.Clock
 	calling calling // the code the goroutine is in that it does not own, if it may end the goroutine
@@ -179,6 +185,7 @@ type loop struct {
 	inflight inflight            // the request being served, until it is answered
 	stopping bool                // the stop message has come: drain, then exit
 	left     left                // what a goroutine that ended left for the next (carry_on.go)
+	waits    waiting             // the lines of callers waiting on keys (wait.go)
 }
 
 // inflight is what the goroutine must know of the request it serves to
@@ -195,10 +202,12 @@ type inflight struct {
 
 // Start starts the goroutine of a partition that owns table, reads the time
 // from clk, taking origin (a reading of clk) as the start of its timeline,
-// and queues up to mailboxSize requests (at least 0). Start itself calls
-// neither the table nor the clock.
-func Start(table keytable.Table, clk clock.Clock, origin time.Time, mailboxSize int) *Partition {
+// and queues up to mailboxSize requests (at least 0). A key's line of
+// waiters (WaitN) holds at most maxWaiters; 0 means no cap. Start itself
+// calls neither the table nor the clock.
+func Start(table keytable.Table, clk clock.Clock, origin time.Time, mailboxSize, maxWaiters int) *Partition {
 	p := newPartition(table, clk, origin, mailboxSize)
+	p.loop.waits.max = max(maxWaiters, 0)
 	go p.run()
 	return p
 }
@@ -405,7 +414,11 @@ func (p *Partition) run() {
 		return
 	}
 	for {
-		req := <-p.mailbox
+		req, ok := p.receive()
+		if !ok { // the timer: a line is due
+			l.wake()
+			continue
+		}
 		// The requests queued behind req were all sent before the clock is
 		// read, so one reading serves them all: never a time before a
 		// caller's send, and one clock read per burst under load.
@@ -428,20 +441,55 @@ func (p *Partition) run() {
 			}
 			req, queued = <-p.mailbox, queued-1 // there: only this goroutine receives
 		}
+		if len(l.waits.due) > 0 {
+			if err == nil {
+				l.serveDue(now)
+			}
+			l.arm(l.state.Now)
+		}
 		// Expiring comes after the burst's answers, so no caller in it
 		// waits for it.
 		l.state.Table.Expire(now-grace, expireBase+expirePerRequest*served)
 	}
 }
 
+// receive returns the next request in the mailbox, or, with false, that
+// the timer of the lines fired first. While no line is due, it reads the
+// mailbox alone.
+func (p *Partition) receive() (request, bool) {
+	fired := p.loop.waits.fired
+	if fired == nil {
+		return <-p.mailbox, true
+	}
+	select {
+	case req := <-p.mailbox:
+		return req, true
+	case <-fired:
+		p.loop.waits.fired = nil // spent
+		return request{}, false
+	}
+}
+
+// wake serves the lines due when the timer fires, and sets it again.
+func (l *loop) wake() {
+	now, err := l.tick()
+	if err == nil {
+		l.serveDue(now)
+	}
+	l.arm(l.state.Now)
+	l.state.Table.Expire(now-grace, expireBase)
+}
+
 // drain answers the requests still in the mailbox with the latest clock
-// reading, taken before any of them, or its error.
+// reading, taken before any of them, or its error, and then every waiter
+// still in line with ErrClosed.
 func (p *Partition) drain(now time.Duration, clockErr error) {
 	for {
 		select {
 		case req := <-p.mailbox:
 			p.loop.serve(req, now, clockErr)
 		default:
+			p.loop.closeLines(errs.ErrClosed)
 			return
 		}
 	}
@@ -462,6 +510,18 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 	t := l.state.Table
 	var r reply
 	switch {
+	case req.op == opLeave:
+		l.leave(req, now)
+		l.inflight.reply = nil
+		return 0
+	case clockErr != nil && req.op == opWait:
+		r.err = clockErr
+	case req.op == opWait:
+		var queued bool
+		if r, queued = l.wait(req, now); queued {
+			l.inflight.reply = nil // answered when its turn comes
+			return 1
+		}
 	case clockErr != nil && req.op == opBatch:
 		items := *req.batch
 		for i := range items {
@@ -470,6 +530,8 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 		served = len(items)
 	case clockErr != nil && (req.op == opAllow || req.op == opPeek):
 		r.err = clockErr
+	case (req.op == opAllow || req.op == opPeek) && l.waits.lineOf(req.key) != nil:
+		r.d, r.err = l.inLine(req.key, req.n, now, l.waits.lineOf(req.key)) // no barging
 	case req.op == opAllow:
 		r.err = t.AllowN(req.key, now, req.n, &l.d)
 		r.d = l.d
@@ -478,13 +540,20 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 		r.d = l.d
 	case req.op == opReset:
 		t.Reset(req.key)
+		if ln := l.waits.lineOf(req.key); ln != nil {
+			l.waits.reschedule(ln, now) // its head may be granted now
+		}
 	case req.op == opBatch:
+		if len(l.waits.lines) > 0 {
+			l.inLineEach(*req.batch, now)
+		}
 		t.AllowEach(*req.batch, now)
 		served = len(*req.batch)
 	case req.op == opDo:
 		l.state.ClockErr = clockErr
 		r.err = req.do(&l.state)
 		l.state.ClockErr = nil
+		l.retryLines(l.state.Now)
 	}
 	l.deliver(req, now, r)
 	l.inflight.reply = nil // answered; not deferred: code that ends the goroutine leaves it for takeOver
@@ -547,6 +616,12 @@ func (c *Counts) count(req request, r reply) {
 	switch req.op {
 	case opAllow:
 		c.note(r.d, r.err)
+	case opWait:
+		if _, late := r.err.(*tooLate); late {
+			c.Denied++
+		} else {
+			c.note(r.d, r.err)
+		}
 	case opBatch:
 		for _, it := range *req.batch {
 			c.note(it.D, it.Err)

@@ -144,7 +144,7 @@ func TestServeRefundsAnUndeliveredGrant(t *testing.T) {
 // grace, not before; Counts count it idle meanwhile.
 func TestKeysExpireAfterTheirGrace(t *testing.T) {
 	clk := clock.NewFake(time.Unix(0, 0))
-	p := Start(fixedWindows(t), clk, clk.Now(), 4)
+	p := Start(fixedWindows(t), clk, clk.Now(), 4, 0)
 	defer func() { p.Stop(); <-p.Done() }()
 	ctx := context.Background()
 	counts := func() (held int, c keytable.Counts) {

@@ -100,7 +100,7 @@ func async(ctx context.Context, p *actor.Partition, key string, n int) <-chan ou
 
 // start starts a partition of table on clk.
 func start(table keytable.Table, clk clock.Clock, mailboxSize int) *actor.Partition {
-	return actor.Start(table, clk, clk.Now(), mailboxSize)
+	return actor.Start(table, clk, clk.Now(), mailboxSize, 0)
 }
 
 func stop(p *actor.Partition) {

@@ -12,4 +12,5 @@ var (
 	ErrTooManyKeys     = errors.New("chanlimit: too many keys")      // chanlimit.ErrTooManyKeys
 	ErrBadSnapshot     = errors.New("chanlimit: bad snapshot")       // chanlimit.ErrBadSnapshot
 	ErrExceedsCapacity = errors.New("chanlimit: n exceeds capacity") // chanlimit.ErrExceedsCapacity
+	ErrTooManyWaiters  = errors.New("chanlimit: too many waiters")   // chanlimit.ErrTooManyWaiters
 )

@@ -56,6 +56,12 @@ type Table interface {
 	// finishes the work the rule interrupted, if it must not be left
 	// half-done (a Keys: a switch of the router's policies).
 	Resume(now time.Duration)
+
+	// Pin keeps key from being evicted, until Unpin: its partition has
+	// callers waiting on it. A key need not be held to be pinned; a
+	// pinned key expires as any other once it is idle.
+	Pin(key string)
+	Unpin(key string)
 }
 
 // keyed is what every table of keys does, a partition's (Table) and the
@@ -109,6 +115,19 @@ type keyed interface {
 	// unless by now it is untouched. It ignores the cap. Its error wraps
 	// errs.ErrBadSnapshot, and then the table is as it was.
 	Load(key string, state []byte, now, age time.Duration) error
+
+	// Ahead returns when requests for ns[0], ns[1], ... units on key, asked
+	// at now in that order, each asked again as soon as its answer allows,
+	// would each be granted, as a partition grants its waiters: at is the
+	// instant the last one is granted, and free the instant the key is
+	// untouched after the one before it (or as it stands, if ns holds one
+	// request), if nothing else happens to the key. It decides on a copy
+	// of the key's states and changes nothing; a request above the
+	// capacity is passed by. ok is false if it cannot tell: the rule's
+	// states cannot be copied (they hold pointers and it is no
+	// StateCodec), or the rule keeps denying without a wait. An at of the
+	// largest Duration stands for never, within the timeline.
+	Ahead(key string, now time.Duration, ns []int) (at, free time.Duration, ok bool, err error)
 
 	// Abandoned is called, on the way out of the goroutine, when the rule
 	// did not return from a call the table made into it: it ran
@@ -202,6 +221,10 @@ type Item struct {
 	// the batch (its rule panicked on it, or it was evicted): its grant went
 	// with that state, so there is nothing to give back.
 	Gone bool
+
+	// Skip is set by the caller on an item it has decided itself (its key
+	// has waiters): the table passes it by, leaving D and Err as they are.
+	Skip bool
 }
 
 // Counts are what a table has done with its keys since it was made, and
@@ -220,6 +243,7 @@ type Counts struct {
 type Limit struct {
 	Max   int
 	Evict bool
+	pins  pins // the partition's, set by Keys.Bound
 }
 
 var (

@@ -116,10 +116,16 @@ func (t *table[S]) admit(now time.Duration) error {
 	if !t.hasRoom(now) {
 		return errNoRoom
 	}
+	skipped := 0 // pinned keys passed by
 	for t.full() {
 		switch {
 		case t.dropIdle(now):
-		case t.evicting() && t.oldest != none:
+		case t.evicting() && t.oldest != none && skipped < len(t.limit.pins) && t.pinned(t.oldest):
+			i := t.oldest // in use: it goes to the newest end
+			t.unlink(i)
+			t.link(i)
+			skipped++
+		case t.evicting() && t.oldest != none && !t.pinned(t.oldest):
 			t.remove(t.oldest)
 			t.counts.Evicted++
 		default:
@@ -127,6 +133,32 @@ func (t *table[S]) admit(now time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// pinned reports whether the key in slot i is pinned (Keys.Pin).
+func (t *table[S]) pinned(i uint32) bool {
+	if len(t.limit.pins) == 0 {
+		return false
+	}
+	_, ok := t.limit.pins[string(t.keyBytes(t.slots[i].key))]
+	return ok
+}
+
+// evictable reports whether the table holds a key it may evict: one not
+// pinned. It reads at most as many keys as are pinned, plus one.
+func (t *table[S]) evictable() bool {
+	if !t.evicting() || t.oldest == none {
+		return false
+	}
+	if t.held > len(t.limit.pins) {
+		return true
+	}
+	for i, read := t.oldest, 0; i != none && read <= len(t.limit.pins); i, read = t.links[i].newer, read+1 {
+		if !t.pinned(i) {
+			return true
+		}
+	}
+	return false
 }
 
 // dropIdle drops one key idle at now, if the table holds one. A key whose
@@ -148,7 +180,7 @@ func (t *table[S]) dropIdle(now time.Duration) (dropped bool) {
 // heap up to date (which admit's callers cannot tell), but drops no idle
 // key, unless its rule panics.
 func (t *table[S]) hasRoom(now time.Duration) (ok bool) {
-	if !t.full() || (t.evicting() && t.oldest != none) {
+	if !t.full() || t.evictable() {
 		return true
 	}
 	t.supervised(func() {

@@ -30,6 +30,7 @@ type Keys struct {
 	moving    setTable   // the table a key is moving out of (SetOverride, ClearOverride), for Abandoned
 	movingKey string     // that key
 	switching *switching // the switch of the router's policies under way, until it is done (Resume)
+	pinned    pins       // the keys the partition has callers waiting on, never evicted (Pin)
 	pick      []int32    // AllowEach's: which table each item goes to
 	picked    []*shared  // AllowEach's: the override tables among them
 }
@@ -58,7 +59,7 @@ var _ Table = (*Keys)(nil)
 // NewKeys returns the empty keys of a partition under the router's
 // policies, set.
 func NewKeys(set *Set) *Keys {
-	return &Keys{def: set.newTable()}
+	return &Keys{def: set.newTable(), pinned: make(pins)}
 }
 
 // tableOf returns the table that holds, or would hold, key.
@@ -189,6 +190,7 @@ func (c *Counts) add(o Counts) {
 }
 
 func (k *Keys) Bound(limit Limit) {
+	limit.pins = k.pinned
 	k.limit = limit
 	k.def.Bound(limit)
 }
@@ -236,7 +238,7 @@ func (k *Keys) Replace(other Table) {
 		sh.table.clearTally()
 	}
 	k.def.Bound(k.limit)
-	*o = Keys{def: k.def.policySet().newTable()}
+	*o = Keys{def: k.def.policySet().newTable(), pinned: make(pins)}
 }
 
 // retire keeps the counts of t, which is let go.

@@ -2,6 +2,7 @@ package keytable
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -110,6 +111,10 @@ type column interface {
 	// clearFresh makes fresh untouched again, holding nothing.
 	clearFresh()
 
+	// copyOf sets fresh to a copy of the state of slot i that deciding
+	// changes apart from it, and reports whether it could (see copyState).
+	copyOf(i uint32, now time.Duration) bool
+
 	// give sets dst's fresh to the state of slot i (none: fresh), if dst
 	// is a column of the same state type (a policy of the same
 	// algorithm): as it is if same (dst's rule was made from the same
@@ -140,11 +145,13 @@ type policyRules[S any] struct {
 	m     algorithms.Machine[S]
 	e     algorithms.Expiring[S]
 	codec algorithms.StateCodec[S] // nil if m cannot save states
+	flat  bool                     // S holds no pointers: a copy of a state shares nothing (copyState)
+	buf   []byte                   // copyState's, for a state copied through codec
 }
 
 func newPolicyRules[S any](m algorithms.Machine[S], e algorithms.Expiring[S]) policyRules[S] {
 	c, _ := m.(algorithms.StateCodec[S])
-	return policyRules[S]{m, e, c}
+	return policyRules[S]{m: m, e: e, codec: c, flat: flat(reflect.TypeFor[S]())}
 }
 
 // carryState sets fresh to s, a state that from kept, at now: as it is

@@ -157,7 +157,7 @@ func (t *table[S]) allowEach(items []Item, now time.Duration, pick []int32, want
 		// it came on, and the run goes on after it.
 		err := supervise.Call(errs.ErrAlgorithmPanic, func() {
 			for ; k < len(items); k++ {
-				if pick != nil && pick[k] != want {
+				if items[k].Skip || (pick != nil && pick[k] != want) {
 					continue
 				}
 				t.item = k

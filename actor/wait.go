@@ -1,0 +1,476 @@
+package actor
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/chanlimit/chanlimit/algorithms"
+	"github.com/chanlimit/chanlimit/clock"
+	"github.com/chanlimit/chanlimit/internal/errs"
+	"github.com/chanlimit/chanlimit/internal/keytable"
+	"github.com/chanlimit/chanlimit/internal/supervise"
+)
+
+// Waiting (WaitN). The partition keeps the callers waiting on a key in a
+// line, oldest first, and asks the key's rule about the line's head alone:
+// when the head's request is granted, it is answered and the next asked at
+// once; when it is denied, the line waits for the head's RetryAfter (a
+// grant with a Delay, leaky_bucket's, is given back and asked again once
+// the Delay has passed, so that a waiter returns at its turn). One timer,
+// from the partition's Clock, is set for the earliest instant a line is due.
+// No goroutine and no timer belongs to a waiter.
+//
+// While a key has a line, requests that do not join it (AllowN, PeekN, a
+// batch's items) are denied, with the wait they would have in the line,
+// so nobody passes the waiters (no barging). A caller that stops waiting
+// sends a leave message and waits for its answer, so that from the moment
+// WaitN returns it counts nowhere; if its head leaves, the line's next
+// waiter is asked at once. A key with a line is pinned in the table (never
+// evicted), and, its head being denied, it is never idle, so never
+// forgotten either.
+//
+// A waiter's reply channel gets exactly one answer: its grant, an error,
+// or errLeft for its leave message. A channel whose caller sent a leave is
+// never put back in the pool, since the leave may still be in the mailbox.
+
+// waiting is the lines of a partition's keys and their timer.
+type waiting struct {
+	lines map[string]*line
+	due   lineHeap // the lines, earliest at first
+	max   int      // MaxWaiters: the longest line; 0: no cap
+	timer clock.Timer
+	fired <-chan time.Time // the timer's channel while it is set, else nil
+	setAt time.Duration    // the instant the timer is set for
+	ns    []int            // the requests of a line and one more, for Ahead
+}
+
+// line is the callers waiting on one key, oldest first.
+type line struct {
+	key   string
+	queue []waiter
+	at    time.Duration // when its head is to be asked again
+	index int           // its place in due
+}
+
+// waiter is one WaitN call in a line.
+type waiter struct {
+	reply chan reply
+	n     int
+}
+
+// errLeft answers a leave message: the waiter left its line, taking
+// nothing.
+var errLeft = errors.New("actor: left the line")
+
+// tooLate is WaitN's error when ctx's deadline comes before the grant
+// would.
+type tooLate struct{ wait, budget time.Duration }
+
+func (e *tooLate) Error() string {
+	return fmt.Sprintf("chanlimit: WaitN: the grant would come in %v, after the context's deadline (in %v): %v", e.wait, e.budget, context.DeadlineExceeded)
+}
+
+// Unwrap makes the error match context.DeadlineExceeded.
+func (e *tooLate) Unwrap() error { return context.DeadlineExceeded }
+
+// Timeout reports true, as context.DeadlineExceeded does.
+func (e *tooLate) Timeout() bool { return true }
+
+// WaitN asks the partition for n units on key and waits until they are
+// granted, in line behind the callers already waiting on key. It returns
+// the decision; ErrClosed; ctx.Err() if ctx ends first, having taken
+// nothing; an error matching context.DeadlineExceeded, at once, if ctx has
+// a deadline that the grant would come after; ErrTooManyWaiters if key's
+// line is full; or the table's error, as AllowN.
+func (p *Partition) WaitN(ctx context.Context, key string, n int) (algorithms.Decision, error) {
+	budget := time.Duration(-1) // no deadline
+	if dl, ok := ctx.Deadline(); ok {
+		budget = max(time.Until(dl), 0)
+	}
+	ch, stopping, err := p.send(ctx, request{op: opWait, key: key, n: n, budget: budget})
+	if err != nil {
+		return algorithms.Decision{}, err
+	}
+	var exited <-chan struct{} // nil: the goroutine answers before it exits
+	if stopping {
+		exited = p.done
+	}
+	select {
+	case r := <-ch:
+		if !stopping {
+			p.replies.Put(ch)
+		}
+		return r.d, r.err
+	case <-ctx.Done():
+		return p.leave(ctx, key, ch)
+	case <-exited:
+		return answered(ch, errs.ErrClosed)
+	}
+}
+
+// leave takes the waiter whose reply channel is ch out of key's line, and
+// returns its answer: ctx.Err() if it left, or what came first (its grant,
+// an error).
+func (p *Partition) leave(ctx context.Context, key string, ch chan reply) (algorithms.Decision, error) {
+	select {
+	case r := <-ch: // answered while ctx ended
+		p.replies.Put(ch)
+		return r.d, r.err
+	case p.mailbox <- request{op: opLeave, key: key, reply: ch}:
+	case <-p.done:
+		return answered(ch, ctx.Err())
+	}
+	select {
+	case r := <-ch:
+		if r.err == errLeft {
+			return algorithms.Decision{}, ctx.Err()
+		}
+		return r.d, r.err
+	case <-p.done: // it answered every waiter before it exited; the wait itself may have come too late
+		return answered(ch, ctx.Err())
+	}
+}
+
+// answered returns the answer in ch, if there is one, and otherwise err.
+func answered(ch chan reply, err error) (algorithms.Decision, error) {
+	select {
+	case r := <-ch:
+		if r.err == errLeft {
+			return algorithms.Decision{}, err
+		}
+		return r.d, r.err
+	default:
+		return algorithms.Decision{}, err
+	}
+}
+
+// lineOf returns key's line, or nil.
+func (w *waiting) lineOf(key string) *line {
+	if len(w.lines) == 0 { // no map read while nobody waits
+		return nil
+	}
+	return w.lines[key]
+}
+
+// wait serves a WaitN request at now: it is granted at once if its key
+// has no line and the rule allows it with no Delay; otherwise it joins
+// the key's line (queued), unless the line is full or ctx's deadline
+// comes first.
+func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
+	t := l.state.Table
+	ln := l.waits.lineOf(req.key)
+	if ln == nil {
+		if r.err = t.AllowN(req.key, now, req.n, &l.d); r.err != nil {
+			return r, false
+		}
+		if l.d.Allowed && l.d.Delay <= 0 {
+			r.d = l.d
+			return r, false
+		}
+		if l.d.Allowed { // leaky_bucket: its turn is to come
+			t.Refund(req.key, now, req.n)
+		}
+	} else if l.waits.max > 0 && len(ln.queue) >= l.waits.max {
+		r.err = fmt.Errorf("%w: %d callers wait on this key, MaxWaiters is %d", errs.ErrTooManyWaiters, len(ln.queue), l.waits.max)
+		return r, false
+	}
+	if ln != nil || req.budget >= 0 {
+		// Errors as AllowN's (an n above the capacity), and the wait in
+		// line, for the deadline.
+		var d algorithms.Decision
+		if d, r.err = l.inLine(req.key, req.n, now, ln); r.err != nil {
+			return r, false
+		}
+		if req.budget >= 0 && d.RetryAfter > req.budget {
+			r.d, r.err = d, &tooLate{wait: d.RetryAfter, budget: req.budget}
+			return r, false
+		}
+	}
+	if ln == nil {
+		ln = l.waits.open(req.key, now+1) // asked again when the timer is set (arm), which needs its wait
+		t.Pin(req.key)
+		l.schedule(ln, now, &l.d)
+	}
+	ln.queue = append(ln.queue, waiter{reply: req.reply, n: req.n})
+	l.state.Waiting++
+	return reply{}, true
+}
+
+// inLine returns the decision for a request of n units on key that does
+// not join its line, ln (nil: none): a denial, with the wait it would have
+// in line (RetryAfter) and the time until the key is untouched once the
+// line has been granted (ResetAfter); Remaining is 0, since what the key
+// has left is the line's. Its errors are AllowN's.
+func (l *loop) inLine(key string, n int, now time.Duration, ln *line) (algorithms.Decision, error) {
+	t := l.state.Table
+	var d algorithms.Decision
+	if err := t.PeekN(key, now, n, &d); err != nil {
+		return algorithms.Decision{}, err
+	}
+	ns := l.waits.ns[:0]
+	if ln != nil {
+		for _, w := range ln.queue {
+			ns = append(ns, w.n)
+		}
+	}
+	ns = append(ns, n)
+	l.waits.ns = ns
+	at, free, ok, err := t.Ahead(key, now, ns)
+	if err != nil {
+		if ln != nil {
+			l.waits.reschedule(ln, now) // the rule dropped the key: the head may be granted now
+		}
+		return algorithms.Decision{}, err
+	}
+	if !ok { // the rule cannot tell: the head's wait is the least of it
+		at, free = now+1, after(now, d.ResetAfter)
+		if ln != nil {
+			at = max(at, ln.at)
+		}
+	}
+	return algorithms.Decision{
+		Limit:      d.Limit,
+		RetryAfter: max(at-now, 1),
+		ResetAfter: max(free-now, 0),
+		Policy:     d.Policy,
+	}, nil
+}
+
+// leave serves a leave message: the waiter whose reply channel it carries
+// leaves its key's line, and is answered errLeft. If it was the head, the
+// next is asked at once. A waiter already answered is not in the line,
+// and its channel is full: serve passed the message by.
+func (l *loop) leave(req request, now time.Duration) {
+	ln := l.waits.lineOf(req.key)
+	if ln == nil {
+		return
+	}
+	k := slices.IndexFunc(ln.queue, func(w waiter) bool { return w.reply == req.reply })
+	if k < 0 {
+		return
+	}
+	ln.queue = slices.Delete(ln.queue, k, k+1)
+	l.state.Waiting--
+	req.reply <- reply{err: errLeft}
+	if k == 0 {
+		l.serveLine(ln, now)
+	}
+}
+
+// serveDue serves the lines due at now.
+func (l *loop) serveDue(now time.Duration) {
+	for len(l.waits.due) > 0 && passed(l.waits.due[0].at, now) {
+		l.serveLine(l.waits.due[0], now)
+	}
+}
+
+// serveLine asks the rule about ln's head at now, and answers it if it is
+// granted (or fails), and the next after it, until one must wait: the line
+// is then due at the head's wait. A line left empty is closed.
+func (l *loop) serveLine(ln *line, now time.Duration) {
+	t := l.state.Table
+	for len(ln.queue) > 0 {
+		w := ln.queue[0]
+		l.inflight = inflight{reply: w.reply, op: opWait} // if the rule ends the goroutine, takeOver answers it
+		err := t.AllowN(ln.key, now, w.n, &l.d)
+		l.inflight.reply = nil
+		switch {
+		case err != nil:
+			l.answer(ln, reply{err: err})
+		case l.d.Allowed && l.d.Delay <= 0:
+			l.answer(ln, reply{d: l.d})
+		default:
+			if l.d.Allowed {
+				t.Refund(ln.key, now, w.n)
+			}
+			l.schedule(ln, now, &l.d)
+			return
+		}
+	}
+	l.waits.close(ln)
+	l.state.Table.Unpin(ln.key)
+}
+
+// schedule sets ln due when its head, decided d at now (a denial, or a
+// grant with a Delay, given back), is to be asked again.
+func (l *loop) schedule(ln *line, now time.Duration, d *algorithms.Decision) {
+	wait := d.RetryAfter
+	if d.Allowed {
+		wait = d.Delay
+	}
+	l.waits.reschedule(ln, after(now, max(wait, 1)))
+}
+
+// answer takes ln's head out of the line and sends it r, counted.
+func (l *loop) answer(ln *line, r reply) {
+	w := ln.queue[0]
+	ln.queue[0] = waiter{}
+	ln.queue = ln.queue[1:]
+	l.state.Waiting--
+	w.reply <- r // never blocks: a waiter's channel gets one answer
+	l.state.Counts.note(r.d, r.err)
+}
+
+// closeLines answers every waiter with err, oldest first in each line,
+// and stops the timer.
+func (l *loop) closeLines(err error) {
+	for len(l.waits.due) > 0 {
+		ln := l.waits.due[0]
+		for len(ln.queue) > 0 {
+			l.answer(ln, reply{err: err})
+		}
+		l.waits.close(ln)
+		l.state.Table.Unpin(ln.key)
+	}
+	l.stopTimer()
+}
+
+// dropWaiter takes the waiter whose reply channel is ch out of its line,
+// if it is in one, and sets that line due at now: its next waiter may be
+// granted.
+func (l *loop) dropWaiter(ch chan reply, now time.Duration) {
+	for _, ln := range l.waits.due {
+		if k := slices.IndexFunc(ln.queue, func(w waiter) bool { return w.reply == ch }); k >= 0 {
+			ln.queue = slices.Delete(ln.queue, k, k+1)
+			l.state.Waiting--
+			l.waits.reschedule(ln, now)
+			return
+		}
+	}
+}
+
+// retryLines sets every line due at now: what decides their heads may
+// have changed (the key's state, or its policies).
+func (l *loop) retryLines(now time.Duration) {
+	for _, ln := range l.waits.due {
+		ln.at = now
+	}
+	heap.Init(&l.waits.due)
+}
+
+// arm sets the timer for the earliest line due, or stops it if there is
+// none. The timer is the Clock's: its calls are supervised, and if one
+// panics, every waiter is answered with its error, since nothing would
+// wake them.
+func (l *loop) arm(now time.Duration) {
+	w := &l.waits
+	if len(w.due) == 0 || w.due[0].at == math.MaxInt64 {
+		l.stopTimer()
+		return
+	}
+	at := w.due[0].at
+	if w.fired != nil && w.setAt == at {
+		return
+	}
+	err := l.timerCall(func() {
+		if w.timer == nil {
+			w.timer = l.state.clock.NewTimer(at - now)
+		} else {
+			w.timer.Reset(at - now)
+		}
+		w.fired, w.setAt = w.timer.C(), at
+	})
+	if err != nil {
+		w.timer, w.fired = nil, nil
+		l.closeLines(err)
+	}
+}
+
+// stopTimer stops the timer, if it is set.
+func (l *loop) stopTimer() {
+	w := &l.waits
+	if w.fired == nil {
+		return
+	}
+	w.fired = nil
+	if l.timerCall(func() { w.timer.Stop() }) != nil {
+		w.timer = nil
+	}
+}
+
+// timerCall runs f, which calls the Clock's timer, under supervision.
+func (l *loop) timerCall(f func()) error {
+	l.state.calling = callingClock
+	err := supervise.Call(errs.ErrClockPanic, f)
+	l.state.calling = callingNone
+	if err != nil {
+		l.state.Counts.ClockPanics++
+	}
+	return err
+}
+
+// open opens key's line, due at at.
+func (w *waiting) open(key string, at time.Duration) *line {
+	if w.lines == nil {
+		w.lines = make(map[string]*line)
+	}
+	ln := &line{key: key, at: at}
+	w.lines[key] = ln
+	heap.Push(&w.due, ln)
+	return ln
+}
+
+// close closes ln, which is empty.
+func (w *waiting) close(ln *line) {
+	delete(w.lines, ln.key)
+	heap.Remove(&w.due, ln.index)
+}
+
+// reschedule sets ln due at at.
+func (w *waiting) reschedule(ln *line, at time.Duration) {
+	ln.at = at
+	heap.Fix(&w.due, ln.index)
+}
+
+// passed reports whether at has come at now; the largest Duration never
+// comes (see keytable).
+func passed(at, now time.Duration) bool { return at <= now && at != math.MaxInt64 }
+
+// after returns now + wait, saturating at the largest Duration.
+func after(now, wait time.Duration) time.Duration {
+	if wait > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + wait
+}
+
+// lineHeap is a min-heap of lines by at (container/heap).
+type lineHeap []*line
+
+func (h lineHeap) Len() int           { return len(h) }
+func (h lineHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h lineHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+
+func (h *lineHeap) Push(x any) {
+	ln := x.(*line)
+	ln.index = len(*h)
+	*h = append(*h, ln)
+}
+
+func (h *lineHeap) Pop() any {
+	old := *h
+	ln := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return ln
+}
+
+// inLineEach decides, as inLine, the items of a batch whose key has a
+// line, and marks them for the table to pass by.
+func (l *loop) inLineEach(items []keytable.Item, now time.Duration) {
+	for k := range items {
+		it := &items[k]
+		if ln := l.waits.lineOf(it.Key); ln != nil {
+			it.D, it.Err = l.inLine(it.Key, it.N, now, ln)
+			it.Skip = true
+		}
+	}
+}
