@@ -2,6 +2,7 @@ package chanlimit_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -160,5 +161,338 @@ func TestWaitNNoBarging(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, d.Allowed, "the waiters took every token")
 		assert.Equal(t, time.Second, d.RetryAfter, "no line: the bucket's own wait")
+	})
+}
+
+func TestWaitNCancelledWaitersTakeNothingAndLetOthersUp(t *testing.T) {
+	t.Run("Head", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r, clk := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Second, Burst: 5})
+			exhaust(t, r, "k", 5)
+			ctx, cancel := context.WithCancel(context.Background())
+			a := goWait(ctx, r, "k", 3) // would be granted at 3s
+			b := goWait(context.Background(), r, "k", 1)
+			advance(clk, time.Second) // one token: B's, but A is ahead
+			_, done := answer(b)
+			require.False(t, done)
+
+			cancel()
+			synctest.Wait()
+			w, done := answer(a)
+			require.True(t, done)
+			assert.ErrorIs(t, w.err, context.Canceled)
+			assert.Equal(t, chanlimit.Decision{}, w.d)
+			w, done = answer(b)
+			require.True(t, done, "the head left: B is granted at once")
+			require.NoError(t, w.err)
+			assert.True(t, w.d.Allowed)
+			assert.Zero(t, waiting(t, r))
+			d, err := r.Peek(context.Background(), "k", 1)
+			require.NoError(t, err)
+			assert.Equal(t, time.Second, d.RetryAfter, "A took nothing, B took the one token")
+		})
+	})
+	t.Run("Middle", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r, clk := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Second, Burst: 5})
+			exhaust(t, r, "k", 5)
+			ctx, cancel := context.WithCancel(context.Background())
+			a := goWait(context.Background(), r, "k", 3) // at 3s
+			b := goWait(ctx, r, "k", 2)                  // would be at 5s
+			c := goWait(context.Background(), r, "k", 1) // at 6s; at 4s once B has left
+			d, err := r.Peek(context.Background(), "k", 1)
+			require.NoError(t, err)
+			assert.Equal(t, 7*time.Second, d.RetryAfter, "behind A, B and C")
+
+			cancel()
+			synctest.Wait()
+			w, done := answer(b)
+			require.True(t, done)
+			assert.ErrorIs(t, w.err, context.Canceled)
+			assert.Equal(t, 2, waiting(t, r), "B counts nowhere once it has returned")
+			d, err = r.Peek(context.Background(), "k", 1)
+			require.NoError(t, err)
+			assert.Equal(t, 5*time.Second, d.RetryAfter, "behind A and C")
+
+			advance(clk, 3*time.Second)
+			_, done = answer(a)
+			assert.True(t, done, "A at 3s")
+			advance(clk, time.Second-time.Nanosecond)
+			_, done = answer(c)
+			assert.False(t, done)
+			advance(clk, time.Nanosecond)
+			_, done = answer(c)
+			assert.True(t, done, "C at 4s")
+		})
+	})
+}
+
+func TestWaitNDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, clk := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Second, Burst: 2})
+		exhaust(t, r, "k", 2)
+
+		// The grant would come at 1s: a deadline at 500ms cannot be met.
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		d, err := r.WaitN(ctx, "k", 1)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Zero(t, time.Since(start), "at once, not at the deadline")
+		assert.Equal(t, chanlimit.Decision{Limit: 1, RetryAfter: time.Second, ResetAfter: 2 * time.Second, Policy: chanlimit.DefaultPolicyName}, d)
+		assert.Zero(t, waiting(t, r), "queued nothing")
+		d, err = r.Peek(context.Background(), "k", 1)
+		require.NoError(t, err)
+		assert.Equal(t, time.Second, d.RetryAfter, "took nothing")
+
+		// A deadline at the grant is met; behind a waiter, the wait is
+		// the line's.
+		ctx1, cancel1 := context.WithTimeout(context.Background(), time.Second)
+		defer cancel1()
+		first := goWait(ctx1, r, "k", 1)
+		ctx2, cancel2 := context.WithTimeout(context.Background(), 2*time.Second-time.Nanosecond)
+		defer cancel2()
+		d, err = r.WaitN(ctx2, "k", 1)
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "behind the first, the grant is at 2s")
+		assert.Equal(t, 2*time.Second, d.RetryAfter)
+		advance(clk, time.Second)
+		w, done := answer(first)
+		require.True(t, done)
+		require.NoError(t, w.err)
+		assert.True(t, w.d.Allowed)
+
+		st, err := r.Stats(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, uint64(2), st.Denied, "the two WaitN refused for their deadline count as denials")
+	})
+}
+
+func TestWaitNReleasesExactlyAtTheGrantForEveryAlgorithm(t *testing.T) {
+	for _, algorithm := range registered {
+		t.Run(algorithm, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cfg := chanlimit.Config{Algorithm: algorithm, Limit: 3, Window: time.Second}
+				r, clk := newRouter(t, cfg)
+				twin, twinClk := newRouter(t, cfg) // the schedule without waiting, to tell when the grant is due
+				for _, rt := range []*chanlimit.Router{r, twin} {
+					for range 3 {
+						_, err := rt.AllowN(context.Background(), "k", 1)
+						require.NoError(t, err)
+					}
+				}
+				var due time.Duration
+				for {
+					d, err := twin.Peek(context.Background(), "k", 2)
+					require.NoError(t, err)
+					if d.Allowed && d.Delay == 0 {
+						break
+					}
+					wait := d.RetryAfter
+					if d.Allowed {
+						wait = d.Delay
+					}
+					require.Positive(t, wait)
+					twinClk.Advance(wait)
+					due += wait
+				}
+				require.Positive(t, due)
+
+				w := goWait(context.Background(), r, "k", 2)
+				advance(clk, due-time.Nanosecond)
+				_, done := answer(w)
+				require.False(t, done, "1ns before the grant")
+				advance(clk, time.Nanosecond)
+				got, done := answer(w)
+				require.True(t, done, "at the grant, %v", due)
+				require.NoError(t, got.err)
+				assert.True(t, got.d.Allowed)
+				assert.Zero(t, got.d.Delay, "a waiter returns at its turn")
+			})
+		})
+	}
+}
+
+func TestWaitNLeakyBucketReturnsAtItsTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A queue of 3 drained at 1 a second: WaitN i returns at i seconds.
+		r, clk := newRouter(t, chanlimit.Config{Algorithm: "leaky_bucket", Limit: 1, Window: time.Second, Burst: 3})
+		chans := make([]<-chan waited, 5)
+		for i := range chans {
+			chans[i] = goWait(context.Background(), r, "k", 1)
+		}
+		for i, ch := range chans {
+			if i > 0 {
+				advance(clk, time.Second-time.Nanosecond)
+				_, done := answer(ch)
+				require.False(t, done, "waiter %d, 1ns before its turn", i)
+				advance(clk, time.Nanosecond)
+			}
+			w, done := answer(ch)
+			require.True(t, done, "waiter %d at %ds", i, i)
+			require.NoError(t, w.err)
+			assert.True(t, w.d.Allowed)
+			assert.Zero(t, w.d.Delay)
+			assert.Equal(t, len(chans)-1-i, waiting(t, r))
+		}
+	})
+}
+
+func TestWaitNMaxWaiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, clk := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Second, MaxWaiters: 2})
+		exhaust(t, r, "k", 1)
+		exhaust(t, r, "other", 1)
+		a := goWait(context.Background(), r, "k", 1)
+		b := goWait(context.Background(), r, "k", 1)
+		_, err := r.WaitN(context.Background(), "k", 1)
+		assert.ErrorIs(t, err, chanlimit.ErrTooManyWaiters, "a third on k")
+		o := goWait(context.Background(), r, "other", 1) // the cap is per key
+		assert.Equal(t, 3, waiting(t, r))
+
+		advance(clk, time.Second)
+		for i, ch := range []<-chan waited{a, o} {
+			w, done := answer(ch)
+			require.True(t, done, "waiter %d", i)
+			require.NoError(t, w.err)
+		}
+		c := goWait(context.Background(), r, "k", 1) // room again
+		advance(clk, 2*time.Second)
+		for _, ch := range []<-chan waited{b, c} {
+			w, done := answer(ch)
+			require.True(t, done)
+			require.NoError(t, w.err)
+		}
+	})
+}
+
+func TestWaitNCloseAnswersEveryWaiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := clock.NewFake(epoch)
+		r, err := chanlimit.New(chanlimit.Config{Limit: 1, Window: time.Hour, Clock: clk, Partitions: 2})
+		require.NoError(t, err)
+		var chans []<-chan waited
+		for _, key := range []string{"a", "b", "c", "d"} {
+			exhaust(t, r, key, 1)
+			for range 3 {
+				chans = append(chans, goWait(context.Background(), r, key, 1))
+			}
+		}
+		require.Equal(t, 12, waiting(t, r))
+		require.NoError(t, r.Close())
+		synctest.Wait()
+		for i, ch := range chans {
+			w, done := answer(ch)
+			require.True(t, done, "waiter %d", i)
+			assert.ErrorIs(t, w.err, chanlimit.ErrClosed, "waiter %d", i)
+		}
+		_, err = r.WaitN(context.Background(), "a", 1)
+		assert.ErrorIs(t, err, chanlimit.ErrClosed)
+	})
+}
+
+func TestWaitNBadRequestsFailAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := newRouter(t, chanlimit.Config{Limit: 2, Window: time.Second, MaxKeys: 1, MaxKeyBytes: 4})
+		ctx := context.Background()
+		exhaust(t, r, "k", 2)
+		w := goWait(ctx, r, "k", 1) // a line, so that joining it is checked too
+		for _, key := range []string{"k", "new"} {
+			_, err := r.WaitN(ctx, key, 0)
+			assert.ErrorIs(t, err, chanlimit.ErrInvalidCount, key)
+			_, err = r.WaitN(ctx, key, 3)
+			assert.ErrorIs(t, err, chanlimit.ErrExceedsCapacity, key)
+		}
+		_, err := r.WaitN(ctx, "too long", 1)
+		assert.ErrorIs(t, err, chanlimit.ErrKeyTooLong)
+		_, err = r.WaitN(ctx, "new", 1)
+		assert.ErrorIs(t, err, chanlimit.ErrTooManyKeys, "MaxKeys is held by k")
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		_, err = r.WaitN(done, "new", 1)
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, 1, waiting(t, r))
+		_, finished := answer(w)
+		assert.False(t, finished)
+	})
+}
+
+func TestWaitNKeyWithWaitersIsNeverEvictedOrForgotten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Burst 2, 1 per 10s: k is empty at 0, and its waiter is due at
+		// 10s with the bucket then empty again. Had k's state been let
+		// go, the waiter would find a full bucket and leave 1.
+		r, clk := newRouter(t, chanlimit.Config{Limit: 1, Window: 10 * time.Second, Burst: 2, Partitions: 1, MaxKeys: 3, EvictLRU: true})
+		exhaust(t, r, "k", 2)
+		w := goWait(context.Background(), r, "k", 1)
+		for i := range 50 { // a flood of new keys: each evicts the least recently used
+			exhaust(t, r, fmt.Sprint("flood", i), 1)
+			if i%5 == 0 {
+				advance(clk, time.Second/5) // and time passes, so that idle keys expire
+			}
+		}
+		st, err := r.Stats(context.Background())
+		require.NoError(t, err)
+		require.Positive(t, st.Evicted)
+		advance(clk, 10*time.Second-2*time.Second-time.Nanosecond)
+		_, done := answer(w)
+		require.False(t, done)
+		advance(clk, time.Nanosecond)
+		got, done := answer(w)
+		require.True(t, done)
+		require.NoError(t, got.err)
+		assert.Equal(t, 0, got.d.Remaining, "k kept its state")
+	})
+}
+
+func TestWaitNAfterResetOrAChangeOfPolicies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := newRouter(t, chanlimit.Config{Limit: 4, Window: time.Hour})
+		ctx := context.Background()
+		exhaust(t, r, "k", 4)
+		a := goWait(ctx, r, "k", 3)
+		b := goWait(ctx, r, "k", 3)
+		require.NoError(t, r.Reset(ctx, "k"))
+		synctest.Wait()
+		w, done := answer(a)
+		require.True(t, done, "k is untouched again: the head is granted at once")
+		require.NoError(t, w.err)
+		_, done = answer(b)
+		require.False(t, done, "1 token left")
+
+		// The new policy cannot ever grant b's 3 units: it fails, at once.
+		require.NoError(t, r.SetPolicies(ctx, chanlimit.Policy{Limit: 2, Window: time.Hour}))
+		synctest.Wait()
+		w, done = answer(b)
+		require.True(t, done)
+		assert.ErrorIs(t, w.err, chanlimit.ErrExceedsCapacity)
+		assert.Zero(t, waiting(t, r))
+	})
+}
+
+func TestWaitNSeveralPolicies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// 2 a second and 3 a minute: the third unit waits for the minute.
+		r, clk := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{
+			{Name: "second", Limit: 2, Window: time.Second},
+			{Name: "minute", Algorithm: "fixed_window", Limit: 3, Window: time.Minute},
+		}})
+		ctx := context.Background()
+		exhaust(t, r, "k", 2)
+		a := goWait(ctx, r, "k", 1) // 500ms: the second's bucket has a token, and the minute one unit
+		b := goWait(ctx, r, "k", 1) // 60s: the minute's window is spent
+		d, err := r.Peek(ctx, "k", 1)
+		require.NoError(t, err)
+		assert.Equal(t, 60*time.Second, d.RetryAfter, "behind b, in the next minute too")
+		advance(clk, 500*time.Millisecond)
+		w, done := answer(a)
+		require.True(t, done)
+		require.NoError(t, w.err)
+		assert.Equal(t, chanlimit.Decision{Allowed: true, Limit: 2, ResetAfter: time.Minute - 500*time.Millisecond, Policy: "second"}, w.d, "both left with 0: the first decides")
+		advance(clk, 60*time.Second-500*time.Millisecond-time.Nanosecond)
+		_, done = answer(b)
+		require.False(t, done)
+		advance(clk, time.Nanosecond)
+		_, done = answer(b)
+		require.True(t, done)
 	})
 }

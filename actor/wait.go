@@ -25,6 +25,15 @@ import (
 // from the partition's Clock, is set for the earliest instant a line is due.
 // No goroutine and no timer belongs to a waiter.
 //
+// A line is served on its own schedule: its head is decided at the
+// instant it was due, not at the later instant the partition got round to
+// it (a timer fires late, a Fake jumps past several grants at once), so
+// waking late never costs a waiter the quota a bucket at its cap would
+// have lost meanwhile, and the waiters of a key are granted at exactly the
+// rate its policies allow. Nothing else changes a key's state while it has
+// a line (the requests that do not join it are denied), so the key's own
+// timeline never goes back.
+//
 // While a key has a line, requests that do not join it (AllowN, PeekN, a
 // batch's items) are denied, with the wait they would have in the line,
 // so nobody passes the waiters (no barging). A caller that stops waiting
@@ -220,7 +229,11 @@ func (l *loop) inLine(key string, n int, now time.Duration, ln *line) (algorithm
 	}
 	ns = append(ns, n)
 	l.waits.ns = ns
-	at, free, ok, err := t.Ahead(key, now, ns)
+	from := now
+	if ln != nil {
+		from = min(from, ln.at) // a line late to be served is served on its schedule
+	}
+	at, free, ok, err := t.Ahead(key, from, ns)
 	if err != nil {
 		if ln != nil {
 			l.waits.reschedule(ln, now) // the rule dropped the key: the head may be granted now
@@ -257,8 +270,11 @@ func (l *loop) leave(req request, now time.Duration) {
 	ln.queue = slices.Delete(ln.queue, k, k+1)
 	l.state.Waiting--
 	req.reply <- reply{err: errLeft}
-	if k == 0 {
-		l.serveLine(ln, now)
+	switch {
+	case len(ln.queue) == 0:
+		l.closeLine(ln)
+	case k == 0:
+		l.waits.reschedule(ln, min(ln.at, now)) // the next may be granted now: served after the burst
 	}
 }
 
@@ -269,15 +285,17 @@ func (l *loop) serveDue(now time.Duration) {
 	}
 }
 
-// serveLine asks the rule about ln's head at now, and answers it if it is
-// granted (or fails), and the next after it, until one must wait: the line
-// is then due at the head's wait. A line left empty is closed.
+// serveLine serves ln, due at now or before: it asks the rule about its
+// head at the instant the line is due, and answers it if it is granted
+// (or fails), then the next at the same instant, until one must wait; if
+// that wait has passed by now too, it goes on from there. A line left
+// empty is closed.
 func (l *loop) serveLine(ln *line, now time.Duration) {
 	t := l.state.Table
 	for len(ln.queue) > 0 {
-		w := ln.queue[0]
+		w, at := ln.queue[0], ln.at
 		l.inflight = inflight{reply: w.reply, op: opWait} // if the rule ends the goroutine, takeOver answers it
-		err := t.AllowN(ln.key, now, w.n, &l.d)
+		err := t.AllowN(ln.key, at, w.n, &l.d)
 		l.inflight.reply = nil
 		switch {
 		case err != nil:
@@ -286,12 +304,19 @@ func (l *loop) serveLine(ln *line, now time.Duration) {
 			l.answer(ln, reply{d: l.d})
 		default:
 			if l.d.Allowed {
-				t.Refund(ln.key, now, w.n)
+				t.Refund(ln.key, at, w.n)
 			}
-			l.schedule(ln, now, &l.d)
-			return
+			l.schedule(ln, at, &l.d)
+			if !passed(ln.at, now) {
+				return
+			}
 		}
 	}
+	l.closeLine(ln)
+}
+
+// closeLine closes ln, which is empty.
+func (l *loop) closeLine(ln *line) {
 	l.waits.close(ln)
 	l.state.Table.Unpin(ln.key)
 }
@@ -324,8 +349,7 @@ func (l *loop) closeLines(err error) {
 		for len(ln.queue) > 0 {
 			l.answer(ln, reply{err: err})
 		}
-		l.waits.close(ln)
-		l.state.Table.Unpin(ln.key)
+		l.closeLine(ln)
 	}
 	l.stopTimer()
 }
@@ -338,7 +362,11 @@ func (l *loop) dropWaiter(ch chan reply, now time.Duration) {
 		if k := slices.IndexFunc(ln.queue, func(w waiter) bool { return w.reply == ch }); k >= 0 {
 			ln.queue = slices.Delete(ln.queue, k, k+1)
 			l.state.Waiting--
-			l.waits.reschedule(ln, now)
+			if len(ln.queue) == 0 {
+				l.closeLine(ln)
+			} else {
+				l.waits.reschedule(ln, now)
+			}
 			return
 		}
 	}

@@ -34,9 +34,10 @@ import (
 )
 
 // Table is the keys of one partition under their policies. Its now never
-// goes back from one decision (AllowN, PeekN, AllowEach, Refund) to the
-// next; Expire may be given an earlier now, since a partition expires keys
-// a grace period behind.
+// goes back, for any one key, from one decision (AllowN, PeekN, AllowEach,
+// Refund) to the next; from one key to another it may, since a partition
+// serves a line of waiters on the line's own schedule. Expire may be given
+// an earlier now, since a partition expires keys a grace period behind.
 //
 // Every call into the rule is supervised (package supervise): a panic
 // drops the key the rule was working on, whose state it may have left
