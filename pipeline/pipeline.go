@@ -1,0 +1,59 @@
+// Package pipeline holds channel stages that rate-limit the items flowing
+// through a pipeline, per key, with a chanlimit Router:
+//
+//   - Throttle is a shaper: it passes each item on once its key's quota
+//     admits it, waiting for it (Router.WaitN), as a worker that must not
+//     drop work does.
+//   - Police is a policer: it decides each item at once, many in one
+//     Router.AllowBatch, and passes it on with its decision, allowed or
+//     not, as a worker that sheds what is over the limit does.
+//
+// Both stages keep the promises of the Go blog's pipelines: every item read
+// from in comes out exactly once, as a Result, with its Decision or the
+// error that kept it out; the output is closed once in is closed and every
+// item has come out, or once ctx has ended and the items the stage still
+// held have come out with ctx's error; no goroutine of the stage outlives
+// the output's close. The reader must read the output until it is closed:
+// a stage waits for room there, as any stage does.
+package pipeline
+
+import (
+	"fmt"
+
+	"github.com/chanlimit/chanlimit"
+)
+
+// Result is one item that went through a stage, with its decision or the
+// error that kept it out. Every item read from in comes out as exactly one
+// Result.
+type Result[T any] struct {
+	Item     T
+	Decision chanlimit.Decision
+	Err      error
+}
+
+// Options tune a stage. The zero Options are fine.
+type Options[T any] struct {
+	Weight     func(T) int // units an item takes; nil means 1
+	MaxPending int         // Throttle: items held waiting at once; 0 means DefaultMaxPending
+	MaxBatch   int         // Police: items decided in one AllowBatch; 0 means DefaultMaxBatch
+}
+
+// Defaults of Options.
+const (
+	DefaultMaxPending = 1024
+	DefaultMaxBatch   = 64
+)
+
+// weight returns the units item takes, and an error for a weight below 1,
+// as the Router's for such an n.
+func (o *Options[T]) weight(item T) (int, error) {
+	if o.Weight == nil {
+		return 1, nil
+	}
+	n := o.Weight(item)
+	if n < 1 {
+		return n, fmt.Errorf("pipeline: Weight: %w (got %d)", chanlimit.ErrInvalidCount, n)
+	}
+	return n, nil
+}

@@ -1,0 +1,325 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/clock"
+	"github.com/chanlimit/chanlimit/pipeline"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// event is an item of the tests' streams: Units on Key, numbered.
+type event struct {
+	Key   string
+	Seq   int
+	Units int
+}
+
+func keyOf(e event) string { return e.Key }
+
+var weighted = pipeline.Options[event]{Weight: func(e event) int { return e.Units }}
+
+// newRouter returns a router on a fake clock, closed when the test ends.
+func newRouter(t *testing.T, cfg chanlimit.Config) (*chanlimit.Router, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(epoch)
+	cfg.Clock = clk
+	r, err := chanlimit.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { r.Close() })
+	return r, clk
+}
+
+// feed returns a channel that yields events, then is closed.
+func feed(events ...event) <-chan event {
+	in := make(chan event, len(events))
+	for _, e := range events {
+		in <- e
+	}
+	close(in)
+	return in
+}
+
+// ready returns the results out has ready now, and whether it is closed.
+func ready(out <-chan pipeline.Result[event]) (got []pipeline.Result[event], closed bool) {
+	synctest.Wait()
+	for {
+		select {
+		case res, ok := <-out:
+			if !ok {
+				return got, true
+			}
+			got = append(got, res)
+			synctest.Wait() // the stage may have more once this one is out
+		default:
+			return got, false
+		}
+	}
+}
+
+// seqs returns the Seq of each result.
+func seqs(rs []pipeline.Result[event]) []int {
+	var s []int
+	for _, r := range rs {
+		s = append(s, r.Item.Seq)
+	}
+	return s
+}
+
+func TestThrottleShapesEachKeyInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, clk := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Second})
+		out := pipeline.Throttle(context.Background(), r, feed(
+			event{"a", 1, 1}, event{"a", 2, 1}, event{"b", 3, 1}, event{"a", 4, 1}, event{"b", 5, 1},
+		), keyOf, pipeline.Options[event]{})
+		steps := []struct {
+			at   time.Duration
+			want []int // out by then, per key in order
+		}{
+			{0, []int{1, 3}},
+			{time.Second - 1, nil},
+			{time.Second, []int{2, 5}},
+			{2 * time.Second, []int{4}},
+		}
+		var now time.Duration
+		for i, s := range steps {
+			clk.Advance(s.at - now)
+			now = s.at
+			got, closed := ready(out)
+			assert.ElementsMatch(t, s.want, seqs(got), "step %d at %v", i, s.at)
+			assert.Equal(t, i == len(steps)-1, closed, "step %d: closed once every item is out", i)
+			for _, res := range got {
+				require.NoError(t, res.Err)
+				assert.True(t, res.Decision.Allowed)
+			}
+		}
+	})
+}
+
+func TestThrottleNeverHoldsBackOtherKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Hour})
+		in := make(chan event)
+		out := pipeline.Throttle(context.Background(), r, in, keyOf, pipeline.Options[event]{})
+		in <- event{"busy", 0, 1} // granted
+		in <- event{"busy", 1, 1} // waits an hour
+		in <- event{"busy", 2, 1} // behind it
+		got, _ := ready(out)
+		assert.Equal(t, []int{0}, seqs(got))
+		for i := 3; i < 10; i++ {
+			in <- event{fmt.Sprint("free", i), i, 1}
+			got, _ := ready(out)
+			assert.Equal(t, []int{i}, seqs(got), "not held back by busy")
+		}
+		close(in)
+		_, closed := ready(out)
+		assert.False(t, closed, "two items still wait")
+		r.Close()
+		got, closed = ready(out)
+		assert.True(t, closed)
+		require.Len(t, got, 2)
+		for _, res := range got {
+			assert.ErrorIs(t, res.Err, chanlimit.ErrClosed)
+		}
+		assert.Equal(t, []int{1, 2}, seqs(got))
+	})
+}
+
+func TestThrottleBackpressure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, clk := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Second})
+		in := make(chan event)
+		var sent atomic.Int64
+		go func() {
+			defer close(in)
+			for i := range 20 {
+				in <- event{"k", i, 1}
+				sent.Add(1)
+			}
+		}()
+		out := pipeline.Throttle(context.Background(), r, in, keyOf, pipeline.Options[event]{MaxPending: 3})
+		synctest.Wait()
+		assert.Equal(t, int64(3), sent.Load(), "3 held, counting the one out and unread: in is not read past MaxPending")
+		var seq []int
+		for len(seq) < 20 {
+			got, _ := ready(out)
+			seq = append(seq, seqs(got)...)
+			assert.LessOrEqual(t, sent.Load()-int64(len(seq)), int64(3), "never more than MaxPending held")
+			clk.Advance(time.Second)
+		}
+		for i := range seq {
+			assert.Equal(t, i, seq[i])
+		}
+		_, closed := ready(out)
+		assert.True(t, closed)
+	})
+}
+
+func TestThrottleContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, clk := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Second})
+		ctx, cancel := context.WithCancel(context.Background())
+		in := make(chan event, 10)
+		for i := range 4 {
+			in <- event{"k", i, 1}
+		}
+		in <- event{"j", 4, 1}
+		out := pipeline.Throttle(ctx, r, in, keyOf, pipeline.Options[event]{})
+		got, _ := ready(out)
+		assert.ElementsMatch(t, []int{0, 4}, seqs(got))
+		clk.Advance(time.Second)
+		got, _ = ready(out)
+		assert.Equal(t, []int{1}, seqs(got))
+		in <- event{"k", 5, 1} // read before ctx ends
+		synctest.Wait()
+		cancel()
+		in <- event{"k", 6, 1} // never read
+		got, closed := ready(out)
+		assert.True(t, closed, "closed without in being closed")
+		assert.Equal(t, []int{2, 3, 5}, seqs(got), "held items, in order")
+		for _, res := range got {
+			assert.ErrorIs(t, res.Err, context.Canceled)
+		}
+		assert.Len(t, in, 1, "the item sent after ctx ended stays in in")
+	})
+}
+
+func TestThrottleErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := newRouter(t, chanlimit.Config{Limit: 2, Window: time.Second, MaxKeyBytes: 8})
+		out := pipeline.Throttle(context.Background(), r, feed(
+			event{"k", 0, 3}, event{"k", 1, 0}, event{strings.Repeat("x", 9), 2, 1}, event{"k", 3, 2},
+		), keyOf, weighted)
+		got, closed := ready(out)
+		require.True(t, closed)
+		require.Len(t, got, 4)
+		want := map[int]error{0: chanlimit.ErrExceedsCapacity, 1: chanlimit.ErrInvalidCount, 2: chanlimit.ErrKeyTooLong, 3: nil}
+		for _, res := range got {
+			if want[res.Item.Seq] == nil {
+				assert.NoError(t, res.Err)
+				assert.True(t, res.Decision.Allowed)
+				continue
+			}
+			assert.ErrorIs(t, res.Err, want[res.Item.Seq], "item %d", res.Item.Seq)
+		}
+	})
+}
+
+func TestPoliceDecidesInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := newRouter(t, chanlimit.Config{Limit: 3, Window: time.Second, MaxKeyBytes: 8})
+		out := pipeline.Police(context.Background(), r, feed(
+			event{"a", 0, 2}, event{"b", 1, 1}, event{"a", 2, 2}, event{"a", 3, 1},
+			event{"a", 4, 4}, event{strings.Repeat("x", 9), 5, 1}, event{"b", 6, 0}, event{"b", 7, 2},
+		), keyOf, pipeline.Options[event]{Weight: weighted.Weight, MaxBatch: 5})
+		got, closed := ready(out)
+		require.True(t, closed)
+		assert.Equal(t, []int{0, 1, 2, 3, 4, 5, 6, 7}, seqs(got), "in input order")
+		allowed := []bool{true, true, false, true, false, false, false, true}
+		errs := []error{nil, nil, nil, nil, chanlimit.ErrExceedsCapacity, chanlimit.ErrKeyTooLong, chanlimit.ErrInvalidCount, nil}
+		for i, res := range got {
+			assert.Equal(t, allowed[i], res.Decision.Allowed, "item %d", i)
+			if errs[i] == nil {
+				assert.NoError(t, res.Err, "item %d", i)
+			} else {
+				assert.ErrorIs(t, res.Err, errs[i], "item %d", i)
+			}
+		}
+		assert.Equal(t, time.Second/3+1, got[2].Decision.RetryAfter, "a denied item carries its wait, rounded up")
+	})
+}
+
+// TestPoliceMatchesAllowNOneByOne: over random streams, Police decides
+// each item exactly as AllowN would, one by one in input order, on a twin
+// router; every item comes out once.
+func TestPoliceMatchesAllowNOneByOne(t *testing.T) {
+	for seed := range uint64(20) {
+		synctest.Test(t, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			cfg := chanlimit.Config{Algorithm: chanlimit.RegisteredAlgorithms()[seed%6], Limit: 5, Window: time.Second, MaxKeys: 3, Partitions: 1} // one partition: the twin holds the same keys
+			r, clk := newRouter(t, cfg)
+			twin, twinClk := newRouter(t, cfg)
+			in := make(chan event, 16) // a round's items, sent before any is read back
+			out := pipeline.Police(context.Background(), r, in, keyOf, pipeline.Options[event]{Weight: weighted.Weight, MaxBatch: 1 + rng.IntN(8)})
+			for round := range 20 {
+				var sent []event
+				for i := range 1 + rng.IntN(12) {
+					e := event{fmt.Sprint("k", rng.IntN(8)), round*100 + i, 1 + rng.IntN(3)}
+					sent = append(sent, e)
+					in <- e
+				}
+				got, _ := ready(out)
+				require.Equal(t, seqs(resultsOf(sent)), seqs(got), "round %d: each item once, in order", round)
+				for i, e := range sent {
+					d, err := twin.AllowN(context.Background(), e.Key, e.Units)
+					assert.Equal(t, d, got[i].Decision, "round %d item %d", round, i)
+					if err == nil {
+						assert.NoError(t, got[i].Err)
+					} else {
+						assert.ErrorIs(t, got[i].Err, errorsRoot(err))
+					}
+				}
+				step := time.Duration(rng.IntN(400)) * time.Millisecond
+				clk.Advance(step)
+				twinClk.Advance(step)
+			}
+			close(in)
+			_, closed := ready(out)
+			assert.True(t, closed)
+		})
+	}
+}
+
+func resultsOf(es []event) []pipeline.Result[event] {
+	rs := make([]pipeline.Result[event], len(es))
+	for i, e := range es {
+		rs[i].Item = e
+	}
+	return rs
+}
+
+// errorsRoot returns the sentinel err wraps, of those Police may return.
+func errorsRoot(err error) error {
+	for _, s := range []error{chanlimit.ErrExceedsCapacity, chanlimit.ErrTooManyKeys, chanlimit.ErrKeyTooLong} {
+		if errors.Is(err, s) {
+			return s
+		}
+	}
+	return err
+}
+
+func TestPoliceContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Second})
+		ctx, cancel := context.WithCancel(context.Background())
+		in := make(chan event, 4)
+		out := pipeline.Police(ctx, r, in, keyOf, pipeline.Options[event]{})
+		in <- event{"k", 0, 1}
+		in <- event{"k", 1, 1}
+		got, _ := ready(out)
+		require.Equal(t, []int{0, 1}, seqs(got))
+		assert.True(t, got[0].Decision.Allowed)
+		assert.False(t, got[1].Decision.Allowed)
+		cancel()
+		in <- event{"k", 2, 1}
+		got, closed := ready(out)
+		assert.True(t, closed)
+		assert.Empty(t, got, "nothing held when ctx ended: the item sent after is never read")
+	})
+}
