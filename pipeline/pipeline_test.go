@@ -317,6 +317,7 @@ func TestPoliceContextEnds(t *testing.T) {
 		assert.True(t, got[0].Decision.Allowed)
 		assert.False(t, got[1].Decision.Allowed)
 		cancel()
+		synctest.Wait() // the stage has seen ctx end
 		in <- event{"k", 2, 1}
 		got, closed := ready(out)
 		assert.True(t, closed)
