@@ -189,6 +189,7 @@ func TestThrottleContextEnds(t *testing.T) {
 		in <- event{"k", 5, 1} // read before ctx ends
 		synctest.Wait()
 		cancel()
+		synctest.Wait()        // the stage has seen ctx end
 		in <- event{"k", 6, 1} // never read
 		got, closed := ready(out)
 		assert.True(t, closed, "closed without in being closed")
