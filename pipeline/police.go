@@ -21,15 +21,16 @@ import (
 // items of the batch it holds come out with their decisions or ctx's
 // error.
 //
-// Police runs one goroutine.
+// Police runs one goroutine. Its output has room for a batch.
 func Police[T any](ctx context.Context, r *chanlimit.Router, in <-chan T, key func(T) string, opts Options[T]) <-chan Result[T] {
+	size := cmp.Or(max(opts.MaxBatch, 0), DefaultMaxBatch)
 	p := &policer[T]{
 		ctx:  ctx,
 		r:    r,
 		key:  key,
 		opts: opts,
-		max:  cmp.Or(max(opts.MaxBatch, 0), DefaultMaxBatch),
-		out:  make(chan Result[T]),
+		max:  size,
+		out:  make(chan Result[T], size), // a batch goes out without a hand-off per item
 	}
 	go p.run(in)
 	return p.out
