@@ -66,6 +66,9 @@ func (p *Partition) takeOver() {
 	}
 	if l.inflight.reply == nil { // answered, or none
 		l.left.answer = nil
+		if len(l.waits.due) > 0 {
+			l.arm(l.state.Now) // a line may be due: nothing else would wake it
+		}
 		return
 	}
 	if l.inflight.op == opBatch {

@@ -550,6 +550,9 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 		t.AllowEach(*req.batch, now)
 		served = len(*req.batch)
 	case req.op == opDo:
+		if clockErr == nil && len(l.waits.due) > 0 {
+			l.serveDue(now) // lines late to be served are served on their schedule first
+		}
 		l.state.ClockErr = clockErr
 		r.err = req.do(&l.state)
 		l.state.ClockErr = nil
@@ -664,6 +667,9 @@ func (l *loop) tick() (time.Duration, error) {
 	if err != nil {
 		l.state.Counts.ClockPanics++
 		return l.state.Now, err
+	}
+	if reading < l.reading {
+		l.waits.setAt = math.MinInt64 // the timer is on the clock's time: set it again (arm)
 	}
 	if reading > l.reading {
 		d := reading - l.reading // below 0 if the step passed the largest Duration
