@@ -124,6 +124,8 @@ func write(w io.Writer, all []*sample) {
 	batchTable(w, all)
 	memoryTable(w, all)
 	latencyTable(w, all)
+	pipelineTable(w, all)
+	waitTable(w, all)
 	expiryTable(w, all)
 	defaultsTable(w, all)
 }
@@ -264,6 +266,47 @@ func latencyTable(w io.Writer, all []*sample) {
 		if found {
 			fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 		}
+	}
+	fmt.Fprintln(w)
+}
+
+// pipelineTable writes BenchmarkPipeline: each stage's time per event,
+// what it adds to the pass-through floor, and its throughput against the
+// x/time/rate worker's.
+func pipelineTable(w io.Writer, all []*sample) {
+	floor, ok := find(all, "Pipeline", "sec/op", map[string]string{"stage": "passthrough"})
+	if !ok {
+		return
+	}
+	xrate, _ := find(all, "Pipeline", "sec/op", map[string]string{"stage": "xrate"})
+	fmt.Fprintf(w, "## A pipeline: events over 10,000 keys, producer → stage → consumer (ns per event)\n\n")
+	fmt.Fprintf(w, "Every stage admits every event. `passthrough` decides nothing: the channels\n")
+	fmt.Fprintf(w, "alone. `xrate` and `allow` are workers calling x/time/rate (a Limiter per key\n")
+	fmt.Fprintf(w, "in a sync.Map) and chanlimit's Allow per event; `police` and `throttle` are\n")
+	fmt.Fprintf(w, "chanlimit's pipeline stages, `throttle` with nothing to wait for.\n\n")
+	fmt.Fprintf(w, "| stage | ns/event | over passthrough | throughput / xrate's |\n|---|---:|---:|---:|\n")
+	for _, st := range []string{"passthrough", "xrate", "allow", "police", "throttle"} {
+		v, ok := find(all, "Pipeline", "sec/op", map[string]string{"stage": st})
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", st, ns(v), ns(v-floor), ratio(xrate, v))
+	}
+	fmt.Fprintln(w)
+}
+
+// waitTable writes BenchmarkWaitLatency: how late WaitN wakes after its
+// grant, beside a bare timer after its deadline.
+func waitTable(w io.Writer, all []*sample) {
+	fmt.Fprintf(w, "## How late a waiter wakes on the real clock (µs)\n\n")
+	fmt.Fprintf(w, "| waiter | p50 | p99 |\n|---|---:|---:|\n")
+	for _, c := range []string{"timer", "waitn"} {
+		p50, ok := find(all, "WaitLatency", "p50-sec", map[string]string{"wait": c})
+		if !ok {
+			continue
+		}
+		p99, _ := find(all, "WaitLatency", "p99-sec", map[string]string{"wait": c})
+		fmt.Fprintf(w, "| %s | %.0f | %.0f |\n", c, p50*1e6, p99*1e6)
 	}
 	fmt.Fprintln(w)
 }
