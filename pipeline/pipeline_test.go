@@ -325,3 +325,62 @@ func TestPoliceContextEnds(t *testing.T) {
 		assert.Empty(t, got, "nothing held when ctx ended: the item sent after is never read")
 	})
 }
+
+// TestThrottleRandomStreams: over random streams of weighted items on a
+// few keys, with the clock moving in random steps, every item comes out
+// once, those of a key in the order they were sent, and each key is
+// granted, by every instant, no more than its bucket allows (Burst plus
+// Limit per Window since the start), and in the end everything.
+func TestThrottleRandomStreams(t *testing.T) {
+	for seed := range uint64(10) {
+		synctest.Test(t, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 11))
+			const limit, burst = 4, 6 // per second
+			r, clk := newRouter(t, chanlimit.Config{Limit: limit, Window: time.Second, Burst: burst})
+			in := make(chan event)
+			out := pipeline.Throttle(context.Background(), r, in, keyOf, pipeline.Options[event]{Weight: weighted.Weight, MaxPending: 1 + rng.IntN(12)})
+			var sent []event
+			go func() {
+				defer close(in)
+				for i := range 80 {
+					e := event{fmt.Sprint("k", rng.IntN(4)), i, 1 + rng.IntN(3)}
+					in <- e
+					sent = append(sent, e) // read by the test only after in is closed
+				}
+			}()
+			granted := map[string]int{}
+			last := map[string]int{}
+			var got int
+			var now time.Duration
+			for closed := false; !closed; {
+				var rs []pipeline.Result[event]
+				rs, closed = ready(out)
+				for _, res := range rs {
+					require.NoError(t, res.Err)
+					require.True(t, res.Decision.Allowed)
+					k := res.Item.Key
+					if prev, ok := last[k]; ok {
+						require.Less(t, prev, res.Item.Seq, "%s out of order", k)
+					}
+					last[k] = res.Item.Seq
+					granted[k] += res.Item.Units
+					require.LessOrEqual(t, granted[k], burst+int(int64(limit)*int64(now)/int64(time.Second)), "%s at %v", k, now)
+					got++
+				}
+				step := time.Duration(rng.IntN(700)) * time.Millisecond
+				clk.Advance(step)
+				now += step
+			}
+			assert.Equal(t, 80, got, "each item once")
+			units := 0
+			for _, e := range sent {
+				units += e.Units
+			}
+			total := 0
+			for _, g := range granted {
+				total += g
+			}
+			assert.Equal(t, units, total)
+		})
+	}
+}
