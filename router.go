@@ -357,8 +357,24 @@ func (r *Router) AllowBatch(ctx context.Context, reqs []Request, out []Decision)
 			return fmt.Errorf("chanlimit: AllowBatch: request %d: %w", i, err)
 		}
 	}
+	return r.batch(ctx, reqs, out, nil, (*actor.Partition).SendBatch)
+}
+
+// sendFunc sends a partition its part of a batch (Partition.SendBatch,
+// or SendTries).
+type sendFunc func(p *actor.Partition, ctx context.Context, items *[]keytable.Item) (actor.Pending, error)
+
+// batch sends each partition its part of reqs with send, waits for the
+// answers, and writes the decision for reqs[i] into out[i]; it returns as
+// AllowBatch does. With errs, it writes each request's error into
+// errs[i] as well, and passes by the requests whose errs[i] is set
+// already.
+func (r *Router) batch(ctx context.Context, reqs []Request, out []Decision, errs []error, send sendFunc) error {
 	b := r.batches.Get().(*batch)
 	for i, req := range reqs {
+		if errs != nil && errs[i] != nil {
+			continue
+		}
 		pi := r.partitionIndex(req.Key)
 		// The item's fields are set in place: appending an Item built
 		// aside copies it through memory, which stalls (items come back
@@ -377,7 +393,7 @@ func (r *Router) AllowBatch(ctx context.Context, reqs []Request, out []Decision)
 		if len(b.items[pi]) == 0 {
 			continue
 		}
-		if b.pending[pi], err = r.parts[pi].SendBatch(ctx, &b.items[pi]); err != nil {
+		if b.pending[pi], err = send(r.parts[pi], ctx, &b.items[pi]); err != nil {
 			break // the parts sent are still waited for: their decisions stand
 		}
 		b.sent = append(b.sent, pi)
@@ -394,6 +410,9 @@ func (r *Router) AllowBatch(ctx context.Context, reqs []Request, out []Decision)
 		for k, i := range b.at[pi] {
 			it := &b.items[pi][k]
 			out[i] = it.D
+			if errs != nil {
+				errs[i] = it.Err
+			}
 			if it.Err != nil && i < refused {
 				refused, refusal = i, it.Err
 			}

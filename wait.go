@@ -1,6 +1,11 @@
 package chanlimit
 
-import "context"
+import (
+	"context"
+
+	"github.com/chanlimit/chanlimit/actor"
+	"github.com/chanlimit/chanlimit/internal/hook"
+)
 
 // Wait waits until one unit on key is granted: WaitN(ctx, key, 1).
 func (r *Router) Wait(ctx context.Context, key string) error {
@@ -37,4 +42,21 @@ func (r *Router) WaitN(ctx context.Context, key string, n int) (Decision, error)
 		return Decision{}, err
 	}
 	return r.partition(key).WaitN(ctx, key, n)
+}
+
+func init() { hook.TryWaitBatch = tryWaitBatch }
+
+// tryWaitBatch is hook.TryWaitBatch, for package pipeline's Throttle: one
+// round trip per partition for the items that need not wait, instead of a
+// WaitN each.
+func tryWaitBatch(router any, ctx context.Context, keys []string, ns []int, out []Decision, errs []error) error {
+	r := router.(*Router)
+	reqs := make([]Request, len(keys))
+	for i, key := range keys {
+		reqs[i] = Request{Key: key, N: ns[i]}
+		if errs[i] == nil { // one set already is the caller's, and passes the request by
+			errs[i] = r.check(key, ns[i])
+		}
+	}
+	return r.batch(ctx, reqs, out, errs, (*actor.Partition).SendTries)
 }

@@ -82,6 +82,7 @@ const (
 	opPeek
 	opReset
 	opBatch
+	opTry   // a batch of WaitN requests, each granted now or left to wait (wait.go)
 	opDo    // run do on the partition's state
 	opWait  // grant n units on key, in line with the key's other waiters (wait.go)
 	opLeave // take the waiter whose reply channel this is out of key's line
@@ -93,7 +94,7 @@ type request struct {
 	op    op
 	key   string
 	n     int
-	batch *[]keytable.Item   // opBatch: decided in order, answered in place
+	batch *[]keytable.Item   // opBatch, opTry: decided in order, answered in place
 	do    func(*State) error // opDo
 	reply chan reply
 
@@ -256,6 +257,15 @@ type Pending struct {
 // touch them, and after a Wait that returned an error, never again.
 func (p *Partition) SendBatch(ctx context.Context, items *[]keytable.Item) (Pending, error) {
 	ch, stopping, err := p.send(ctx, request{op: opBatch, batch: items})
+	return Pending{p, ch, stopping}, err
+}
+
+// SendTries is SendBatch for WaitN requests that must not wait: each item
+// is granted if WaitN would grant it at once (its key has no line, and the
+// rule allows it with no Delay), and otherwise left not Allowed, with no
+// error, having taken nothing; its errors are WaitN's.
+func (p *Partition) SendTries(ctx context.Context, items *[]keytable.Item) (Pending, error) {
+	ch, stopping, err := p.send(ctx, request{op: opTry, batch: items})
 	return Pending{p, ch, stopping}, err
 }
 
@@ -522,7 +532,7 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 			l.inflight.reply = nil // answered when its turn comes
 			return 1
 		}
-	case clockErr != nil && req.op == opBatch:
+	case clockErr != nil && (req.op == opBatch || req.op == opTry):
 		items := *req.batch
 		for i := range items {
 			items[i].D, items[i].Err = algorithms.Decision{}, clockErr
@@ -548,6 +558,9 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 			l.inLineEach(*req.batch, now)
 		}
 		t.AllowEach(*req.batch, now)
+		served = len(*req.batch)
+	case req.op == opTry:
+		l.tryEach(*req.batch, now)
 		served = len(*req.batch)
 	case req.op == opDo:
 		if clockErr == nil && len(l.waits.due) > 0 {
@@ -628,6 +641,12 @@ func (c *Counts) count(req request, r reply) {
 	case opBatch:
 		for _, it := range *req.batch {
 			c.note(it.D, it.Err)
+		}
+	case opTry: // one left to wait is no answer yet
+		for _, it := range *req.batch {
+			if it.Err != nil || it.D.Allowed {
+				c.note(it.D, it.Err)
+			}
 		}
 	}
 }

@@ -502,3 +502,22 @@ func (l *loop) inLineEach(items []keytable.Item, now time.Duration) {
 		}
 	}
 }
+
+// tryEach serves a batch of WaitN requests that must not wait, on
+// distinct keys: each is granted as wait would grant it at once, or left
+// not Allowed, with no error, having taken nothing. (A grant that cannot
+// be delivered is given back as a batch's is: giveBack.)
+func (l *loop) tryEach(items []keytable.Item, now time.Duration) {
+	t := l.state.Table
+	for k := range items {
+		it := &items[k]
+		if l.waits.lineOf(it.Key) != nil {
+			continue // it would join the line
+		}
+		if it.Err = t.AllowN(it.Key, now, it.N, &it.D); it.Err != nil || !it.D.Allowed || it.D.Delay <= 0 {
+			continue
+		}
+		it.D.Allowed = false // first: if Refund ends the goroutine, giveBack passes it by
+		t.Refund(it.Key, now, it.N)
+	}
+}

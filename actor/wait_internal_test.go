@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chanlimit/chanlimit/internal/errs"
+	"github.com/chanlimit/chanlimit/internal/keytable"
 )
 
 // The race branches of WaitN's leaving, forced one at a time on a parked
@@ -105,4 +106,28 @@ func TestWaitSentWhileStoppingUnanswered(t *testing.T) {
 	close(p.done)
 	_, err := p.WaitN(context.Background(), "k", 1)
 	assert.ErrorIs(t, err, errs.ErrClosed)
+}
+
+// TestTryEachGrantsWhatNeedNotWait: a batch of tries grants what WaitN
+// would grant at once, leaves the rest untaken (a key with a line, a
+// denial), and counts only what it granted.
+func TestTryEachGrantsWhatNeedNotWait(t *testing.T) {
+	p, table := parked(t)
+	l := p.loop
+	allow(t, table, "lined", 0, 2)
+	l.serve(request{op: opWait, key: "lined", n: 1, budget: -1, reply: make(chan reply, 1)}, 0, nil)
+	allow(t, table, "full", 0, 2)
+	items := []keytable.Item{{Key: "fresh", N: 2}, {Key: "lined", N: 1}, {Key: "full", N: 1}, {Key: "big", N: 3}}
+	ch := make(chan reply, 1)
+	l.serve(request{op: opTry, batch: &items, reply: ch}, 0, nil)
+	<-ch
+	assert.True(t, items[0].D.Allowed)
+	assert.False(t, items[1].D.Allowed, "behind a line")
+	assert.NoError(t, items[1].Err)
+	assert.False(t, items[2].D.Allowed, "denied: left to wait")
+	assert.NoError(t, items[2].Err)
+	assert.ErrorIs(t, items[3].Err, errs.ErrExceedsCapacity)
+	assert.Equal(t, uint64(1), l.state.Counts.Allowed)
+	assert.Zero(t, l.state.Counts.Denied, "one left to wait is no answer")
+	assert.Equal(t, 1, l.state.Waiting)
 }

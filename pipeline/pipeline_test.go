@@ -155,12 +155,14 @@ func TestThrottleBackpressure(t *testing.T) {
 		}()
 		out := pipeline.Throttle(context.Background(), r, in, keyOf, pipeline.Options[event]{MaxPending: 3})
 		synctest.Wait()
-		assert.Equal(t, int64(3), sent.Load(), "3 held, counting the one out and unread: in is not read past MaxPending")
+		// The first is granted and out, in the output's room (3, as
+		// MaxPending is); the next 3 are held, and in is read no further.
+		assert.Equal(t, int64(4), sent.Load())
 		var seq []int
 		for len(seq) < 20 {
 			got, _ := ready(out)
 			seq = append(seq, seqs(got)...)
-			assert.LessOrEqual(t, sent.Load()-int64(len(seq)), int64(3), "never more than MaxPending held")
+			assert.LessOrEqual(t, sent.Load()-int64(len(seq)), int64(3+3), "never more than MaxPending held, and the output's room")
 			clk.Advance(time.Second)
 		}
 		for i := range seq {
@@ -383,4 +385,28 @@ func TestThrottleRandomStreams(t *testing.T) {
 			assert.Equal(t, units, total)
 		})
 	}
+}
+
+// TestThrottleLeakyBucketTurns: under leaky_bucket an item comes out at
+// its turn, not when it is admitted to the queue.
+func TestThrottleLeakyBucketTurns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, clk := newRouter(t, chanlimit.Config{Algorithm: "leaky_bucket", Limit: 1, Window: time.Second, Burst: 3})
+		out := pipeline.Throttle(context.Background(), r, feed(
+			event{"k", 0, 1}, event{"k", 1, 1}, event{"k", 2, 1}, event{"j", 3, 1}, event{"k", 4, 1},
+		), keyOf, pipeline.Options[event]{})
+		got, _ := ready(out)
+		assert.ElementsMatch(t, []int{0, 3}, seqs(got), "the first of each key, at once")
+		for _, want := range []int{1, 2, 4} {
+			clk.Advance(time.Second - time.Nanosecond)
+			got, _ = ready(out)
+			assert.Empty(t, got, "1ns before %d's turn", want)
+			clk.Advance(time.Nanosecond)
+			got, _ = ready(out)
+			require.Equal(t, []int{want}, seqs(got))
+			assert.Zero(t, got[0].Decision.Delay)
+		}
+		_, closed := ready(out)
+		assert.True(t, closed)
+	})
 }

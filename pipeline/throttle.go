@@ -3,9 +3,11 @@ package pipeline
 import (
 	"cmp"
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/internal/hook"
 )
 
 // Throttle passes items on once their key's quota admits them (WaitN
@@ -20,20 +22,28 @@ import (
 //
 // At most MaxPending items are held at once, counting every item read and
 // not yet out: at the cap, Throttle stops reading in, so a busy key slows
-// its producer down instead of growing a buffer. When ctx ends, Throttle
+// its producer down instead of growing a buffer. The output has room for
+// min(64, MaxPending) results, which are out: the items read and not yet
+// received from the output are at most MaxPending plus that room. When ctx ends, Throttle
 // stops reading in, and every item it holds comes out with ctx's error,
 // or with its grant if that came first.
 //
+// Throttle decides the items that need not wait, a key's first at a time,
+// in batches: one round trip to each partition for what it has read (as
+// Police does), with WaitN's answer for each (granted at once, or a
+// failure). An item that must wait goes to a worker goroutine, which waits
+// for it (WaitN) and is kept for the next such item until the stage ends:
 // Throttle runs one goroutine, and one more per item waiting at once
-// (MaxPending at most), each kept for the next item until the stage ends.
+// (MaxPending at most).
 func Throttle[T any](ctx context.Context, r *chanlimit.Router, in <-chan T, key func(T) string, opts Options[T]) <-chan Result[T] {
+	most := cmp.Or(max(opts.MaxPending, 0), DefaultMaxPending)
 	s := &shaper[T]{
 		ctx:      ctx,
 		r:        r,
 		key:      key,
 		opts:     opts,
-		max:      cmp.Or(max(opts.MaxPending, 0), DefaultMaxPending),
-		out:      make(chan Result[T]),
+		max:      most,
+		out:      make(chan Result[T], min(maxTry, most)), // a batch goes out without a hand-off per item
 		jobs:     make(chan job[T]),
 		finished: make(chan finished[T]),
 		lines:    make(map[string]*[]T),
@@ -56,16 +66,25 @@ type shaper[T any] struct {
 	finished chan finished[T] // from the workers
 	workers  sync.WaitGroup
 
-	lines   map[string]*[]T // per key with an item at a worker: the items read after it, in order
+	lines   map[string]*[]T // per key with an item being decided (to try, or at a worker): the items read after it, in order
+	trying  []job[T]        // the first item of keys, to try at once
 	ready   []Result[T]     // out next, in order
 	pending int             // items read and not yet out
 	working int             // items at a worker
+
+	// try's, kept from one batch to the next
+	keys []string
+	ns   []int
+	ds   []chanlimit.Decision
+	errs []error
 }
 
-// job is an item for a worker to wait for.
+// job is an item for a worker to wait for, or to try at once: n units on
+// key.
 type job[T any] struct {
 	key  string
 	item T
+	n    int
 }
 
 // finished is a worker's item, granted or failed.
@@ -77,6 +96,11 @@ type finished[T any] struct {
 func (s *shaper[T]) run(in <-chan T) {
 	done := s.ctx.Done()
 	for in != nil || s.pending > 0 {
+		if len(s.trying) > 0 {
+			s.try()
+			s.flush()
+			continue
+		}
 		read := in
 		if s.pending >= s.max || s.ctx.Err() != nil {
 			read = nil
@@ -94,6 +118,7 @@ func (s *shaper[T]) run(in <-chan T) {
 			}
 			s.pending++
 			s.take(item)
+			in = s.readMore(in)
 		case f := <-s.finished:
 			s.working--
 			s.ready = append(s.ready, f.res)
@@ -111,8 +136,44 @@ func (s *shaper[T]) run(in <-chan T) {
 	close(s.out)
 }
 
+// flush sends on the ready items the output has room for.
+func (s *shaper[T]) flush() {
+	for len(s.ready) > 0 {
+		select {
+		case s.out <- s.ready[0]:
+			s.ready[0] = Result[T]{}
+			s.ready = s.ready[1:]
+			s.pending--
+		default:
+			return
+		}
+	}
+}
+
+// maxTry is the most items try decides in one batch, and the room in the
+// output.
+const maxTry = 64
+
+// readMore takes the items ready in in, within MaxPending and a batch to
+// try, and returns in, or nil once it is closed.
+func (s *shaper[T]) readMore(in <-chan T) <-chan T {
+	for s.pending < s.max && len(s.trying) < maxTry {
+		select {
+		case item, ok := <-in:
+			if !ok {
+				return nil
+			}
+			s.pending++
+			s.take(item)
+		default:
+			return in
+		}
+	}
+	return in
+}
+
 // take puts an item just read in its key's line, or, if the key has no
-// item at a worker, gives it to one.
+// item being decided, puts it among those to try.
 func (s *shaper[T]) take(item T) {
 	k := s.key(item)
 	if line, ok := s.lines[k]; ok {
@@ -120,7 +181,39 @@ func (s *shaper[T]) take(item T) {
 		return
 	}
 	s.lines[k] = new([]T)
-	s.work(k, item)
+	s.trying = append(s.trying, job[T]{key: k, item: item})
+}
+
+// try decides the items to try with one round trip per partition: those
+// granted, or failed, are ready, and their keys' next items are to try;
+// the others go to workers, to wait.
+func (s *shaper[T]) try() {
+	trying := s.trying
+	s.keys, s.ns, s.errs = s.keys[:0], s.ns[:0], s.errs[:0]
+	for i := range trying {
+		j := &trying[i]
+		var err error
+		j.n, err = s.opts.weight(j.item)
+		s.keys, s.ns, s.errs = append(s.keys, j.key), append(s.ns, max(j.n, 1)), append(s.errs, err)
+	}
+	s.ds = slices.Grow(s.ds[:0], len(trying))[:len(trying)]
+	err := hook.TryWaitBatch(s.r, s.ctx, s.keys, s.ns, s.ds, s.errs)
+	s.trying = s.trying[len(trying):len(trying)] // next adds the keys' next items after these
+	for i, j := range trying {
+		res := Result[T]{Item: j.item, Decision: s.ds[i], Err: s.errs[i]}
+		switch {
+		case res.Err == nil && res.Decision.Limit == 0: // not decided: ctx ended or the router closed first
+			res.Err = err
+		case res.Err == nil && !res.Decision.Allowed: // to wait
+			s.work(job[T]{key: j.key, item: j.item, n: j.n})
+			continue
+		}
+		s.ready = append(s.ready, res)
+		s.next(j.key)
+	}
+	clear(trying)
+	clear(s.keys)
+	s.trying = append(trying[:0], s.trying...)
 }
 
 // next gives the next item of key's line to a worker, or closes the line.
@@ -142,13 +235,12 @@ func (s *shaper[T]) next(k string) {
 	var zero T
 	(*line)[0] = zero
 	*line = (*line)[1:]
-	s.work(k, item)
+	s.trying = append(s.trying, job[T]{key: k, item: item})
 }
 
-// work hands item to a worker with nothing to do, or starts one.
-func (s *shaper[T]) work(k string, item T) {
+// work hands j to a worker with nothing to do, or starts one.
+func (s *shaper[T]) work(j job[T]) {
 	s.working++
-	j := job[T]{k, item}
 	select {
 	case s.jobs <- j:
 	default:
@@ -163,10 +255,7 @@ func (s *shaper[T]) worker(j job[T]) {
 	defer s.workers.Done()
 	for ok := true; ok; j, ok = <-s.jobs {
 		res := Result[T]{Item: j.item}
-		var n int
-		if n, res.Err = s.opts.weight(j.item); res.Err == nil {
-			res.Decision, res.Err = s.r.WaitN(s.ctx, j.key, n)
-		}
+		res.Decision, res.Err = s.r.WaitN(s.ctx, j.key, j.n)
 		s.finished <- finished[T]{j.key, res}
 	}
 }

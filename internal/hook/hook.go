@@ -1,0 +1,20 @@
+// Package hook lets chanlimit's own packages reach what package chanlimit
+// does not export: package chanlimit sets each function when it is
+// initialised, and package pipeline calls it. Nothing outside the module
+// can import it.
+package hook
+
+import (
+	"context"
+
+	"github.com/chanlimit/chanlimit/algorithms"
+)
+
+// TryWaitBatch decides WaitN requests that must not wait, for a
+// *chanlimit.Router r: keys[i] and ns[i] (n >= 1, keys distinct) are
+// granted into out[i] if WaitN would grant them at once; otherwise out[i]
+// is not Allowed and, if WaitN would fail at once, errs[i] holds its
+// error. A request whose errs[i] is set already is passed by. It returns
+// ctx.Err() or ErrClosed if they came first: the requests not decided
+// then have a zero out[i] and a nil errs[i].
+var TryWaitBatch func(r any, ctx context.Context, keys []string, ns []int, out []algorithms.Decision, errs []error) error
