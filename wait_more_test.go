@@ -34,6 +34,17 @@ type lazyTimers struct {
 
 func (c lazyTimers) NewTimer(d time.Duration) clock.Timer { return c.timers.NewTimer(d) }
 
+// lateRouter returns a router of one partition, 1 token a second up to
+// burst, on lazyTimers, closed when the test ends.
+func lateRouter(t *testing.T, burst int) (*chanlimit.Router, lazyTimers) {
+	t.Helper()
+	clk := lazyTimers{clock.NewFake(epoch), clock.NewFake(epoch)}
+	r, err := chanlimit.New(chanlimit.Config{Limit: 1, Window: time.Second, Burst: burst, Partitions: 1, Clock: clk})
+	require.NoError(t, err)
+	t.Cleanup(func() { r.Close() })
+	return r, clk
+}
+
 // TestWaitNALateLineKeepsItsScheduleThroughDo: a line is served on its
 // own schedule (a late wake costs no quota), and a Do message (Stats,
 // Snapshot, SetPolicies...) that reaches the partition before the late
@@ -44,10 +55,7 @@ func (c lazyTimers) NewTimer(d time.Duration) clock.Timer { return c.timers.NewT
 // Stats it still does.
 func TestWaitNALateLineKeepsItsScheduleThroughDo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		clk := lazyTimers{clock.NewFake(epoch), clock.NewFake(epoch)}
-		r, err := chanlimit.New(chanlimit.Config{Limit: 1, Window: time.Second, Burst: 5, Partitions: 1, Clock: clk})
-		require.NoError(t, err)
-		defer r.Close()
+		r, clk := lateRouter(t, 5)
 		ctx := context.Background()
 		exhaust(t, r, "k", 5)
 		a := goWait(ctx, r, "k", 5)
@@ -489,10 +497,7 @@ func TestWaitNRestoreAndOverridesWhileWaiting(t *testing.T) {
 // RetryAfter still matches its release.
 func TestWaitNHeadLeavesMidBurstOfLateLine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		clk := lazyTimers{clock.NewFake(epoch), clock.NewFake(epoch)}
-		r, err := chanlimit.New(chanlimit.Config{Limit: 1, Window: time.Second, Burst: 4, Partitions: 1, Clock: clk})
-		require.NoError(t, err)
-		defer r.Close()
+		r, clk := lateRouter(t, 4)
 		ctx := context.Background()
 		exhaust(t, r, "k", 4)
 		actx, cancel := context.WithCancel(ctx)
