@@ -25,14 +25,20 @@
 //     after its send knows its request is ahead of the stop message, so it
 //     waits on its reply alone; one that sees stop closed also watches done,
 //     since its request may have come after the goroutine's last look.
-//   - The requests on the hot path (allow, peek, reset, a batch) are a
-//     closed set of messages. Every other message is a function that the
+//   - The requests on the hot path (allow, peek, reset, a batch, a wait
+//     and its leaving, a batch of tries) are a closed set of messages. Every other message is a function that the
 //     goroutine runs on its state between two requests (Do), so an
 //     administrative operation is written in one place, by its caller.
 //   - Code the partition does not own is supervised: the table meets a
 //     panic in a rule (see keytable.Table), and the goroutine a panic in
 //     the Clock, which fails the requests that came with that reading. The
 //     partition and its other keys go on.
+//   - Callers waiting on a key (WaitN) wait in the key's line, in the
+//     partition, answered on their reply channels when their turn comes;
+//     one timer from the Clock wakes the partition for the earliest line
+//     due, and is read only while a line exists, so a partition nobody
+//     waits on reads its mailbox alone. A caller that stops waiting sends
+//     a leave message and waits for its answer (wait.go).
 //   - Idle keys expire a few at a time, after each burst of messages has
 //     been answered (the table's Expire, with a budget that grows with the
 //     burst), so a million keys becoming idle at once never stall the
