@@ -44,13 +44,20 @@ func (r *Router) WaitN(ctx context.Context, key string, n int) (Decision, error)
 	return r.partition(key).WaitN(ctx, key, n)
 }
 
-func init() { hook.TryWaitBatch = tryWaitBatch }
+func init() {
+	hook.TryWaitBatch = func(r any, ctx context.Context, keys []string, ns []int, out []Decision, errs []error) error {
+		return r.(*Router).batchEach(ctx, keys, ns, out, errs, (*actor.Partition).SendTries)
+	}
+	hook.AllowEach = func(r any, ctx context.Context, keys []string, ns []int, out []Decision, errs []error) error {
+		return r.(*Router).batchEach(ctx, keys, ns, out, errs, (*actor.Partition).SendBatch)
+	}
+}
 
-// tryWaitBatch is hook.TryWaitBatch, for package pipeline's Throttle: one
-// round trip per partition for the items that need not wait, instead of a
-// WaitN each.
-func tryWaitBatch(router any, ctx context.Context, keys []string, ns []int, out []Decision, errs []error) error {
-	r := router.(*Router)
+// batchEach is hook.TryWaitBatch (with SendTries), for package pipeline's
+// Throttle: one round trip per partition for the items that need not
+// wait, instead of a WaitN each; and hook.AllowEach (with SendBatch), for
+// its Police: AllowBatch with each request's own error.
+func (r *Router) batchEach(ctx context.Context, keys []string, ns []int, out []Decision, errs []error, send sendFunc) error {
 	reqs := make([]Request, len(keys))
 	for i, key := range keys {
 		reqs[i] = Request{Key: key, N: ns[i]}
@@ -58,5 +65,5 @@ func tryWaitBatch(router any, ctx context.Context, keys []string, ns []int, out 
 			errs[i] = r.check(key, ns[i])
 		}
 	}
-	return r.batch(ctx, reqs, out, errs, (*actor.Partition).SendTries)
+	return r.batch(ctx, reqs, out, errs, send)
 }

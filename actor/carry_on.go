@@ -71,7 +71,7 @@ func (p *Partition) takeOver() {
 		}
 		return
 	}
-	if l.inflight.op == opBatch {
+	if l.inflight.op == opBatch || l.inflight.op == opTry {
 		l.giveBack(l.state.Now)
 	}
 	if l.inflight.op == opWait {

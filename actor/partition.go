@@ -613,7 +613,7 @@ func (l *loop) deliver(req request, now time.Duration, r reply) {
 		if r.d.Allowed {
 			l.state.Table.Refund(req.key, now, req.n)
 		}
-	case opBatch:
+	case opBatch, opTry:
 		l.giveBack(now)
 	}
 }

@@ -511,8 +511,9 @@ func (l *loop) tryEach(items []keytable.Item, now time.Duration) {
 	t := l.state.Table
 	for k := range items {
 		it := &items[k]
-		if l.waits.lineOf(it.Key) != nil {
-			continue // it would join the line
+		if ln := l.waits.lineOf(it.Key); ln != nil {
+			it.D, it.Err = l.inLine(it.Key, it.N, now, ln) // it would join the line: a denial, or WaitN's error
+			continue
 		}
 		if it.Err = t.AllowN(it.Key, now, it.N, &it.D); it.Err != nil || !it.D.Allowed || it.D.Delay <= 0 {
 			continue

@@ -3,10 +3,10 @@ package pipeline
 import (
 	"cmp"
 	"context"
-	"errors"
 	"slices"
 
 	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/internal/hook"
 )
 
 // Police decides each item at once and passes it on with its decision,
@@ -49,7 +49,10 @@ type policer[T any] struct {
 	results []Result[T]          // the batch's items, in order, with their answers
 	reqs    []chanlimit.Request  // the requests of those with a valid weight
 	at      []int                // the index in results of each request
-	ds      []chanlimit.Decision // AllowBatch's answers
+	ds      []chanlimit.Decision // the answers
+	errs    []error              // and the errors
+	keys    []string             // the requests' keys, for hook.AllowEach
+	ns      []int                // and their units
 }
 
 func (p *policer[T]) run(in <-chan T) {
@@ -99,38 +102,30 @@ func (p *policer[T]) add(item T) {
 	}
 }
 
-// decide decides the batch's requests with one AllowBatch, and writes each
-// answer into its item's Result.
+// decide decides the batch's requests with one round trip per partition
+// (AllowBatch, with each request's own error: hook.AllowEach), and writes
+// each answer into its item's Result.
 func (p *policer[T]) decide() {
 	if len(p.reqs) == 0 {
 		return
 	}
-	p.ds = slices.Grow(p.ds[:0], len(p.reqs))[:len(p.reqs)]
-	err := p.r.AllowBatch(p.ctx, p.reqs, p.ds)
-	switch {
-	case errors.Is(err, chanlimit.ErrInvalidCount) || errors.Is(err, chanlimit.ErrKeyTooLong):
-		// A request the router checks before it sends any (a key too
-		// long) fails the whole batch: decide each on its own.
-		for k, req := range p.reqs {
-			res := &p.results[p.at[k]]
-			res.Decision, res.Err = p.r.AllowN(p.ctx, req.Key, req.N)
-		}
-	default:
-		for k, d := range p.ds {
-			res := &p.results[p.at[k]]
-			switch {
-			case d.Limit > 0: // decided
-				res.Decision = d
-			case err != nil && (errors.Is(err, p.ctx.Err()) || errors.Is(err, chanlimit.ErrClosed)):
-				res.Err = err // not decided: ctx ended or the router closed first
-			default:
-				// Refused by its partition (AllowBatch says only why
-				// the first was): ask it alone for its own error. It
-				// took nothing, so asking again decides it once.
-				res.Decision, res.Err = p.r.AllowN(p.ctx, p.reqs[k].Key, p.reqs[k].N)
-			}
+	n := len(p.reqs)
+	p.ds = slices.Grow(p.ds[:0], n)[:n]
+	p.errs = slices.Grow(p.errs[:0], n)[:n]
+	p.keys, p.ns = p.keys[:0], p.ns[:0]
+	for _, req := range p.reqs {
+		p.keys, p.ns = append(p.keys, req.Key), append(p.ns, req.N)
+	}
+	clear(p.errs)
+	err := hook.AllowEach(p.r, p.ctx, p.keys, p.ns, p.ds, p.errs)
+	for k := range p.reqs {
+		res := &p.results[p.at[k]]
+		res.Decision, res.Err = p.ds[k], p.errs[k]
+		if res.Err == nil && res.Decision.Limit == 0 { // not decided: ctx ended or the router closed first
+			res.Err = err
 		}
 	}
 	clear(p.reqs)
+	clear(p.keys)
 	p.reqs, p.at = p.reqs[:0], p.at[:0]
 }

@@ -18,3 +18,12 @@ import (
 // ctx.Err() or ErrClosed if they came first: the requests not decided
 // then have a zero out[i] and a nil errs[i].
 var TryWaitBatch func(r any, ctx context.Context, keys []string, ns []int, out []algorithms.Decision, errs []error) error
+
+// AllowEach decides requests as Router.AllowBatch does, for a
+// *chanlimit.Router r, keys[i] and ns[i] into out[i], but reports each
+// request's own error in errs[i]: a request whose n or key the router
+// refuses fails alone, not the batch. A request whose errs[i] is set
+// already is passed by. It returns ctx.Err() or ErrClosed if they came
+// first: the requests not decided then have a zero out[i] and a nil
+// errs[i].
+var AllowEach func(r any, ctx context.Context, keys []string, ns []int, out []algorithms.Decision, errs []error) error
