@@ -22,7 +22,9 @@ import (
 //
 // At most MaxPending items are held at once, counting every item read and
 // not yet out: at the cap, Throttle stops reading in, so a busy key slows
-// its producer down instead of growing a buffer. The output has room for
+// its producer down instead of growing a buffer (and, if it alone fills
+// the cap, holds back the items of other keys behind it in in: the bound
+// on memory comes first). The output has room for
 // min(64, MaxPending) results, which are out: the items read and not yet
 // received from the output are at most MaxPending plus that room. When ctx ends, Throttle
 // stops reading in, and every item it holds comes out with ctx's error,
