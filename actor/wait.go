@@ -98,6 +98,8 @@ func (e *tooLate) Timeout() bool { return true }
 // line is full; or the table's error, as AllowN.
 func (p *Partition) WaitN(ctx context.Context, key string, n int) (algorithms.Decision, error) {
 	budget := time.Duration(-1) // no deadline
+	// A context's deadline is on the wall clock (context reads time.Now),
+	// so the time left to it is too, whatever the partition's Clock.
 	if dl, ok := ctx.Deadline(); ok {
 		budget = max(time.Until(dl), 0)
 	}

@@ -47,11 +47,10 @@ type policer[T any] struct {
 	out  chan Result[T]
 
 	results []Result[T]          // the batch's items, in order, with their answers
-	reqs    []chanlimit.Request  // the requests of those with a valid weight
 	at      []int                // the index in results of each request
 	ds      []chanlimit.Decision // the answers
 	errs    []error              // and the errors
-	keys    []string             // the requests' keys, for hook.AllowEach
+	keys    []string             // the keys of the items with a valid weight: the requests
 	ns      []int                // and their units
 }
 
@@ -97,7 +96,7 @@ func (p *policer[T]) add(item T) {
 	n, err := p.opts.weight(item)
 	p.results = append(p.results, Result[T]{Item: item, Err: err})
 	if err == nil {
-		p.reqs = append(p.reqs, chanlimit.Request{Key: p.key(item), N: n})
+		p.keys, p.ns = append(p.keys, p.key(item)), append(p.ns, n)
 		p.at = append(p.at, len(p.results)-1)
 	}
 }
@@ -106,26 +105,21 @@ func (p *policer[T]) add(item T) {
 // (AllowBatch, with each request's own error: hook.AllowEach), and writes
 // each answer into its item's Result.
 func (p *policer[T]) decide() {
-	if len(p.reqs) == 0 {
+	if len(p.keys) == 0 {
 		return
 	}
-	n := len(p.reqs)
+	n := len(p.keys)
 	p.ds = slices.Grow(p.ds[:0], n)[:n]
 	p.errs = slices.Grow(p.errs[:0], n)[:n]
-	p.keys, p.ns = p.keys[:0], p.ns[:0]
-	for _, req := range p.reqs {
-		p.keys, p.ns = append(p.keys, req.Key), append(p.ns, req.N)
-	}
 	clear(p.errs)
 	err := hook.AllowEach(p.r, p.ctx, p.keys, p.ns, p.ds, p.errs)
-	for k := range p.reqs {
+	for k := range p.keys {
 		res := &p.results[p.at[k]]
 		res.Decision, res.Err = p.ds[k], p.errs[k]
 		if res.Err == nil && res.Decision.Limit == 0 { // not decided: ctx ended or the router closed first
 			res.Err = err
 		}
 	}
-	clear(p.reqs)
 	clear(p.keys)
-	p.reqs, p.at = p.reqs[:0], p.at[:0]
+	p.keys, p.ns, p.at = p.keys[:0], p.ns[:0], p.at[:0]
 }
