@@ -205,17 +205,7 @@ func TestThrottleFrozenExact(t *testing.T) {
 					go func() { _, err := r.WaitN(ctx, k, n); wc <- wres{k, n, err} }()
 				}
 				synctest.Wait()
-				var all []pipeline.Result[event]
-				for _, out := range outs {
-					got, _ := ready(out)
-					all = append(all, got...)
-				}
-				cancel()
-				for _, out := range outs {
-					for res := range out {
-						all = append(all, res)
-					}
-				}
+				all := readThenCancel(outs, cancel)
 				for range 6 {
 					w := <-wc
 					if w.err == nil {
@@ -335,4 +325,21 @@ func TestThrottleDeadline(t *testing.T) {
 		assert.Equal(t, uint64(3), st.Allowed)
 		assert.Equal(t, uint64(1), st.Denied)
 	})
+}
+
+// readThenCancel reads what the stages have ready, then ends their ctx
+// with cancel and reads each to its close, and returns every result.
+func readThenCancel(outs []<-chan pipeline.Result[event], cancel context.CancelFunc) []pipeline.Result[event] {
+	var all []pipeline.Result[event]
+	for _, out := range outs {
+		got, _ := ready(out)
+		all = append(all, got...)
+	}
+	cancel()
+	for _, out := range outs {
+		for res := range out {
+			all = append(all, res)
+		}
+	}
+	return all
 }

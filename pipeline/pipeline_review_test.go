@@ -239,17 +239,7 @@ func TestThrottleTwoStagesShareKeys(t *testing.T) {
 				close(in)
 				outs = append(outs, pipeline.Throttle(ctx, r, in, keyOf, pipeline.Options[event]{Weight: weighted.Weight, MaxPending: 1 + (seed+s)%5}))
 			}
-			var all []pipeline.Result[event]
-			for _, out := range outs {
-				got, _ := ready(out)
-				all = append(all, got...)
-			}
-			cancel()
-			for _, out := range outs {
-				for res := range out {
-					all = append(all, res)
-				}
-			}
+			all := readThenCancel(outs, cancel)
 			require.Len(t, all, 80-len(ins[0])-len(ins[1]), "each item read comes out")
 			seen := map[int]bool{}
 			granted := map[string]int{}
