@@ -316,3 +316,37 @@ func (r *Router) ClearOverride(ctx context.Context, key string) error {
 
 // keysOf returns the keys of the partition whose state s is.
 func keysOf(s *actor.State) *keytable.Keys { return s.Table.(*keytable.Keys) }
+
+// PoliciesOf returns the policies key is under now: its override's, if it
+// has one, or else the router's (Policies). It asks the key's partition
+// only while some key of the router has an override; then it returns
+// ErrClosed once the router is closed, and ctx.Err() if ctx ends first.
+// It returns ErrKeyTooLong for a key longer than MaxKeyBytes.
+func (r *Router) PoliciesOf(ctx context.Context, key string) ([]Policy, error) {
+	set, err := r.policySetOf(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return policiesFrom(set), nil
+}
+
+// policySetOf returns the set of policies key is under now, as PoliciesOf
+// does.
+func (r *Router) policySetOf(ctx context.Context, key string) (*keytable.Set, error) {
+	if len(key) > r.maxKeyBytes {
+		return nil, r.keyTooLong(key)
+	}
+	if r.overrides.Load() == 0 { // counted before an override is set, so none is
+		return r.policies.Load(), nil
+	}
+	var set *keytable.Set
+	err := r.partition(key).Do(ctx, func(s *actor.State) error {
+		keys := keysOf(s)
+		set = cmp.Or(keys.Override(key), keys.Set()) // the partition's own: it may have switched before the router's
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("chanlimit: PoliciesOf: %w", err)
+	}
+	return set, nil
+}

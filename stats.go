@@ -29,6 +29,8 @@ type Stats struct {
 
 	Overrides int // keys with an override (SetOverride), held or not; summed partition by partition, as the rest, so while overrides change it may pass MaxOverrides for a moment, which the keys themselves never do
 
+	StoreErrors uint64 // requests a remote store failed to answer; 0 for a router whose state is in its partitions' memory, as every router's is until Config.Store comes
+
 	Partitions []Stats // each partition's figures, in the order of partitions; theirs is nil
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/internal/hook"
+	"github.com/chanlimit/chanlimit/internal/keytable"
 )
 
 // Wait waits until one unit on key is granted: WaitN(ctx, key, 1).
@@ -50,6 +51,9 @@ func init() {
 	}
 	hook.AllowEach = func(r any, ctx context.Context, keys []string, ns []int, out []Decision, errs []error) error {
 		return r.(*Router).batchEach(ctx, keys, ns, out, errs, (*actor.Partition).SendBatch)
+	}
+	hook.PolicySet = func(r any, ctx context.Context, key string) (*keytable.Set, error) {
+		return r.(*Router).policySetOf(ctx, key)
 	}
 }
 

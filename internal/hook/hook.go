@@ -8,6 +8,7 @@ import (
 	"context"
 
 	"github.com/chanlimit/chanlimit/algorithms"
+	"github.com/chanlimit/chanlimit/internal/keytable"
 )
 
 // TryWaitBatch decides WaitN requests that must not wait, for a
@@ -27,3 +28,8 @@ var TryWaitBatch func(r any, ctx context.Context, keys []string, ns []int, out [
 // first: the requests not decided then have a zero out[i] and a nil
 // errs[i].
 var AllowEach func(r any, ctx context.Context, keys []string, ns []int, out []algorithms.Decision, errs []error) error
+
+// PolicySet returns the set of policies key is under now, for a
+// *chanlimit.Router r, as Router.PoliciesOf does: package httplimit keeps
+// the fields it writes for a set, so that it formats them once.
+var PolicySet func(r any, ctx context.Context, key string) (*keytable.Set, error)
