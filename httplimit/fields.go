@@ -1,0 +1,106 @@
+package httplimit
+
+import (
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/internal/keytable"
+)
+
+// The fields the middleware writes, as net/http's Header keys them
+// (textproto.CanonicalMIMEHeaderKey): set directly, they need no
+// canonicalising on each request.
+const (
+	fieldPolicy     = "Ratelimit-Policy" // RateLimit-Policy
+	fieldRateLimit  = "Ratelimit"        // RateLimit
+	fieldRetryAfter = "Retry-After"
+)
+
+// policyFields is the RateLimit-Policy value of one set of policies.
+type policyFields struct {
+	set   *keytable.Set
+	value string
+}
+
+// policyCache keeps the RateLimit-Policy value of the set of policies
+// met last, so that a router's own policies are formatted once, not on
+// each request.
+type policyCache struct{ last atomic.Pointer[policyFields] }
+
+// value returns the RateLimit-Policy value of set.
+func (c *policyCache) value(set *keytable.Set) string {
+	if f := c.last.Load(); f != nil && f.set == set {
+		return f.value
+	}
+	f := &policyFields{set: set, value: string(appendPolicies(nil, set))}
+	c.last.Store(f)
+	return f.value
+}
+
+// appendPolicies appends the RateLimit-Policy value of set to b: each
+// policy as `"name";q=Limit;w=Window`, the window in whole seconds,
+// rounded up.
+func appendPolicies(b []byte, set *keytable.Set) []byte {
+	for j, p := range set.Policies() {
+		if j > 0 {
+			b = append(b, ", "...)
+		}
+		b = appendString(b, p.Name)
+		b = append(b, ";q="...)
+		b = strconv.AppendInt(b, int64(p.Params.Limit), 10)
+		b = append(b, ";w="...)
+		b = strconv.AppendInt(b, seconds(p.Params.Window), 10)
+	}
+	return b
+}
+
+// appendRateLimit appends the RateLimit value of d to b, for the policy
+// that decided it: `"name";r=Remaining;t=more`, more being the seconds
+// until more quota (see untilMore).
+func appendRateLimit(b []byte, d chanlimit.Decision, more int64) []byte {
+	b = appendString(b, d.Policy)
+	b = append(b, ";r="...)
+	b = strconv.AppendInt(b, int64(max(d.Remaining, 0)), 10)
+	b = append(b, ";t="...)
+	return strconv.AppendInt(b, more, 10)
+}
+
+// untilMore returns the t of d's RateLimit field, in whole seconds rounded
+// up: for a denial, its RetryAfter (at least 1: a refusal never says
+// "retry now"), which is its Retry-After too; for an allowance with
+// Remaining left, its ResetAfter, when the key's quota is whole again;
+// for one that took the last of it, next, the wait of a request of one
+// unit made now (Peek's RetryAfter).
+func untilMore(d chanlimit.Decision, next time.Duration) int64 {
+	switch {
+	case !d.Allowed:
+		return max(seconds(d.RetryAfter), 1)
+	case d.Remaining > 0:
+		return seconds(d.ResetAfter)
+	}
+	return seconds(next)
+}
+
+// seconds returns d in whole seconds, rounded up; 0 for d <= 0.
+func seconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d-1)/time.Second) + 1
+}
+
+// appendString appends s to b as a Structured Fields String (RFC 8941,
+// 3.3.3): quoted, with '"' and '\' escaped. A policy's name is printable
+// ASCII (chanlimit checks it), which is all a String may hold.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' {
+			b = append(b, '\\')
+		}
+		b = append(b, s[i])
+	}
+	return append(b, '"')
+}

@@ -1,0 +1,306 @@
+// Package httplimit is chanlimit's net/http middleware: it keys each
+// request (by client address, header, or both), asks a chanlimit.Router,
+// and lets the request through or refuses it with 429 Too Many Requests,
+// writing the RateLimit-Policy and RateLimit fields of the IETF draft
+// "RateLimit header fields for HTTP" (draft-ietf-httpapi-ratelimit-headers)
+// on both, so that clients can pace themselves.
+//
+// Middleware returns a func(http.Handler) http.Handler, the shape
+// net/http's ServeMux, chi and most routers take.
+package httplimit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/internal/hook"
+	"github.com/chanlimit/chanlimit/internal/keytable"
+)
+
+// Options configure a Middleware. The zero Options key requests by
+// client address (KeyByIP), cost 1 each, never wait, and answer with the
+// defaults below.
+type Options struct {
+	// Key returns the request's key: whose quota it uses. nil means
+	// KeyByIP. Its error goes to OnError, wrapped with ErrKey.
+	Key func(*http.Request) (string, error)
+
+	// Cost returns the units the request takes (several for an expensive
+	// one); nil means 1. A cost below 1 is an error wrapping
+	// chanlimit.ErrInvalidCount (500 by default: the Cost function is
+	// wrong); a cost above what the key's policies ever allow at once is
+	// one wrapping chanlimit.ErrExceedsCapacity (400 by default: it could
+	// never pass, so waiting or retrying is no use).
+	Cost func(*http.Request) int
+
+	// MaxWait is the longest a request waits for its grant (WaitN, in
+	// line with the key's other waiters) before it is refused; 0 (or
+	// less) means it never waits: it is allowed or refused at once
+	// (AllowN). A request whose wait would pass MaxWait is refused at
+	// once, not after MaxWait. One whose grant comes later than foreseen
+	// (the key's policies changed, the timer was late) waits a little
+	// past MaxWait, WaitGrace at most, before it is refused.
+	MaxWait time.Duration
+
+	// OnLimited answers a refused request, after the middleware has set
+	// its RateLimit-Policy, RateLimit and Retry-After fields; DecisionFrom
+	// gives it the refusal's Decision. nil means 429 Too Many Requests
+	// with an RFC 9457 application/problem+json body.
+	OnLimited http.Handler
+
+	// OnError answers a request whose key could not be made or that the
+	// router could not decide (the error says why); nil means WriteError.
+	OnError func(http.ResponseWriter, *http.Request, error)
+}
+
+// WaitGrace is how long past MaxWait a request may wait for a grant that
+// was due by MaxWait.
+const WaitGrace = 100 * time.Millisecond
+
+// middleware is one Middleware's router and options.
+type middleware struct {
+	router   *chanlimit.Router
+	opts     Options
+	key      func(*http.Request) (string, error)
+	onError  func(http.ResponseWriter, *http.Request, error)
+	policies [4]atomic.Pointer[policyFields] // the RateLimit-Policy values of the sets met last
+	next     atomic.Uint32                   // the slot of policies to replace next
+}
+
+// Middleware returns middleware that decides each request on r before
+// the handler it wraps sees it. An allowed request goes on to the
+// handler, with the response's RateLimit-Policy (every policy of the
+// request's key: its override's, or the router's) and RateLimit (the
+// deciding policy: its Remaining, and the seconds until more quota)
+// fields already set. A refused one never reaches the handler: it gets
+// the same fields, a Retry-After, and OnLimited's answer (429 by
+// default). A request that could not be decided gets OnError's, without
+// the fields.
+//
+// A nil r answers every request through OnError (500 by default) with
+// an error saying so.
+func Middleware(r *chanlimit.Router, opts Options) func(http.Handler) http.Handler {
+	m := &middleware{router: r, opts: opts, key: opts.Key, onError: opts.OnError}
+	if m.key == nil {
+		m.key = KeyByIP
+	}
+	if m.onError == nil {
+		m.onError = WriteError
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			m.serve(w, req, next)
+		})
+	}
+}
+
+// errNoRouter is the error of a Middleware given no Router.
+var errNoRouter = errors.New("httplimit: Middleware was given a nil *chanlimit.Router")
+
+// serve decides req, and passes it on to next or refuses it.
+func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.Handler) {
+	if m.router == nil {
+		m.onError(w, req, errNoRouter)
+		return
+	}
+	key, err := m.key(req)
+	if err != nil {
+		m.onError(w, req, fmt.Errorf("%w: %w", ErrKey, err))
+		return
+	}
+	n := 1
+	if m.opts.Cost != nil {
+		n = m.opts.Cost(req)
+	}
+	ctx := req.Context()
+	d, err := m.decide(ctx, key, n)
+	if errors.Is(err, chanlimit.ErrTooManyWaiters) {
+		d, err = m.refusal(ctx, key, n) // a refusal like any other: the key has no room left
+	}
+	if err != nil {
+		m.onError(w, req, err)
+		return
+	}
+	set, err := hook.PolicySet(m.router, ctx, key)
+	if err != nil {
+		m.onError(w, req, err)
+		return
+	}
+
+	// One allocation holds the fields' values; each field gets a slice
+	// of its own, capped, so that adding to one never writes another.
+	values := make([]string, 3)
+	values[0] = m.policyValue(set)
+	var buf [96]byte
+	more := untilMore(d, m.nextUnit(ctx, key, d))
+	values[1] = string(appendRateLimit(buf[:0], d, more))
+	h := w.Header()
+	h[fieldPolicy] = values[0:1:1]
+	h[fieldRateLimit] = values[1:2:2]
+	if d.Allowed {
+		next.ServeHTTP(w, req)
+		return
+	}
+	values[2] = strconv.FormatInt(more, 10)
+	h[fieldRetryAfter] = values[2:3:3]
+	if m.opts.OnLimited != nil {
+		m.opts.OnLimited.ServeHTTP(w, req.WithContext(context.WithValue(ctx, decisionKey{}, d)))
+		return
+	}
+	writeLimited(w, d)
+}
+
+// decide asks the router for n units on key: AllowN, or WaitN up to
+// MaxWait. A wait that MaxWait cuts short is a refusal, not an error.
+func (m *middleware) decide(ctx context.Context, key string, n int) (chanlimit.Decision, error) {
+	if m.opts.MaxWait <= 0 {
+		return m.router.AllowN(ctx, key, n)
+	}
+	wctx, cancel := waitContext(ctx, m.opts.MaxWait)
+	d, err := m.router.WaitN(wctx, key, n)
+	cancel()
+	switch {
+	case err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded):
+		return d, err
+	case d.Limit != 0:
+		return d, nil // refused at once: WaitN tells how long it would have waited
+	}
+	return m.refusal(ctx, key, n) // the grant was late past WaitGrace
+}
+
+// nextUnit returns, for a request that took the last of its key's quota,
+// the wait of a request of one unit on key now, which tells the client
+// when it may send again; it is 0 (unused) for other decisions. If Peek
+// fails, it is d's ResetAfter, a bound.
+func (m *middleware) nextUnit(ctx context.Context, key string, d chanlimit.Decision) time.Duration {
+	if !d.Allowed || d.Remaining > 0 {
+		return 0
+	}
+	next, err := m.router.Peek(ctx, key, 1)
+	if err != nil {
+		return d.ResetAfter
+	}
+	return next.RetryAfter
+}
+
+// refusal returns the Decision of a request on key refused though the
+// router did not deny it (too many waiters, a wait cut short): the
+// key's state as Peek sees it, denied, with its wait.
+func (m *middleware) refusal(ctx context.Context, key string, n int) (chanlimit.Decision, error) {
+	d, err := m.router.Peek(ctx, key, n)
+	d.Allowed = false
+	return d, err
+}
+
+// waitContext returns ctx for a WaitN of at most maxWait: its Deadline,
+// which WaitN refuses at once to wait past, is maxWait from now (or
+// ctx's, if sooner), and it ends WaitGrace after that.
+func waitContext(ctx context.Context, maxWait time.Duration) (context.Context, context.CancelFunc) {
+	deadline := time.Now().Add(maxWait)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	inner, cancel := context.WithDeadline(ctx, deadline.Add(WaitGrace))
+	return graceContext{inner, deadline}, cancel
+}
+
+// graceContext is a context whose Deadline comes before it ends.
+type graceContext struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c graceContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// policyValue returns the RateLimit-Policy value of set, formatted once
+// for the sets met last.
+func (m *middleware) policyValue(set *keytable.Set) string {
+	for i := range m.policies {
+		if f := m.policies[i].Load(); f != nil && f.set == set {
+			return f.value
+		}
+	}
+	f := &policyFields{set: set, value: string(appendPolicies(nil, set))}
+	m.policies[m.next.Add(1)%uint32(len(m.policies))].Store(f)
+	return f.value
+}
+
+// decisionKey keys the refusal's Decision in the context OnLimited gets.
+type decisionKey struct{}
+
+// DecisionFrom returns the Decision that refused r, in OnLimited.
+func DecisionFrom(r *http.Request) (chanlimit.Decision, bool) {
+	d, ok := r.Context().Value(decisionKey{}).(chanlimit.Decision)
+	return d, ok
+}
+
+// problem is an RFC 9457 problem details object.
+type problem struct {
+	Type       string `json:"type"`
+	Title      string `json:"title"`
+	Status     int    `json:"status"`
+	Detail     string `json:"detail"`
+	Policy     string `json:"policy,omitempty"`      // 429: the policy that refused
+	RetryAfter int64  `json:"retry_after,omitempty"` // 429: Retry-After, in seconds
+}
+
+// writeLimited writes the default refusal: 429, with a problem body.
+func writeLimited(w http.ResponseWriter, d chanlimit.Decision) {
+	secs := untilMore(d, 0)
+	writeProblem(w, problem{
+		Status:     http.StatusTooManyRequests,
+		Detail:     fmt.Sprintf("rate limit %q reached: retry in %d s", d.Policy, secs),
+		Policy:     d.Policy,
+		RetryAfter: secs,
+	})
+}
+
+// writeProblem writes p as the response: its status, and its body as
+// application/problem+json.
+func writeProblem(w http.ResponseWriter, p problem) {
+	p.Type, p.Title = "about:blank", http.StatusText(p.Status)
+	body, err := json.Marshal(p)
+	if err != nil { // strings and numbers always marshal
+		body = []byte(`{"type":"about:blank"}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Length", strconv.Itoa(len(body)+1))
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// WriteError is the default OnError: it answers err with a status and an
+// RFC 9457 application/problem+json body:
+//
+//   - 400 Bad Request for a key the request does not give (ErrNoKey), a
+//     key longer than the router's MaxKeyBytes, and a cost above what the
+//     key's policies ever allow (chanlimit.ErrExceedsCapacity);
+//   - 503 Service Unavailable for a router that is closed
+//     (chanlimit.ErrClosed) or holds as many keys as it may
+//     (chanlimit.ErrTooManyKeys), and for a request whose context ended
+//     first (the client went away, or a server deadline passed);
+//   - 500 Internal Server Error for anything else: a key function's own
+//     error, a Cost below 1, a panic in an algorithm or the clock.
+//
+// The body's detail gives the error for a 4xx; for a 5xx it says only
+// what failed, so that nothing internal reaches the client.
+func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	p := problem{Status: http.StatusInternalServerError, Detail: "the rate limiter could not decide the request"}
+	switch {
+	case errors.Is(err, ErrNoKey), errors.Is(err, chanlimit.ErrKeyTooLong), errors.Is(err, chanlimit.ErrExceedsCapacity):
+		p.Status, p.Detail = http.StatusBadRequest, err.Error()
+	case errors.Is(err, chanlimit.ErrClosed), errors.Is(err, chanlimit.ErrTooManyKeys):
+		p.Status, p.Detail = http.StatusServiceUnavailable, "the rate limiter cannot take the request now"
+	case r.Context().Err() != nil:
+		p.Status, p.Detail = http.StatusServiceUnavailable, "the request ended before it was decided"
+	}
+	writeProblem(w, p)
+}
