@@ -2,6 +2,7 @@ package chanlimit
 
 import (
 	"context"
+	"time"
 
 	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/internal/hook"
@@ -51,6 +52,13 @@ func init() {
 	}
 	hook.AllowEach = func(r any, ctx context.Context, keys []string, ns []int, out []Decision, errs []error) error {
 		return r.(*Router).batchEach(ctx, keys, ns, out, errs, (*actor.Partition).SendBatch)
+	}
+	hook.AllowMore = func(r any, ctx context.Context, key string, n int) (Decision, time.Duration, error) {
+		rt := r.(*Router)
+		if err := rt.check(key, n); err != nil {
+			return Decision{}, 0, err
+		}
+		return rt.partition(key).AllowMore(ctx, key, n)
 	}
 	hook.PolicySet = func(r any, ctx context.Context, key string) (*keytable.Set, error) {
 		return r.(*Router).policySetOf(ctx, key)

@@ -100,6 +100,7 @@ type request struct {
 	op    op
 	key   string
 	n     int
+	more  bool                 // opAllow: answer the wait until more quota too (reply.more)
 	batch *[]keytable.Item   // opBatch, opTry: decided in order, answered in place
 	do    func(*State) error // opDo
 	reply chan reply
@@ -109,8 +110,9 @@ type request struct {
 
 // reply is the answer to one request.
 type reply struct {
-	d   algorithms.Decision
-	err error
+	d    algorithms.Decision
+	err  error
+	more time.Duration // opAllow with more: see AllowMore
 }
 
 // State is a partition's state, lent to a function that Do runs between
@@ -235,18 +237,29 @@ func newPartition(table keytable.Table, clk clock.Clock, origin time.Time, mailb
 // [1, the rule's capacity]. It returns the decision, ErrClosed, ctx.Err(),
 // or the table's error.
 func (p *Partition) AllowN(ctx context.Context, key string, n int) (algorithms.Decision, error) {
-	return p.call(ctx, request{op: opAllow, key: key, n: n})
+	r := p.call(ctx, request{op: opAllow, key: key, n: n})
+	return r.d, r.err
+}
+
+// AllowMore is AllowN, and for a request allowed, also the time until more
+// quota: the wait of a request for one unit more than the Remaining it
+// left, as PeekN would answer it at the same instant, or 0 if that is more
+// than the key's capacity (its quota is whole). For an HTTP RateLimit
+// field, in one round trip.
+func (p *Partition) AllowMore(ctx context.Context, key string, n int) (algorithms.Decision, time.Duration, error) {
+	r := p.call(ctx, request{op: opAllow, key: key, n: n, more: true})
+	return r.d, r.more, r.err
 }
 
 // PeekN asks the partition what AllowN would answer now, changing nothing.
 func (p *Partition) PeekN(ctx context.Context, key string, n int) (algorithms.Decision, error) {
-	return p.call(ctx, request{op: opPeek, key: key, n: n})
+	r := p.call(ctx, request{op: opPeek, key: key, n: n})
+	return r.d, r.err
 }
 
 // Reset asks the partition to drop key, so that it is untouched again.
 func (p *Partition) Reset(ctx context.Context, key string) error {
-	_, err := p.call(ctx, request{op: opReset, key: key})
-	return err
+	return p.call(ctx, request{op: opReset, key: key}).err
 }
 
 // Pending is a batch in a partition's mailbox, to be waited on.
@@ -281,8 +294,7 @@ func (p *Partition) SendTries(ctx context.Context, items *[]keytable.Item) (Pend
 // cancellation, in which case Wait returns nil. It returns ErrClosed if the
 // partition stopped without deciding the batch.
 func (pd Pending) Wait(ctx context.Context) error {
-	_, err := pd.p.wait(ctx, pd.ch, pd.stopping)
-	return err
+	return pd.p.wait(ctx, pd.ch, pd.stopping).err
 }
 
 // Do runs f on the partition's goroutine, between two requests, and
@@ -294,8 +306,7 @@ func (pd Pending) Wait(ctx context.Context) error {
 // not be left half-done.) f needs no reading of the clock: if the one that
 // came with this message panicked, f sees the latest that worked.
 func (p *Partition) Do(ctx context.Context, f func(*State) error) error {
-	_, err := p.call(ctx, request{op: opDo, do: f})
-	return err
+	return p.call(ctx, request{op: opDo, do: f}).err
 }
 
 // Queued returns the number of requests waiting in the mailbox.
@@ -317,10 +328,10 @@ func (p *Partition) Stop() {
 func (p *Partition) Done() <-chan struct{} { return p.done }
 
 // call sends req and waits for its answer.
-func (p *Partition) call(ctx context.Context, req request) (algorithms.Decision, error) {
+func (p *Partition) call(ctx context.Context, req request) reply {
 	ch, stopping, err := p.send(ctx, req)
 	if err != nil {
-		return algorithms.Decision{}, err
+		return reply{err: err}
 	}
 	return p.wait(ctx, ch, stopping)
 }
@@ -357,25 +368,25 @@ func (p *Partition) send(ctx context.Context, req request) (ch chan reply, stopp
 // wait returns the answer that arrives on ch, ctx.Err() if ctx is done first
 // or, if the partition was stopping when the request was sent, ErrClosed if
 // the goroutine exits without answering.
-func (p *Partition) wait(ctx context.Context, ch chan reply, stopping bool) (algorithms.Decision, error) {
+func (p *Partition) wait(ctx context.Context, ch chan reply, stopping bool) reply {
 	done := ctx.Done()
 	switch {
 	case !stopping && done == nil: // context.Background and the like
 		r := <-ch
 		p.replies.Put(ch)
-		return r.d, r.err
+		return r
 	case !stopping:
 		select {
 		case r := <-ch:
 			p.replies.Put(ch)
-			return r.d, r.err
+			return r
 		case <-done:
 			return p.abandon(ctx, ch)
 		}
 	}
 	select {
 	case r := <-ch:
-		return r.d, r.err
+		return r
 	case <-done:
 		return p.abandon(ctx, ch)
 	case <-p.done:
@@ -383,9 +394,9 @@ func (p *Partition) wait(ctx context.Context, ch chan reply, stopping bool) (alg
 		// answer is there; one sent after its last look never will be.
 		select {
 		case r := <-ch:
-			return r.d, r.err
+			return r
 		default:
-			return algorithms.Decision{}, errs.ErrClosed
+			return reply{err: errs.ErrClosed}
 		}
 	}
 }
@@ -403,14 +414,14 @@ func closed(c chan struct{}) bool {
 // abandon stops waiting on reply. Filling the channel tells the partition
 // that nobody will read its answer; if the answer is there first, the caller
 // takes it, since the decision has been made and applied.
-func (p *Partition) abandon(ctx context.Context, ch chan reply) (algorithms.Decision, error) {
+func (p *Partition) abandon(ctx context.Context, ch chan reply) reply {
 	select {
 	case ch <- reply{}: // the mark; the channel is never reused
-		return algorithms.Decision{}, ctx.Err()
+		return reply{err: ctx.Err()}
 	default:
 		r := <-ch
 		p.replies.Put(ch)
-		return r.d, r.err
+		return r
 	}
 }
 
@@ -551,6 +562,9 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 	case req.op == opAllow:
 		r.err = t.AllowN(req.key, now, req.n, &l.d)
 		r.d = l.d
+		if req.more && r.err == nil && r.d.Allowed {
+			r.more = l.untilMore(req.key, now, r.d.Remaining)
+		}
 	case req.op == opPeek:
 		r.err = t.PeekN(req.key, now, req.n, &l.d)
 		r.d = l.d
@@ -580,6 +594,18 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 	l.deliver(req, now, r)
 	l.inflight.reply = nil // answered; not deferred: code that ends the goroutine leaves it for takeOver
 	return served
+}
+
+// untilMore returns the wait of a request for remaining+1 units on key
+// at now (see AllowMore): 0 if that is above the key's capacity, or if
+// the peek fails (a rule's panic, which the table has dealt with; the
+// allowance stands).
+func (l *loop) untilMore(key string, now time.Duration, remaining int) time.Duration {
+	var d algorithms.Decision
+	if remaining == math.MaxInt || l.state.Table.PeekN(key, now, remaining+1, &d) != nil {
+		return 0
+	}
+	return d.RetryAfter
 }
 
 // hold notes req as the request in flight. A batch's refund mark starts

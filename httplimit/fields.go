@@ -69,18 +69,14 @@ func appendRateLimit(b []byte, d chanlimit.Decision, more int64) []byte {
 
 // untilMore returns the t of d's RateLimit field, in whole seconds rounded
 // up: for a denial, its RetryAfter (at least 1: a refusal never says
-// "retry now"), which is its Retry-After too; for an allowance with
-// Remaining left, its ResetAfter, when the key's quota is whole again;
-// for one that took the last of it, next, the wait of a request of one
-// unit made now (Peek's RetryAfter).
-func untilMore(d chanlimit.Decision, next time.Duration) int64 {
-	switch {
-	case !d.Allowed:
+// "retry now"), which is its Retry-After too; for an allowance, more, the
+// wait until the key has more than the Remaining d left (0 when it is
+// whole).
+func untilMore(d chanlimit.Decision, more time.Duration) int64 {
+	if !d.Allowed {
 		return max(seconds(d.RetryAfter), 1)
-	case d.Remaining > 0:
-		return seconds(d.ResetAfter)
 	}
-	return seconds(next)
+	return seconds(more)
 }
 
 // seconds returns d in whole seconds, rounded up; 0 for d <= 0.

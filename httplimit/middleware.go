@@ -120,7 +120,7 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 		n = m.opts.Cost(req)
 	}
 	ctx := req.Context()
-	d, err := m.decide(ctx, key, n)
+	d, more, err := m.decide(ctx, key, n)
 	if errors.Is(err, chanlimit.ErrTooManyWaiters) {
 		d, err = m.refusal(ctx, key, n) // a refusal like any other: the key has no room left
 	}
@@ -139,8 +139,8 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 	values := make([]string, 3)
 	values[0] = m.policyValue(set)
 	var buf [96]byte
-	more := untilMore(d, m.nextUnit(ctx, key, d))
-	values[1] = string(appendRateLimit(buf[:0], d, more))
+	t := untilMore(d, more)
+	values[1] = string(appendRateLimit(buf[:0], d, t))
 	h := w.Header()
 	h[fieldPolicy] = values[0:1:1]
 	h[fieldRateLimit] = values[1:2:2]
@@ -148,7 +148,7 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 		next.ServeHTTP(w, req)
 		return
 	}
-	values[2] = strconv.FormatInt(more, 10)
+	values[2] = strconv.FormatInt(t, 10)
 	h[fieldRetryAfter] = values[2:3:3]
 	if m.opts.OnLimited != nil {
 		m.opts.OnLimited.ServeHTTP(w, req.WithContext(context.WithValue(ctx, decisionKey{}, d)))
@@ -158,34 +158,35 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 }
 
 // decide asks the router for n units on key: AllowN, or WaitN up to
-// MaxWait. A wait that MaxWait cuts short is a refusal, not an error.
-func (m *middleware) decide(ctx context.Context, key string, n int) (chanlimit.Decision, error) {
+// MaxWait; with an allowance, it returns the wait until the key has more
+// quota than the allowance left (see actor.Partition.AllowMore). A wait
+// that MaxWait cuts short is a refusal, not an error.
+func (m *middleware) decide(ctx context.Context, key string, n int) (chanlimit.Decision, time.Duration, error) {
 	if m.opts.MaxWait <= 0 {
-		return m.router.AllowN(ctx, key, n)
+		return hook.AllowMore(m.router, ctx, key, n)
 	}
 	wctx, cancel := waitContext(ctx, m.opts.MaxWait)
 	d, err := m.router.WaitN(wctx, key, n)
 	cancel()
 	switch {
-	case err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded):
-		return d, err
+	case err == nil:
+		return d, m.untilMore(ctx, key, d), nil
+	case ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded):
+		return d, 0, err
 	case d.Limit != 0:
-		return d, nil // refused at once: WaitN tells how long it would have waited
+		return d, 0, nil // refused at once: WaitN tells how long it would have waited
 	}
-	return m.refusal(ctx, key, n) // the grant was late past WaitGrace
+	d, err = m.refusal(ctx, key, n) // the grant was late past WaitGrace
+	return d, 0, err
 }
 
-// nextUnit returns, for a request that took the last of its key's quota,
-// the wait of a request of one unit on key now, which tells the client
-// when it may send again; it is 0 (unused) for other decisions. If Peek
-// fails, it is d's ResetAfter, a bound.
-func (m *middleware) nextUnit(ctx context.Context, key string, d chanlimit.Decision) time.Duration {
-	if !d.Allowed || d.Remaining > 0 {
-		return 0
-	}
-	next, err := m.router.Peek(ctx, key, 1)
+// untilMore returns, for a grant d of WaitN on key, the wait until the
+// key has more quota than d left: a Peek of one unit more. It is 0 if the
+// key is whole, or if the Peek fails (the fields then say "now").
+func (m *middleware) untilMore(ctx context.Context, key string, d chanlimit.Decision) time.Duration {
+	next, err := m.router.Peek(ctx, key, d.Remaining+1)
 	if err != nil {
-		return d.ResetAfter
+		return 0
 	}
 	return next.RetryAfter
 }

@@ -123,9 +123,9 @@ func TestFieldsStepByStep(t *testing.T) {
 		status  int
 		rate    member // RateLimit
 	}{
-		// allowed: the policy with the fewest left; t until the key is whole again (the hour's window)
-		{0, 204, member{"burst", map[string]int64{"r": 1, "t": 3600}}},
-		// the last of burst: t until the next request passes (a token in 750ms)
+		// allowed: the policy with the fewest left; t until the key has one
+		// more than r (a token of burst in 750ms)
+		{0, 204, member{"burst", map[string]int64{"r": 1, "t": 1}}},
 		{0, 204, member{"burst", map[string]int64{"r": 0, "t": 1}}},
 		// refused by burst: a token in 750ms, t and Retry-After 1
 		{0, 429, member{"burst", map[string]int64{"r": 0, "t": 1}}},

@@ -49,6 +49,7 @@ func TestMaxWaitHitAndMissed(t *testing.T) {
 		rec, took := timed(h, request("192.0.2.7:1"))
 		require.Equal(t, 200, rec.Code)
 		assert.Zero(t, took)
+		assert.Equal(t, []member{{"default", map[string]int64{"r": 0, "t": 1}}}, parseField(t, rec.Header(), "RateLimit"), "granted: more in 1s")
 
 		var wg sync.WaitGroup
 		for i := range 2 { // in line: granted at 1s and 2s, the second just within MaxWait

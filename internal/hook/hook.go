@@ -6,6 +6,7 @@ package hook
 
 import (
 	"context"
+	"time"
 
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/internal/keytable"
@@ -33,3 +34,9 @@ var AllowEach func(r any, ctx context.Context, keys []string, ns []int, out []al
 // *chanlimit.Router r, as Router.PoliciesOf does: package httplimit keeps
 // the fields it writes for a set, so that it formats them once.
 var PolicySet func(r any, ctx context.Context, key string) (*keytable.Set, error)
+
+// AllowMore decides n units on key as Router.AllowN does, for a
+// *chanlimit.Router r, and for a request allowed returns the time until
+// more quota too (actor.Partition.AllowMore): package httplimit's
+// RateLimit field, in one round trip.
+var AllowMore func(r any, ctx context.Context, key string, n int) (algorithms.Decision, time.Duration, error)
