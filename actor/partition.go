@@ -100,7 +100,7 @@ type request struct {
 	op    op
 	key   string
 	n     int
-	more  bool                 // opAllow: answer the wait until more quota too (reply.more)
+	more  bool               // opAllow: answer the wait until more quota too (reply.more)
 	batch *[]keytable.Item   // opBatch, opTry: decided in order, answered in place
 	do    func(*State) error // opDo
 	reply chan reply
