@@ -2,7 +2,6 @@ package httplimit
 
 import (
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/chanlimit/chanlimit"
@@ -22,21 +21,6 @@ const (
 type policyFields struct {
 	set   *keytable.Set
 	value string
-}
-
-// policyCache keeps the RateLimit-Policy value of the set of policies
-// met last, so that a router's own policies are formatted once, not on
-// each request.
-type policyCache struct{ last atomic.Pointer[policyFields] }
-
-// value returns the RateLimit-Policy value of set.
-func (c *policyCache) value(set *keytable.Set) string {
-	if f := c.last.Load(); f != nil && f.set == set {
-		return f.value
-	}
-	f := &policyFields{set: set, value: string(appendPolicies(nil, set))}
-	c.last.Store(f)
-	return f.value
 }
 
 // appendPolicies appends the RateLimit-Policy value of set to b: each
