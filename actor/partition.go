@@ -601,11 +601,11 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 // the peek fails (a rule's panic, which the table has dealt with; the
 // allowance stands).
 func (l *loop) untilMore(key string, now time.Duration, remaining int) time.Duration {
-	var d algorithms.Decision
-	if remaining == math.MaxInt || l.state.Table.PeekN(key, now, remaining+1, &d) != nil {
+	// l.d is free: the allowance was copied out of it.
+	if remaining == math.MaxInt || l.state.Table.PeekN(key, now, remaining+1, &l.d) != nil {
 		return 0
 	}
-	return d.RetryAfter
+	return l.d.RetryAfter
 }
 
 // hold notes req as the request in flight. A batch's refund mark starts
