@@ -126,6 +126,7 @@ func write(w io.Writer, all []*sample) {
 	latencyTable(w, all)
 	pipelineTable(w, all)
 	waitTable(w, all)
+	httpTable(w, all)
 	expiryTable(w, all)
 	defaultsTable(w, all)
 }
@@ -291,6 +292,37 @@ func pipelineTable(w io.Writer, all []*sample) {
 			continue
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", st, ns(v), ns(v-floor), ratio(xrate, v))
+	}
+	fmt.Fprintln(w)
+}
+
+// httpTable writes BenchmarkHTTP: each middleware's time per request,
+// what it adds to the handler alone, that against httprate's, and the
+// allocations.
+func httpTable(w io.Writer, all []*sample) {
+	if _, ok := find(all, "HTTP", "sec/op", map[string]string{"impl": "none"}); !ok {
+		return
+	}
+	fmt.Fprintf(w, "## HTTP middleware: one request through ServeHTTP, in process (ns per request)\n\n")
+	fmt.Fprintf(w, "Pre-built GET requests from 1 or 1,000 client IPs, keyed by IP, admit-all,\n")
+	fmt.Fprintf(w, "into a handler that writes 200 (`none`: the handler alone). `chanlimit` is\n")
+	fmt.Fprintf(w, "httplimit.Middleware writing RateLimit-Policy and RateLimit; `httprate` is\n")
+	fmt.Fprintf(w, "go-chi/httprate's LimitByIP writing its X-RateLimit-* fields.\n\n")
+	fmt.Fprintf(w, "| keys | mode | none | chanlimit | httprate | chanlimit adds | httprate adds | added / httprate's | allocs chanlimit / httprate |\n")
+	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, keys := range []string{"1", "1000"} {
+		for _, mode := range []string{"seq", "par"} {
+			at := func(impl, unit string) float64 {
+				v, _ := find(all, "HTTP", unit, map[string]string{"keys": keys, "mode": mode, "impl": impl})
+				return v
+			}
+			none, c, h := at("none", "sec/op"), at("chanlimit", "sec/op"), at("httprate", "sec/op")
+			if c == 0 {
+				continue
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %.0f / %.0f |\n", keys, mode, ns(none), ns(c), ns(h),
+				ns(c-none), ns(h-none), ratio(c-none, h-none), at("chanlimit", "allocs/op"), at("httprate", "allocs/op"))
+		}
 	}
 	fmt.Fprintln(w)
 }
