@@ -28,7 +28,8 @@ func (r *Router) Wait(ctx context.Context, key string) error {
 // and the callers behind it move up at once; from the moment it returns it
 // counts nowhere (Stats.Waiting, the line, the denials). If ctx has a
 // deadline that the grant would come after, WaitN returns at once, with a
-// denied Decision whose RetryAfter is the wait it would have had and an
+// denied Decision whose RetryAfter is the wait it would have had (and whose
+// Remaining is what the key has left, 0 if callers wait on it) and an
 // error matching context.DeadlineExceeded, and waits for nothing. The
 // wait is the grant time if the callers ahead stay and time runs on: on
 // a clock.Fake, a deadline (which is on the real clock) is compared with

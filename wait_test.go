@@ -496,3 +496,33 @@ func TestWaitNSeveralPolicies(t *testing.T) {
 		require.True(t, done)
 	})
 }
+
+// TestWaitNTooLateSaysWhatTheKeyHasLeft: a WaitN that a deadline refuses
+// at once on a key with no line says what the key has left, as AllowN's
+// denial would (the units are there for a smaller request), and with a
+// line, 0 (they are the line's).
+func TestWaitNTooLateSaysWhatTheKeyHasLeft(t *testing.T) {
+	for alg, wait := range map[string]time.Duration{
+		"token_bucket": time.Second,     // 1 more unit comes in 1s
+		"leaky_bucket": 3 * time.Second, // its turn comes after the 3 queued
+	} {
+		r, clk := newRouter(t, chanlimit.Config{Algorithm: alg, Limit: 5, Window: 5 * time.Second})
+		allowN(t, r, "k", 3)
+		ctx, cancel := context.WithTimeout(bg, 100*time.Millisecond)
+		d, err := r.WaitN(ctx, "k", 3) // past the deadline
+		require.ErrorIs(t, err, context.DeadlineExceeded, alg)
+		assert.False(t, d.Allowed, alg)
+		assert.Equal(t, 2, d.Remaining, alg)
+		assert.Equal(t, wait, d.RetryAfter, alg)
+
+		waited := make(chan error, 1)
+		go func() { _, err := r.WaitN(bg, "k", 5); waited <- err }()
+		require.NoError(t, clk.BlockUntilContext(bg, 1), alg) // in line
+		d, err = r.WaitN(ctx, "k", 1)
+		require.ErrorIs(t, err, context.DeadlineExceeded, alg)
+		assert.Zero(t, d.Remaining, "%s: the units left are the line's", alg)
+		cancel()
+		clk.Advance(time.Minute)
+		require.NoError(t, <-waited, alg)
+	}
+}

@@ -215,8 +215,10 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 // inLine returns the decision for a request of n units on key that does
 // not join its line, ln (nil: none): a denial, with the wait it would have
 // in line (RetryAfter) and the time until the key is untouched once the
-// line has been granted (ResetAfter); Remaining is 0, since what the key
-// has left is the line's. Its errors are AllowN's.
+// line has been granted (ResetAfter). Remaining is 0 if the key has a
+// line, since what it has left is the line's; with none, it is what the
+// key has left now, as a denial by AllowN would say (the units are there
+// for a smaller request). Its errors are AllowN's.
 func (l *loop) inLine(key string, n int, now time.Duration, ln *line) (algorithms.Decision, error) {
 	t := l.state.Table
 	var d algorithms.Decision
@@ -248,8 +250,16 @@ func (l *loop) inLine(key string, n int, now time.Duration, ln *line) (algorithm
 			at = max(at, ln.at)
 		}
 	}
+	remaining := 0
+	if ln == nil {
+		remaining = d.Remaining
+		if d.Allowed { // leaky_bucket: n fits, but its turn is to come; nothing is taken
+			remaining += n
+		}
+	}
 	return algorithms.Decision{
 		Limit:      d.Limit,
+		Remaining:  remaining,
 		RetryAfter: max(at-now, 1),
 		ResetAfter: max(free-now, 0),
 		Policy:     d.Policy,

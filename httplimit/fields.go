@@ -33,7 +33,7 @@ func appendPolicies(b []byte, set *keytable.Set) []byte {
 		}
 		b = appendString(b, p.Name)
 		b = append(b, ";q="...)
-		b = strconv.AppendInt(b, int64(p.Params.Limit), 10)
+		b = strconv.AppendInt(b, integer(int64(p.Params.Limit)), 10)
 		b = append(b, ";w="...)
 		b = strconv.AppendInt(b, seconds(p.Params.Window), 10)
 	}
@@ -46,7 +46,7 @@ func appendPolicies(b []byte, set *keytable.Set) []byte {
 func appendRateLimit(b []byte, d chanlimit.Decision, more int64) []byte {
 	b = appendString(b, d.Policy)
 	b = append(b, ";r="...)
-	b = strconv.AppendInt(b, int64(max(d.Remaining, 0)), 10)
+	b = strconv.AppendInt(b, integer(int64(max(d.Remaining, 0))), 10)
 	b = append(b, ";t="...)
 	return strconv.AppendInt(b, more, 10)
 }
@@ -62,6 +62,16 @@ func untilMore(d chanlimit.Decision, more time.Duration) int64 {
 	}
 	return seconds(more)
 }
+
+// maxInteger is the largest Structured Fields Integer (RFC 9651, 3.3.1):
+// one of at most 15 digits.
+const maxInteger = 999_999_999_999_999
+
+// integer returns n, a Limit or a Remaining, capped at maxInteger, so that
+// a policy with a larger Limit (math.MaxInt, say, for a key not limited in
+// practice) still writes fields that parse. A Window or a wait in seconds
+// needs no cap: a time.Duration is at most about 9.2e9 seconds.
+func integer(n int64) int64 { return min(n, maxInteger) }
 
 // seconds returns d in whole seconds, rounded up; 0 for d <= 0.
 func seconds(d time.Duration) int64 {
