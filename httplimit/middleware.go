@@ -43,8 +43,9 @@ type Options struct {
 	// MaxWait is the longest a request waits for its grant (WaitN, in
 	// line with the key's other waiters) before it is refused; 0 (or
 	// less) means it never waits: it is allowed or refused at once
-	// (AllowN). A request whose wait would pass MaxWait is refused at
-	// once, not after MaxWait. One whose grant comes later than foreseen
+	// (AllowN), and a leaky_bucket allowance goes on at once whatever its
+	// Delay (with MaxWait it waits for its turn). A request whose wait
+	// would pass MaxWait is refused at once, not after MaxWait. One whose grant comes later than foreseen
 	// (the key's policies changed, the timer was late) waits a little
 	// past MaxWait, WaitGrace at most, before it is refused.
 	MaxWait time.Duration
@@ -85,7 +86,7 @@ type middleware struct {
 // the fields.
 //
 // A nil r answers every request through OnError (500 by default) with
-// an error saying so.
+// an error saying so, and so does a nil handler every allowed request.
 func Middleware(r *chanlimit.Router, opts Options) func(http.Handler) http.Handler {
 	m := &middleware{router: r, opts: opts, key: opts.Key, onError: opts.OnError}
 	if m.key == nil {
@@ -95,14 +96,22 @@ func Middleware(r *chanlimit.Router, opts Options) func(http.Handler) http.Handl
 		m.onError = WriteError
 	}
 	return func(next http.Handler) http.Handler {
+		if next == nil {
+			next = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { m.onError(w, req, errNoHandler) })
+		}
 		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 			m.serve(w, req, next)
 		})
 	}
 }
 
-// errNoRouter is the error of a Middleware given no Router.
-var errNoRouter = errors.New("httplimit: Middleware was given a nil *chanlimit.Router")
+// errNoRouter and errNoHandler are the errors of a Middleware given no
+// Router, and of one wrapped around no handler: each request is answered
+// through OnError (500 by default) instead of a panic.
+var (
+	errNoRouter  = errors.New("httplimit: Middleware was given a nil *chanlimit.Router")
+	errNoHandler = errors.New("httplimit: the middleware wraps a nil http.Handler")
+)
 
 // serve decides req, and passes it on to next or refuses it.
 func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.Handler) {
@@ -273,6 +282,7 @@ func writeProblem(w http.ResponseWriter, p problem) {
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
+	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Length", strconv.Itoa(len(body)+1))
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(append(body, '\n'))

@@ -295,6 +295,9 @@ func TestErrors(t *testing.T) {
 	}
 	rec := do(httplimit.Middleware(nil, httplimit.Options{})(next), "192.0.2.7:1")
 	assert.Equal(t, 500, rec.Code, "no router")
+	rec = do(httplimit.Middleware(r, httplimit.Options{})(nil), "192.0.2.7:1")
+	assert.Equal(t, 500, rec.Code, "no handler")
+	assert.Equal(t, "nosniff", rec.Header().Get("X-Content-Type-Options"))
 
 	require.NoError(t, r.Close())
 	rec = do(httplimit.Middleware(r, httplimit.Options{})(next), "192.0.2.7:1")
