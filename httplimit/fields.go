@@ -17,10 +17,35 @@ const (
 	fieldRetryAfter = "Retry-After"
 )
 
-// policyFields is the RateLimit-Policy value of one set of policies.
+// policyFields is what the fields say of one set of policies, formatted
+// once: the RateLimit-Policy value, and the start of a RateLimit value for
+// each policy (`"name";r=`).
 type policyFields struct {
-	set   *keytable.Set
-	value string
+	set    *keytable.Set
+	value  string
+	starts []string // in the set's order
+}
+
+// newPolicyFields formats the fields of set.
+func newPolicyFields(set *keytable.Set) *policyFields {
+	f := &policyFields{set: set, value: string(appendPolicies(nil, set))}
+	for _, p := range set.Policies() {
+		f.starts = append(f.starts, string(append(appendString(nil, p.Name), ";r="...)))
+	}
+	return f
+}
+
+// appendRateLimit appends the RateLimit value of d to b, as the package's
+// appendRateLimit does, with the start of the value formatted already if
+// d's policy is in f's set (it is, but for a decision made under policies
+// that changed since).
+func (f *policyFields) appendRateLimit(b []byte, d chanlimit.Decision, more int64) []byte {
+	for j, p := range f.set.Policies() {
+		if p.Name == d.Policy {
+			return appendCounts(append(b, f.starts[j]...), d, more)
+		}
+	}
+	return appendRateLimit(b, d, more)
 }
 
 // appendPolicies appends the RateLimit-Policy value of set to b: each
@@ -44,8 +69,12 @@ func appendPolicies(b []byte, set *keytable.Set) []byte {
 // that decided it: `"name";r=Remaining;t=more`, more being the seconds
 // until more quota (see untilMore).
 func appendRateLimit(b []byte, d chanlimit.Decision, more int64) []byte {
-	b = appendString(b, d.Policy)
-	b = append(b, ";r="...)
+	return appendCounts(append(appendString(b, d.Policy), ";r="...), d, more)
+}
+
+// appendCounts appends the rest of a RateLimit value after `r=`: d's
+// Remaining, and t, more.
+func appendCounts(b []byte, d chanlimit.Decision, more int64) []byte {
 	b = strconv.AppendInt(b, integer(int64(max(d.Remaining, 0))), 10)
 	b = append(b, ";t="...)
 	return strconv.AppendInt(b, more, 10)

@@ -33,19 +33,57 @@ var ErrKey = errors.New("httplimit: key")
 // Behind a proxy every request has the proxy's address: use
 // KeyByForwarded there.
 func KeyByIP(r *http.Request) (string, error) {
+	if host, ok := ipv4Host(r.RemoteAddr); ok {
+		return host, nil // RemoteAddr holds the key already: no parsing, no allocation
+	}
 	addr, err := peer(r)
 	if err != nil {
 		return "", err
 	}
-	if i := strings.LastIndexByte(r.RemoteAddr, ':'); addr.Is4() && i > 0 {
-		// RemoteAddr, as net/http writes it, holds the key already: use
-		// its bytes when they are the canonical form, and allocate nothing.
-		var buf [len("255.255.255.255")]byte
-		if host := r.RemoteAddr[:i]; string(addr.AppendTo(buf[:0])) == host {
-			return host, nil
-		}
-	}
 	return ipKey(addr), nil
+}
+
+// ipv4Host returns the host of addr if addr is an IPv4 address in its
+// canonical form (as netip.Addr writes it: no leading zeros) with a port,
+// as net/http writes RemoteAddr: "192.0.2.7:51234". It reports false for
+// anything else, which the caller parses the long way.
+func ipv4Host(addr string) (string, bool) {
+	i := strings.LastIndexByte(addr, ':')
+	if i < 0 || !isPort(addr[i+1:]) {
+		return "", false
+	}
+	host := addr[:i]
+	parts, v, digits := 0, 0, 0
+	for j := 0; j <= len(host); j++ {
+		if j == len(host) || host[j] == '.' {
+			if digits == 0 || v > 255 {
+				return "", false
+			}
+			parts, v, digits = parts+1, 0, 0
+			continue
+		}
+		c := host[j]
+		if c < '0' || c > '9' || (digits == 1 && v == 0) || digits == 3 { // a leading zero, or a fourth digit
+			return "", false
+		}
+		v, digits = v*10+int(c-'0'), digits+1
+	}
+	return host, parts == 4
+}
+
+// isPort reports whether s is a port: 1 to 5 digits, at most 65535.
+func isPort(s string) bool {
+	if len(s) == 0 || len(s) > 5 {
+		return false
+	}
+	v := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+		v = v*10 + int(s[i]-'0')
+	}
+	return v <= 65535
 }
 
 // peer returns the address of the request's peer, from RemoteAddr.

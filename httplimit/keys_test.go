@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -162,4 +163,34 @@ func TestKeyJoin(t *testing.T) {
 	assert.Error(t, err)
 	_, err = httplimit.KeyJoin(httplimit.KeyByIP, nil)(r)
 	assert.Error(t, err)
+}
+
+// FuzzKeyByIP: the fast path for IPv4 RemoteAddrs agrees with netip on
+// every input: the same key, or an error both ways.
+func FuzzKeyByIP(f *testing.F) {
+	for _, s := range []string{"192.0.2.7:1234", "0.0.0.0:0", "255.255.255.255:65535", "01.2.3.4:1", "1.2.3.4:65536", "1.2.3:4", "1.2.3.4.5:6", "256.1.1.1:1", "1.2.3.4:", "[::1]:80", "1..2.3:4"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, remoteAddr string) {
+		got, err := httplimit.KeyByIP(request(remoteAddr))
+		var want string
+		if ap, perr := netip.ParseAddrPort(remoteAddr); perr == nil {
+			a := ap.Addr().WithZone("").Unmap()
+			want = a.String()
+			if !a.Is4() {
+				want = netip.PrefixFrom(a, 64).Masked().String()
+			}
+		} else if a, perr := netip.ParseAddr(remoteAddr); perr == nil {
+			a = a.WithZone("").Unmap()
+			want = a.String()
+			if !a.Is4() {
+				want = netip.PrefixFrom(a, 64).Masked().String()
+			}
+		} else if err == nil && !strings.HasPrefix(remoteAddr, "[") {
+			t.Fatalf("%q: key %q, but netip parses no address", remoteAddr, got)
+		}
+		if want != "" && (err != nil || got != want) {
+			t.Fatalf("%q: key %q (%v), want %q", remoteAddr, got, err, want)
+		}
+	})
 }

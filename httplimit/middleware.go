@@ -71,7 +71,7 @@ type middleware struct {
 	opts     Options
 	key      func(*http.Request) (string, error)
 	onError  func(http.ResponseWriter, *http.Request, error)
-	policies [4]atomic.Pointer[policyFields] // the RateLimit-Policy values of the sets met last
+	policies [4]atomic.Pointer[policyFields] // the fields of the sets met last
 	next     atomic.Uint32                   // the slot of policies to replace next
 }
 
@@ -146,10 +146,11 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 	// One allocation holds the fields' values; each field gets a slice
 	// of its own, capped, so that adding to one never writes another.
 	values := make([]string, 3)
-	values[0] = m.policyValue(set)
+	fields := m.policyFields(set)
+	values[0] = fields.value
 	var buf [96]byte
 	t := untilMore(d, more)
-	values[1] = string(appendRateLimit(buf[:0], d, t))
+	values[1] = string(fields.appendRateLimit(buf[:0], d, t))
 	h := w.Header()
 	h[fieldPolicy] = values[0:1:1]
 	h[fieldRateLimit] = values[1:2:2]
@@ -229,17 +230,17 @@ type graceContext struct {
 
 func (c graceContext) Deadline() (time.Time, bool) { return c.deadline, true }
 
-// policyValue returns the RateLimit-Policy value of set, formatted once
-// for the sets met last.
-func (m *middleware) policyValue(set *keytable.Set) string {
+// policyFields returns the fields of set, formatted once for the sets
+// met last.
+func (m *middleware) policyFields(set *keytable.Set) *policyFields {
 	for i := range m.policies {
 		if f := m.policies[i].Load(); f != nil && f.set == set {
-			return f.value
+			return f
 		}
 	}
-	f := &policyFields{set: set, value: string(appendPolicies(nil, set))}
+	f := newPolicyFields(set)
 	m.policies[m.next.Add(1)%uint32(len(m.policies))].Store(f)
-	return f.value
+	return f
 }
 
 // decisionKey keys the refusal's Decision in the context OnLimited gets.
