@@ -92,3 +92,17 @@ func TestFigureShowsTheDifferences(t *testing.T) {
 		t.Fatalf("admitted: %v: the bursts should show the windows' strictness", admitted)
 	}
 }
+
+// TestTrafficNeverTwoAtOnce: no two requests arrive at the same instant,
+// so each tick of the figure is one request and the counts it prints
+// ("57: a trickle, 3 bursts", "41 of 57 admitted") are of the ticks a
+// reader sees. (The trickle fell on a burst's request at 1s, 1.4s, 7s
+// and 7.4s: two requests, one tick, and at 1.4s one admitted, one not.)
+func TestTrafficNeverTwoAtOnce(t *testing.T) {
+	ts := traffic()
+	for i := 1; i < len(ts); i++ {
+		if ts[i] <= ts[i-1] {
+			t.Fatalf("requests %d and %d both at %v", i-1, i, ts[i])
+		}
+	}
+}

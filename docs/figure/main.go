@@ -15,6 +15,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/chanlimit/chanlimit"
@@ -51,7 +52,9 @@ var algorithms = []struct{ name, note string }{
 }
 
 // traffic returns the arrival times of the requests: a trickle of one
-// every 400ms, and three bursts of one every 40ms.
+// every 400ms, and three bursts of one every 40ms; where the trickle
+// falls on a burst's request, the two are one request, so that each tick
+// drawn is one request.
 func traffic() []time.Duration {
 	var ts []time.Duration
 	for t := 200 * time.Millisecond; t < span; t += 400 * time.Millisecond {
@@ -66,7 +69,7 @@ func traffic() []time.Duration {
 		}
 	}
 	sortDurations(ts)
-	return ts
+	return slices.Compact(ts)
 }
 
 func sortDurations(ts []time.Duration) {
