@@ -29,7 +29,7 @@ type Options struct {
 
 	// Timeout bounds how long a scrape waits for the router's partitions
 	// to answer (each answers between two of its requests); 0 means
-	// DefaultTimeout. A scrape that times out, or meets a closed router,
+	// DefaultTimeout, and so does one below 0. A scrape that times out, or meets a closed router,
 	// reports the error to Prometheus, which fails the scrape.
 	Timeout time.Duration
 }
@@ -67,7 +67,7 @@ func New(r *chanlimit.Router, opts Options) *Collector {
 	}
 	return &Collector{
 		router:          r,
-		timeout:         cmp.Or(opts.Timeout, DefaultTimeout),
+		timeout:         timeoutOf(opts.Timeout),
 		decisions:       desc("decisions_total", "Requests answered, by result: allowed, denied, refused (no room for a new key), panicked (an algorithm or the clock panicked).", "result"),
 		keys:            desc("keys", "Keys held, by state: active, or idle and yet to expire.", "state"),
 		queued:          desc("queued_requests", "Requests waiting in the partitions' mailboxes."),
@@ -78,6 +78,14 @@ func New(r *chanlimit.Router, opts Options) *Collector {
 		evicted:         desc("keys_evicted_total", "Keys evicted, not idle, to make room for a new key (EvictLRU)."),
 		storeErrors:     desc("store_errors_total", "Requests a remote store failed to answer."),
 	}
+}
+
+// timeoutOf returns the Timeout of Options whose field is t.
+func timeoutOf(t time.Duration) time.Duration {
+	if t <= 0 {
+		return DefaultTimeout
+	}
+	return t
 }
 
 // Describe sends the descriptions of every metric the Collector makes.
