@@ -28,9 +28,9 @@ type Options struct {
 	ConstLabels prometheus.Labels
 
 	// Timeout bounds how long a scrape waits for the router's partitions
-	// to answer (each answers between two of its requests); 0 means
-	// DefaultTimeout, and so does one below 0. A scrape that times out, or meets a closed router,
-	// reports the error to Prometheus, which fails the scrape.
+	// to answer (each answers between two of its requests); 0 (or less)
+	// means DefaultTimeout. A scrape that times out, or meets a closed
+	// router, reports the error to Prometheus, which fails the scrape.
 	Timeout time.Duration
 }
 
