@@ -214,6 +214,9 @@ func (m *middleware) refusal(ctx context.Context, key string, n int) (chanlimit.
 // which WaitN refuses at once to wait past, is maxWait from now (or
 // ctx's, if sooner), and it ends WaitGrace after that.
 func waitContext(ctx context.Context, maxWait time.Duration) (context.Context, context.CancelFunc) {
+	// A context's deadline is on the wall clock, whatever the router's
+	// Clock: WaitN reads it there too (as the time left), so this is the
+	// one clock both sides agree on.
 	deadline := time.Now().Add(maxWait)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
