@@ -43,6 +43,11 @@ var (
 	// No key held is dropped to make room, and the request takes nothing.
 	ErrTooManyKeys = errs.ErrTooManyKeys
 
+	// ErrStoreUnavailable is returned, wrapping the store's error, for a
+	// request that Config.Store could not answer (Redis down, a timeout),
+	// when the Store's FailMode is FailClosed.
+	ErrStoreUnavailable = errors.New("chanlimit: store unavailable")
+
 	// ErrKeyTooLong is returned, wrapped with the lengths, for a key longer
 	// than Config.MaxKeyBytes.
 	ErrKeyTooLong = errors.New("chanlimit: key too long")

@@ -198,6 +198,9 @@ func (r *Router) SetPolicies(ctx context.Context, policies ...Policy) error {
 	if err != nil {
 		return err
 	}
+	if err := checkStore(r.store, "SetPolicies", policiesFrom(set)); err != nil {
+		return err
+	}
 	release, err := hold(ctx, r.policiesToken)
 	if err != nil {
 		return fmt.Errorf("chanlimit: SetPolicies: %w", err)
@@ -242,6 +245,9 @@ func (r *Router) SetOverride(ctx context.Context, key string, policies ...Policy
 	}
 	set, err := compile("SetOverride", policies)
 	if err != nil {
+		return err
+	}
+	if err := checkStore(r.store, "SetOverride", policiesFrom(set)); err != nil {
 		return err
 	}
 	release, err := hold(ctx, r.overridesToken)
@@ -315,7 +321,12 @@ func (r *Router) ClearOverride(ctx context.Context, key string) error {
 }
 
 // keysOf returns the keys of the partition whose state s is.
-func keysOf(s *actor.State) *keytable.Keys { return s.Table.(*keytable.Keys) }
+func keysOf(s *actor.State) *keytable.Keys {
+	if t, ok := s.Table.(*storeTable); ok {
+		return t.local
+	}
+	return s.Table.(*keytable.Keys)
+}
 
 // PoliciesOf returns the policies key is under now: its override's, if it
 // has one, or else the router's (Policies). It asks the key's partition

@@ -119,6 +119,15 @@ type Config struct {
 	// means no cap. A WaitN beyond it fails at once with
 	// ErrTooManyWaiters.
 	MaxWaiters int
+
+	// Store keeps the keys' state outside the router, for routers in many
+	// processes to share one quota (package redislimit); nil keeps it in
+	// the partitions' memory. Every method works the same with a Store but
+	// Snapshot and Restore, which return an error wrapping
+	// errors.ErrUnsupported; README, "Many instances: Redis", says what
+	// holds across processes. The store decides on its own clock unless
+	// Clock is set.
+	Store Store
 }
 
 // Limits and defaults of Config.
@@ -159,6 +168,7 @@ type Router struct {
 	policies       atomic.Pointer[keytable.Set] // the router's: the partitions' once SetPolicies has switched them all
 	overrides      atomic.Int64                 // keys with an override, counted by their partitions
 	panicked       atomic.Uint64                // panics met outside the partitions: while Restore loads
+	store          Store                        // Config.Store
 	closeOnce      sync.Once
 	batches        sync.Pool     // of *batch
 	policiesToken  chan struct{} // held by SetPolicies, Snapshot and Restore while they run (hold)
@@ -203,6 +213,9 @@ func New(cfg Config) (*Router, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkStore(cfg.Store, field, policiesFrom(set)); err != nil {
+		return nil, err
+	}
 
 	r := &Router{
 		parts:          make([]*actor.Partition, partitions),
@@ -212,6 +225,7 @@ func New(cfg Config) (*Router, error) {
 		evict:          cfg.EvictLRU,
 		maxOverrides:   cfg.MaxOverrides,
 		clock:          clk,
+		store:          cfg.Store,
 		policiesToken:  make(chan struct{}, 1),
 		overridesToken: make(chan struct{}, 1),
 	}
@@ -226,7 +240,11 @@ func New(cfg Config) (*Router, error) {
 	for i := range r.parts {
 		keys := keytable.NewKeys(set)
 		keys.Bound(r.keyLimit(i))
-		r.parts[i] = actor.Start(keys, clk, origin, mailbox, cfg.MaxWaiters)
+		var table keytable.Table = keys
+		if cfg.Store != nil {
+			table = newStoreTable(cfg.Store, keys, cfg.Clock != nil, origin)
+		}
+		r.parts[i] = actor.Start(table, clk, origin, mailbox, cfg.MaxWaiters)
 	}
 	return r, nil
 }

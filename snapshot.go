@@ -58,6 +58,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // errors.ErrUnsupported if an algorithm cannot save its states; what it
 // wrote to w then is not a snapshot.
 func (r *Router) Snapshot(ctx context.Context, w io.Writer) error {
+	if r.store != nil {
+		return fmt.Errorf("chanlimit: Snapshot: %w", errStoreSnapshot)
+	}
 	release, err := hold(ctx, r.policiesToken)
 	if err != nil {
 		return fmt.Errorf("chanlimit: Snapshot: %w", err)
@@ -223,6 +226,9 @@ func describe(set *keytable.Set) string {
 // everything, and one that returns an error loaded nothing, unless the
 // router was closed while it loaded (ErrClosed).
 func (r *Router) Restore(ctx context.Context, rd io.Reader) error {
+	if r.store != nil {
+		return fmt.Errorf("chanlimit: Restore: %w", errStoreSnapshot)
+	}
 	release, err := hold(ctx, r.policiesToken)
 	if err != nil {
 		return fmt.Errorf("chanlimit: Restore: %w", err)

@@ -29,7 +29,7 @@ type Stats struct {
 
 	Overrides int // keys with an override (SetOverride), held or not; summed partition by partition, as the rest, so while overrides change it may pass MaxOverrides for a moment, which the keys themselves never do
 
-	StoreErrors uint64 // requests a remote store failed to answer; 0 for a router whose state is in its partitions' memory, as every router's is until Config.Store comes
+	StoreErrors uint64 // requests Config.Store failed to answer, a batch's items one by one; 0 without a Store
 
 	Partitions []Stats // each partition's figures, in the order of partitions; theirs is nil
 }
@@ -54,6 +54,9 @@ func (r *Router) Stats(ctx context.Context) (Stats, error) {
 			Waiting:   s.Waiting,
 			Overrides: keysOf(s).Overrides(),
 		}
+		if t, ok := s.Table.(*storeTable); ok {
+			st.Partitions[i].StoreErrors = t.errors
+		}
 		return nil
 	})
 	if err != nil {
@@ -73,6 +76,7 @@ func (r *Router) Stats(ctx context.Context) (Stats, error) {
 		st.Evicted += ps.Evicted
 		st.Waiting += ps.Waiting
 		st.Overrides += ps.Overrides
+		st.StoreErrors += ps.StoreErrors
 	}
 	st.Panicked += r.panicked.Load()
 	return st, nil

@@ -16,10 +16,11 @@ import (
 
 // left is what a goroutine that ended leaves for the next.
 type left struct {
-	first  request // the first request of a burst, until the clock's reading for it
-	resume request // that request, if the clock ended the goroutine: to serve on the reading before
-	answer error   // the error for the request in flight, if the goroutine ended while serving it
-	ended  bool    // a goroutine ended: the table is to Resume
+	first  request   // the first request of a burst, until the clock's reading for it
+	resume request   // that request, if the clock ended the goroutine: to serve on the reading before
+	answer error     // the error for the request in flight, if the goroutine ended while serving it
+	ended  bool      // a goroutine ended: the table is to Resume
+	rest   []request // a remote table's burst, from the request it was on: to serve one by one (remote.go)
 }
 
 // carryOn, deferred by run, notes what the ending goroutine leaves undone
@@ -64,6 +65,7 @@ func (p *Partition) takeOver() {
 			l.serve(req, l.state.Now, supervise.Exited(errs.ErrClockPanic))
 		}
 	}
+	defer l.serveRest()
 	if l.inflight.reply == nil { // answered, or none
 		l.left.answer = nil
 		if len(l.waits.due) > 0 {
@@ -86,4 +88,21 @@ func (p *Partition) takeOver() {
 	if len(l.waits.due) > 0 {
 		l.arm(l.state.Now) // a line may be due: nothing else would wake it
 	}
+}
+
+// serveRest serves, one by one, the requests of a remote table's burst
+// that a goroutine that ended left unanswered. (Those of a run it had
+// handed to the table are decided again: the table may have applied some
+// already.)
+func (l *loop) serveRest() {
+	for len(l.left.rest) > 0 {
+		req := l.left.rest[0]
+		l.left.rest = l.left.rest[1:] // first: if this one ends the goroutine too, the next goes on after it
+		if req.op == opStop {
+			l.stopping = true // run drains the mailbox
+			continue
+		}
+		l.serve(req, l.state.Now, nil)
+	}
+	l.left.rest = nil
 }

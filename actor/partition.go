@@ -104,6 +104,7 @@ type request struct {
 	batch *[]keytable.Item   // opBatch, opTry: decided in order, answered in place
 	do    func(*State) error // opDo
 	reply chan reply
+	ctx   context.Context // the caller's: a remote table's round trip ends with the latest deadline of its burst (remote.go)
 
 	budget time.Duration // opWait: the time left until ctx's deadline when it was sent; -1: no deadline
 }
@@ -195,6 +196,10 @@ type loop struct {
 	stopping bool                // the stop message has come: drain, then exit
 	left     left                // what a goroutine that ended left for the next (carry_on.go)
 	waits    waiting             // the lines of callers waiting on keys (wait.go)
+	remote   keytable.Remote     // the table, if its keys live elsewhere (remote.go); else nil
+	burst    []request           // a remote table's burst, taken from the mailbox (remote.go)
+	items    []keytable.Item     // the requests of a burst handed to the remote table at once
+	sent     []int               // for each request of a run, its first item in items, or -1
 }
 
 // inflight is what the goroutine must know of the request it serves to
@@ -230,6 +235,7 @@ func newPartition(table keytable.Table, clk clock.Clock, origin time.Time, mailb
 		loop:    &loop{state: State{Table: table, Wall: origin, clock: clk}, origin: origin},
 	}
 	p.replies.New = func() any { return make(chan reply, 1) }
+	p.loop.remote, _ = table.(keytable.Remote)
 	return p
 }
 
@@ -348,6 +354,7 @@ func (p *Partition) send(ctx context.Context, req request) (ch chan reply, stopp
 		return nil, false, errs.ErrClosed
 	}
 	req.reply = p.replies.Get().(chan reply)
+	req.ctx = ctx
 	select {
 	case p.mailbox <- req: // room in the mailbox: the common case
 	default:
@@ -453,20 +460,19 @@ func (p *Partition) run() {
 		l.left.first = req // until the clock is read
 		now, err := l.tick()
 		l.left.first = request{}
-		served := 0 // requests, a batch's items one by one
-		for {
-			if req.op == opStop {
-				l.stopping = true
-				p.drain(now, err)
-				exited = true
-				close(p.done)
-				return
-			}
-			served += l.serve(req, now, err)
-			if queued == 0 {
-				break
-			}
-			req, queued = <-p.mailbox, queued-1 // there: only this goroutine receives
+		var served int // requests, a batch's items one by one
+		var stop bool
+		if l.remote == nil {
+			served, stop = p.serveBurst(req, queued, now, err)
+		} else {
+			served, stop = p.serveRemote(req, queued, now, err) // remote.go
+		}
+		if stop {
+			l.stopping = true
+			p.drain(now, err)
+			exited = true
+			close(p.done)
+			return
 		}
 		if len(l.waits.due) > 0 {
 			if err == nil {
@@ -477,6 +483,23 @@ func (p *Partition) run() {
 		// Expiring comes after the burst's answers, so no caller in it
 		// waits for it.
 		l.state.Table.Expire(now-grace, expireBase+expirePerRequest*served)
+	}
+}
+
+// serveBurst serves req and the queued requests behind it, in order, at
+// now, and reports how many requests that was (see serve), and whether the
+// stop message came: the requests behind it are left in the mailbox, for
+// drain.
+func (p *Partition) serveBurst(req request, queued int, now time.Duration, clockErr error) (served int, stop bool) {
+	for {
+		if req.op == opStop {
+			return served, true
+		}
+		served += p.loop.serve(req, now, clockErr)
+		if queued == 0 {
+			return served, false
+		}
+		req, queued = <-p.mailbox, queued-1 // there: only this goroutine receives
 	}
 }
 

@@ -25,6 +25,7 @@
 package keytable
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -226,6 +227,32 @@ type Item struct {
 	// Skip is set by the caller on an item it has decided itself (its key
 	// has waiters): the table passes it by, leaving D and Err as they are.
 	Skip bool
+
+	// Op is what a Remote table's DecideEach does with the item: decide
+	// it (OpAllow, the zero Op), peek (OpPeek: what AllowN would answer,
+	// changing nothing) or drop its key (OpReset). AllowEach ignores it.
+	Op Op
+}
+
+// Op is what DecideEach does with an item.
+type Op uint8
+
+const (
+	OpAllow Op = iota
+	OpPeek
+	OpReset
+)
+
+// Remote is a Table whose keys' states live elsewhere (a Store, over the
+// network): a partition hands it a burst of requests at once, so that
+// the burst pays one round trip.
+type Remote interface {
+	Table
+
+	// DecideEach serves items in order, as AllowN, PeekN or Reset (by
+	// their Op) would one by one, passing by those with Skip, and writes
+	// each answer into its item's D and Err. ctx bounds the round trip.
+	DecideEach(ctx context.Context, items []Item, now time.Duration)
 }
 
 // Counts are what a table has done with its keys since it was made, and

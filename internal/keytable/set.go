@@ -70,6 +70,19 @@ func (s *Set) newTable() setTable {
 	return s.policies[0].Rule.newTable(s, extra)
 }
 
+// Exceeds returns the error for a request of n units above s's capacity,
+// or nil if n is at most the capacity.
+func (s *Set) Exceeds(n int) error {
+	if n <= s.capacity {
+		return nil
+	}
+	return s.exceeds(n)
+}
+
+// Smallest returns the index of the first policy with the smallest
+// capacity.
+func (s *Set) Smallest() int { return s.smallest }
+
 // exceeds returns the error for a request of n units above s's capacity.
 func (s *Set) exceeds(n int) error {
 	if len(s.policies) == 1 {

@@ -1,0 +1,561 @@
+-- chanlimit's decision for one key, under all its policies at once: the
+-- in-memory rules of package algorithms, applied to whole microseconds.
+--
+-- KEYS[1]  the key's hash: a field per policy ("algorithm|name"), each the
+--          policy's state, packed with cmsgpack: {limit, window, burst,
+--          the state's numbers...}
+-- ARGV     kind (1 allow, 2 peek, 3 refund, 4 reset), n, now in
+--          microseconds (-1: Redis's own clock, TIME), the grace in
+--          milliseconds kept past the key's ResetAfter, the number of
+--          policies, then for each: algorithm (1 token_bucket, 2 gcra,
+--          3 leaky_bucket, 4 sliding_window_log, 5 sliding_window_counter,
+--          6 fixed_window), field, limit, window (us), capacity, units
+--          refilled per microsecond, units in a token (the buckets';
+--          0 for the others)
+--
+-- Returns {allowed, then for each policy: allowed, remaining, retry
+-- after, reset after, delay (us)}; {} for a refund or a reset.
+--
+-- Lua numbers are doubles: every value here is an integer below 2^53
+-- (redislimit's Check bounds the policies so), and every division goes
+-- through idiv, which is exact.
+
+local key = KEYS[1]
+local kind = tonumber(ARGV[1])
+local n = tonumber(ARGV[2])
+local now = tonumber(ARGV[3])
+local grace = tonumber(ARGV[4])
+local count = tonumber(ARGV[5])
+
+if kind == 4 then
+  redis.call('DEL', key)
+  return {}
+end
+
+if now < 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- floor(a / b) for integers 0 <= a < 2^53, 0 < b.
+local function idiv(a, b)
+  local q = math.floor(a / b)
+  local r = a - q * b
+  if r < 0 then
+    q = q - 1
+  elseif r >= b then
+    q = q + 1
+  end
+  return q
+end
+
+-- ceil(a / b), likewise.
+local function cdiv(a, b)
+  local q = idiv(a, b)
+  if q * b < a then
+    q = q + 1
+  end
+  return q
+end
+
+-- extend lengthens a wait by ahead, as algorithms' extend does.
+local function extend(wait, ahead)
+  if wait <= 0 then
+    return wait
+  end
+  return wait + ahead
+end
+
+-- The policies and their states.
+local ps = {}
+local stored = redis.call('HMGET', key, unpack((function()
+  local fields = {}
+  for j = 1, count do
+    fields[j] = ARGV[5 + (j - 1) * 7 + 2]
+  end
+  return fields
+end)()))
+for j = 1, count do
+  local b = 5 + (j - 1) * 7
+  local p = {
+    alg = tonumber(ARGV[b + 1]), field = ARGV[b + 2], limit = tonumber(ARGV[b + 3]),
+    window = tonumber(ARGV[b + 4]), cap = tonumber(ARGV[b + 5]),
+    perUs = tonumber(ARGV[b + 6]), perToken = tonumber(ARGV[b + 7]),
+  }
+  if stored[j] then
+    p.st = cmsgpack.unpack(stored[j])
+  end
+  ps[j] = p
+end
+
+---------------------------------------------------------------- buckets
+-- token_bucket, gcra and leaky_bucket: used units at last (us); a token is
+-- perToken units, perUs units refill each microsecond, a full bucket is
+-- cap tokens. State: {limit, window, cap, used, last}.
+
+local function bucketUsed(p, s, now)
+  local used, last = s.used, s.last
+  local at, ahead = now, 0
+  if now < last then
+    at, ahead = last, last - now
+  end
+  local el = at - last
+  if el > 0 and used > 0 then
+    if el >= cdiv(used, p.perUs) then
+      used = 0
+    else
+      used = used - el * p.perUs
+    end
+  end
+  return used, at, ahead
+end
+
+local function bucketDecide(p, s, now, n, d)
+  local used, at, ahead = bucketUsed(p, s, now)
+  local full = p.cap * p.perToken
+  local free = full - used
+  local need = n * p.perToken
+  if free < need then
+    d.allowed = false
+    d.remaining = idiv(free, p.perToken)
+    d.retry = cdiv(used + need - full, p.perUs)
+    d.reset = cdiv(used, p.perUs)
+    d.delay = 0
+  else
+    d.allowed = true
+    d.remaining = idiv(free - need, p.perToken)
+    d.retry = 0
+    d.reset = cdiv(used + need, p.perUs)
+    d.delay = 0
+    if p.alg == 3 then
+      d.delay = cdiv(used, p.perUs) -- leaky_bucket: its turn, once the units queued ahead have drained
+    end
+    d.commit = {used = used + need, last = at}
+  end
+  d.retry, d.reset, d.delay = extend(d.retry, ahead), extend(d.reset, ahead), d.delay + (d.allowed and p.alg == 3 and ahead or 0)
+end
+
+local function bucketResetAfter(p, s, now)
+  local used, _, ahead = bucketUsed(p, s, now)
+  return extend(cdiv(used, p.perUs), ahead)
+end
+
+local function bucketRefund(p, s, n)
+  s.used = math.max(s.used - n * p.perToken, 0)
+end
+
+-- bucketAdopt carries a state saved under other params (old: limit,
+-- window, cap) over to p's, as algorithms' bucket adopt does: whole free
+-- tokens kept, capped at the capacity, and the part of a token.
+local function bucketAdopt(p, s, old, now)
+  local g = old.window
+  local a, b = old.limit, old.window
+  while b ~= 0 do a, b = b, a % b end
+  local perUs, perToken = old.limit / a, old.window / a
+  local used = bucketUsed({perUs = perUs}, s, now)
+  local at = math.max(now, s.last)
+  local free = old.cap * perToken - used
+  local q = idiv(free, perToken)
+  local r = free - q * perToken
+  if q >= p.cap then
+    return {used = 0, last = at}
+  end
+  local part = idiv(r * p.perToken, perToken)
+  return {used = p.cap * p.perToken - (q * p.perToken + part), last = at}
+end
+
+---------------------------------------------------------------- fixed window
+-- State: {limit, window, 0, start, count}.
+
+local function fixedAt(s, now)
+  if s.count > 0 and now < s.start then
+    return s.start, s.start - now
+  end
+  return now, 0
+end
+
+local function fixedDecide(p, s, now, n, d)
+  local at, ahead = fixedAt(s, now)
+  local start, c = at, 0
+  if s.count > 0 and at - s.start < p.window then
+    start, c = s.start, s.count
+  end
+  local left = p.window - (at - start)
+  d.delay = 0
+  if n > p.limit - c then
+    d.allowed, d.remaining, d.retry, d.reset = false, p.limit - c, left, left
+  else
+    d.allowed, d.remaining, d.retry, d.reset = true, p.limit - c - n, 0, left
+    d.commit = {start = start, count = c + n}
+  end
+  d.retry, d.reset = extend(d.retry, ahead), extend(d.reset, ahead)
+end
+
+local function fixedResetAfter(p, s, now)
+  if s.count == 0 then
+    return 0
+  end
+  local at, ahead = fixedAt(s, now)
+  local open = at - s.start
+  if open < p.window then
+    return extend(p.window - open, ahead)
+  end
+  return 0
+end
+
+---------------------------------------------------------------- sliding window counter
+-- State: {limit, window, 0, start, prev, cur}.
+
+local function roll(p, s, now)
+  local w = {now = now, start = s.start, prev = s.prev, cur = s.cur}
+  local ahead = 0
+  if w.prev > 0 or w.cur > 0 then
+    if now < s.start then
+      w.now, ahead = s.start, s.start - now
+    end
+    local el = w.now - w.start
+    if el < p.window then
+    elseif el - p.window < p.window then
+      w.start = w.start + p.window
+      w.prev, w.cur = w.cur, 0
+    else
+      w.prev, w.cur = 0, 0
+    end
+  end
+  if w.prev == 0 and w.cur == 0 then
+    w.start = w.now
+  end
+  return w, ahead
+end
+
+-- weigh is floor(prev * (Window - 1ns - elapsed) / Window) in nanoseconds,
+-- for elapsed and Window in whole microseconds.
+local function weigh(p, prev, el)
+  local a = prev * (p.window - el)
+  local q = idiv(a, p.window)
+  if 1000 * (a - q * p.window) >= prev then
+    return q
+  end
+  return q - 1
+end
+
+-- fitsAt returns the first elapsed (us, rounded up from the nanosecond)
+-- at which weigh(prev, elapsed) <= room, as algorithms' firstFit.
+local function firstFit(p, prev, room)
+  if prev <= room then
+    return 0
+  end
+  local x = (room + 1) * p.window
+  local q = idiv(x, prev)
+  local r = x - q * prev
+  if 1000 * r >= 999 * prev + 1 then
+    q = q + 1
+  end
+  return p.window - q
+end
+
+local function counterDecide(p, s, now, n, d)
+  local w, ahead = roll(p, s, now)
+  local el = w.now - w.start
+  local cur = w.cur
+  local fits = p.limit - w.cur - weigh(p, w.prev, el)
+  d.delay, d.retry, d.reset = 0, 0, 0
+  if n > fits then
+    d.allowed = false
+    d.remaining = math.max(fits, 0)
+    local room = p.limit - w.cur - n
+    if room >= 0 then
+      d.retry = firstFit(p, w.prev, room) - el
+    else
+      d.retry = p.window - el + firstFit(p, w.cur, p.limit - n)
+    end
+  else
+    d.allowed = true
+    d.remaining = fits - n
+    cur = cur + n
+    d.commit = {start = w.start, prev = w.prev, cur = cur}
+  end
+  if cur > 0 then
+    d.reset = p.window - el + p.window
+  elseif w.prev > 0 then
+    d.reset = p.window - el
+  end
+  d.retry, d.reset = extend(d.retry, ahead), extend(d.reset, ahead)
+end
+
+local function counterResetAfter(p, s, now)
+  local w, ahead = roll(p, s, now)
+  local el = w.now - w.start
+  if w.cur > 0 then
+    return extend(p.window - el + p.window, ahead)
+  elseif w.prev > 0 then
+    return extend(p.window - el, ahead)
+  end
+  return 0
+end
+
+---------------------------------------------------------------- sliding window log
+-- State: {limit, window, 0, total, at1, n1, at2, n2, ...}, oldest first.
+
+local function logAt(s, now)
+  local k = #s.entries
+  if k > 0 and now < s.entries[k][1] then
+    return s.entries[k][1], s.entries[k][1] - now
+  end
+  return now, 0
+end
+
+local function logExpired(window, s, now)
+  local first, units = 1, 0
+  while first <= #s.entries and now - s.entries[first][1] >= window do
+    units = units + s.entries[first][2]
+    first = first + 1
+  end
+  return first, units
+end
+
+local function logDecide(p, s, now, n, d)
+  local at, ahead = logAt(s, now)
+  local first, expired = logExpired(p.window, s, at)
+  local live = s.total - expired
+  d.delay = 0
+  if n > p.limit - live then
+    local excess = live + n - p.limit
+    local retry = 0
+    for i = first, #s.entries do
+      excess = excess - s.entries[i][2]
+      if excess <= 0 then
+        retry = p.window - (at - s.entries[i][1])
+        break
+      end
+    end
+    d.allowed, d.remaining, d.retry = false, p.limit - live, retry
+    d.reset = p.window - (at - s.entries[#s.entries][1])
+  else
+    d.allowed, d.remaining, d.retry, d.reset = true, p.limit - live - n, 0, p.window
+    local entries = {}
+    for i = first, #s.entries do
+      entries[#entries + 1] = {s.entries[i][1], s.entries[i][2]}
+    end
+    local k = #entries
+    if k > 0 and entries[k][1] == at then
+      entries[k][2] = entries[k][2] + n
+    else
+      entries[k + 1] = {at, n}
+    end
+    d.commit = {total = live + n, entries = entries}
+  end
+  d.retry, d.reset = extend(d.retry, ahead), extend(d.reset, ahead)
+end
+
+local function logResetAfter(p, s, now)
+  local k = #s.entries
+  if k == 0 then
+    return 0
+  end
+  local newest = s.entries[k][1]
+  local at, ahead = logAt(s, now)
+  local age = at - newest
+  if age < p.window then
+    return extend(p.window - age, ahead)
+  end
+  return 0
+end
+
+local function logRefund(s, n)
+  local k = #s.entries
+  if k == 0 then
+    return
+  end
+  local last = s.entries[k]
+  n = math.min(n, last[2])
+  last[2] = last[2] - n
+  s.total = s.total - n
+  if last[2] == 0 then
+    s.entries[k] = nil
+  end
+end
+
+---------------------------------------------------------------- states
+
+-- fresh returns the untouched state of p's algorithm.
+local function fresh(p)
+  if p.alg <= 3 then
+    return {used = 0, last = 0, fresh = true}
+  elseif p.alg == 4 then
+    return {total = 0, entries = {}}
+  elseif p.alg == 5 then
+    return {start = 0, prev = 0, cur = 0}
+  end
+  return {start = 0, count = 0}
+end
+
+-- load returns p's state at now: as stored, carried over to p's params if
+-- it was saved under others (SetPolicies), or fresh.
+local function load(p, now)
+  local t = p.st
+  if not t then
+    return fresh(p)
+  end
+  local s
+  if p.alg <= 3 then
+    s = {used = t[4], last = t[5]}
+  elseif p.alg == 4 then
+    s = {total = t[4], entries = {}}
+    for i = 5, #t, 2 do
+      s.entries[#s.entries + 1] = {t[i], t[i + 1]}
+    end
+  elseif p.alg == 5 then
+    s = {start = t[4], prev = t[5], cur = t[6]}
+  else
+    s = {start = t[4], count = t[5]}
+  end
+  if t[1] == p.limit and t[2] == p.window and t[3] == p.cap then
+    return s
+  end
+  local old = {limit = t[1], window = t[2], cap = t[3]}
+  if p.alg <= 3 then
+    return bucketAdopt(p, s, old, now)
+  elseif p.alg == 4 then
+    local at = logAt(s, now)
+    local first, expired = logExpired(math.min(old.window, p.window), s, at)
+    local total = s.total - expired
+    local excess = total - p.limit
+    while excess > 0 do
+      local e = s.entries[first]
+      if e[2] > excess then
+        e[2] = e[2] - excess
+        break
+      end
+      excess = excess - e[2]
+      first = first + 1
+    end
+    local entries = {}
+    for i = first, #s.entries do
+      entries[#entries + 1] = s.entries[i]
+    end
+    return {total = math.min(total, p.limit), entries = entries}
+  elseif p.alg == 5 then
+    local w = roll({window = old.window}, s, now)
+    s = {start = w.start, prev = math.min(w.prev, p.limit), cur = math.min(w.cur, p.limit)}
+    w = roll(p, s, now)
+    if w.prev == 0 and w.cur == 0 then
+      return fresh(p)
+    end
+    return {start = w.start, prev = w.prev, cur = w.cur}
+  end
+  if fixedResetAfter(old, s, now) == 0 then
+    return fresh(p)
+  end
+  s.count = math.min(s.count, p.limit)
+  if fixedResetAfter(p, s, now) == 0 then
+    return fresh(p)
+  end
+  return s
+end
+
+-- pack returns p's state s, packed as it is stored.
+local function pack(p, s)
+  local t = {p.limit, p.window, p.cap}
+  if p.alg <= 3 then
+    t[4], t[5] = s.used, s.last
+  elseif p.alg == 4 then
+    t[4] = s.total
+    for _, e in ipairs(s.entries) do
+      t[#t + 1] = e[1]
+      t[#t + 1] = e[2]
+    end
+  elseif p.alg == 5 then
+    t[4], t[5], t[6] = s.start, s.prev, s.cur
+  else
+    t[4], t[5] = s.start, s.count
+  end
+  return cmsgpack.pack(t)
+end
+
+local function decide(p, s, now, n, d)
+  if p.alg <= 3 then
+    bucketDecide(p, s, now, n, d)
+  elseif p.alg == 4 then
+    logDecide(p, s, now, n, d)
+  elseif p.alg == 5 then
+    counterDecide(p, s, now, n, d)
+  else
+    fixedDecide(p, s, now, n, d)
+  end
+end
+
+local function resetAfter(p, s, now)
+  if p.alg <= 3 then
+    return bucketResetAfter(p, s, now)
+  elseif p.alg == 4 then
+    return logResetAfter(p, s, now)
+  elseif p.alg == 5 then
+    return counterResetAfter(p, s, now)
+  end
+  return fixedResetAfter(p, s, now)
+end
+
+-- A fresh bucket's last is now: it is full, whenever it was made.
+for _, p in ipairs(ps) do
+  p.s = load(p, now)
+  if p.s.fresh then
+    p.s.last = now
+  end
+end
+
+if kind == 3 then -- refund
+  local longest = 0
+  for _, p in ipairs(ps) do
+    if p.st then
+      local s = p.s
+      if p.alg <= 3 then
+        bucketRefund(p, s, n)
+      elseif p.alg == 4 then
+        logRefund(s, n)
+      elseif p.alg == 5 then
+        s.cur = s.cur - math.min(n, s.cur)
+      else
+        s.count = s.count - math.min(n, s.count)
+      end
+      redis.call('HSET', key, p.field, pack(p, s))
+    end
+  end
+  return {}
+end
+
+local allowed = true
+for _, p in ipairs(ps) do
+  p.d = {}
+  decide(p, p.s, now, n, p.d)
+  allowed = allowed and p.d.allowed
+end
+
+local out = {allowed and 1 or 0}
+if allowed and kind == 1 then
+  local longest = 0
+  local args = {}
+  for _, p in ipairs(ps) do
+    args[#args + 1] = p.field
+    args[#args + 1] = pack(p, p.d.commit)
+    longest = math.max(longest, p.d.reset)
+  end
+  redis.call('HSET', key, unpack(args))
+  -- Kept no sooner than its ResetAfter, and grace after.
+  redis.call('PEXPIRE', key, cdiv(longest, 1000) + grace)
+end
+for _, p in ipairs(ps) do
+  local d = p.d
+  if not allowed and d.allowed then
+    -- A policy that would have allowed reports its state as it is.
+    d.remaining = d.remaining + n
+    d.reset = resetAfter(p, p.s, now)
+    d.delay = 0
+  end
+  out[#out + 1] = d.allowed and 1 or 0
+  out[#out + 1] = d.remaining
+  out[#out + 1] = d.retry
+  out[#out + 1] = d.reset
+  out[#out + 1] = d.delay
+end
+return out

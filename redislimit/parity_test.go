@@ -1,0 +1,209 @@
+package redislimit_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/clock"
+	"github.com/chanlimit/chanlimit/redislimit"
+)
+
+// ceilMicro rounds d up to the next microsecond, as the store's waits are.
+func ceilMicro(d time.Duration) time.Duration {
+	return (d + time.Microsecond - 1) / time.Microsecond * time.Microsecond
+}
+
+// same requires a Redis-backed decision to be the in-memory one, its
+// waits rounded up to the microsecond.
+func same(t *testing.T, mem, red chanlimit.Decision, msg string, args ...any) {
+	t.Helper()
+	mem.RetryAfter, mem.ResetAfter, mem.Delay = ceilMicro(mem.RetryAfter), ceilMicro(mem.ResetAfter), ceilMicro(mem.Delay)
+	require.Equalf(t, mem, red, msg, args...)
+}
+
+var parityPolicies = map[string][]chanlimit.Policy{
+	"token_bucket":           {{Algorithm: "token_bucket", Limit: 7, Window: 3 * time.Second, Burst: 5}},
+	"gcra":                   {{Algorithm: "gcra", Limit: 10, Window: time.Second, Burst: 4}},
+	"leaky_bucket":           {{Algorithm: "leaky_bucket", Limit: 3, Window: time.Second, Burst: 6}},
+	"sliding_window_log":     {{Algorithm: "sliding_window_log", Limit: 6, Window: 2 * time.Second}},
+	"sliding_window_counter": {{Algorithm: "sliding_window_counter", Limit: 9, Window: 1500 * time.Millisecond}},
+	"fixed_window":           {{Algorithm: "fixed_window", Limit: 5, Window: time.Second}},
+	"two policies": {
+		{Name: "second", Algorithm: "sliding_window_counter", Limit: 4, Window: time.Second},
+		{Name: "minute", Algorithm: "token_bucket", Limit: 30, Window: time.Minute, Burst: 8},
+	},
+	"odd window": {{Algorithm: "sliding_window_counter", Limit: 7, Window: 999_983 * time.Microsecond}},
+	// Large counts, where the counter's rounding to the nanosecond turns
+	// at other instants than to the microsecond.
+	"large counter": {{Algorithm: "sliding_window_counter", Limit: 5003, Window: 700 * time.Millisecond}},
+	"large bucket":  {{Algorithm: "token_bucket", Limit: 100_000, Window: time.Hour, Burst: 3000}},
+}
+
+// TestParity: random schedules on the fake clock, through a router in
+// memory and one on Redis, get the same decisions: the same Allowed,
+// Remaining, Limit and Policy, and the same waits rounded up to the
+// microsecond.
+func TestParity(t *testing.T) {
+	for name, policies := range parityPolicies {
+		t.Run(name, func(t *testing.T) {
+			parity(t, single(t), policies, 1500, uint64(len(name)))
+		})
+	}
+}
+
+// TestParityCluster runs a shorter schedule through the Cluster.
+func TestParityCluster(t *testing.T) {
+	parity(t, cluster(t), parityPolicies["two policies"], 500, 7)
+}
+
+func parity(t *testing.T, client redis.UniversalClient, policies []chanlimit.Policy, steps int, seed uint64) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	mem, err := chanlimit.New(chanlimit.Config{Policies: policies, Clock: clk})
+	require.NoError(t, err)
+	defer mem.Close()
+	st, err := redislimit.NewStore(client, redislimit.Options{Prefix: prefix(t)})
+	require.NoError(t, err)
+	red, err := chanlimit.New(chanlimit.Config{Policies: policies, Clock: clk, Store: st})
+	require.NoError(t, err)
+	defer red.Close()
+
+	rng := rand.New(rand.NewPCG(seed, 42))
+	keys := []string{"a", "b", "{c}", ""}
+	capacity := policies[0].Limit
+	for _, p := range policies {
+		c := p.Limit
+		if p.Burst > 0 {
+			c = p.Burst
+		}
+		capacity = min(capacity, c)
+	}
+	for step := range steps {
+		key := keys[rng.IntN(len(keys))]
+		n := 1 + rng.IntN(min(capacity, 3))
+		if rng.IntN(3) == 0 {
+			n = 1 + rng.IntN(capacity) // large limits are reached too
+		}
+		switch k := rng.IntN(20); {
+		case k < 3:
+			// Whole microseconds: some steps short, some past a window.
+			clk.Advance(time.Duration(rng.IntN(300_000)+1) * time.Microsecond)
+		case k == 3:
+			clk.Advance(time.Duration(rng.IntN(3_000_000)) * time.Microsecond)
+		case k == 7:
+			// Round steps, to land on the instants where the rules' rounding
+			// turns (a weight of a whole number of units).
+			b := []int64{1, 2, 3, 4, 5, 10}[rng.IntN(6)]
+			a := 1 + rng.Int64N(b)
+			clk.Advance((policies[0].Window * time.Duration(a) / time.Duration(b)).Truncate(time.Microsecond))
+		case k == 4:
+			require.NoError(t, mem.Reset(ctx, key))
+			require.NoError(t, red.Reset(ctx, key))
+		case k == 5:
+			a, aerr := mem.Peek(ctx, key, n)
+			b, berr := red.Peek(ctx, key, n)
+			require.NoError(t, aerr)
+			require.NoError(t, berr)
+			same(t, a, b, "step %d: Peek(%q, %d)", step, key, n)
+		case k == 6:
+			reqs := make([]chanlimit.Request, 1+rng.IntN(6))
+			for i := range reqs {
+				reqs[i] = chanlimit.Request{Key: keys[rng.IntN(len(keys))], N: 1 + rng.IntN(min(capacity, 2))}
+			}
+			a, b := make([]chanlimit.Decision, len(reqs)), make([]chanlimit.Decision, len(reqs))
+			require.NoError(t, mem.AllowBatch(ctx, reqs, a))
+			require.NoError(t, red.AllowBatch(ctx, reqs, b))
+			for i := range reqs {
+				same(t, a[i], b[i], "step %d: AllowBatch item %d %+v", step, i, reqs[i])
+			}
+		default:
+			a, aerr := mem.AllowN(ctx, key, n)
+			b, berr := red.AllowN(ctx, key, n)
+			require.NoError(t, aerr)
+			require.NoError(t, berr)
+			same(t, a, b, "step %d: AllowN(%q, %d)", step, key, n)
+		}
+	}
+	s, err := red.Stats(ctx)
+	require.NoError(t, err)
+	require.Zero(t, s.StoreErrors)
+	// The schedule went both ways.
+	require.Greater(t, s.Allowed, uint64(steps/50), "allowed")
+	require.Greater(t, s.Denied, uint64(steps/50), "denied")
+	m, err := mem.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, m.Allowed, s.Allowed)
+	t.Logf("%d allowed, %d denied", s.Allowed, s.Denied)
+}
+
+// TestParityEdges: each algorithm, filled to its capacity, then asked at
+// the instants where its arithmetic turns: a window's end, its half, a
+// microsecond either side.
+func TestParityEdges(t *testing.T) {
+	client := single(t)
+	for name, policies := range parityPolicies {
+		w := policies[0].Window
+		for _, step := range []time.Duration{w, w / 2, w - time.Microsecond, w + time.Microsecond, 2 * w, w / 3} {
+			t.Run(name+"/"+step.String(), func(t *testing.T) {
+				ctx := context.Background()
+				clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+				mem, err := chanlimit.New(chanlimit.Config{Policies: policies, Clock: clk})
+				require.NoError(t, err)
+				defer mem.Close()
+				st, err := redislimit.NewStore(client, redislimit.Options{Prefix: prefix(t)})
+				require.NoError(t, err)
+				red, err := chanlimit.New(chanlimit.Config{Policies: policies, Clock: clk, Store: st})
+				require.NoError(t, err)
+				defer red.Close()
+				for i := range 3 {
+					for j := range 12 {
+						a, aerr := mem.AllowN(ctx, "k", 1)
+						b, berr := red.AllowN(ctx, "k", 1)
+						require.NoError(t, aerr)
+						require.NoError(t, berr)
+						same(t, a, b, "round %d, request %d", i, j)
+					}
+					clk.Advance(step.Truncate(time.Microsecond))
+				}
+			})
+		}
+	}
+}
+
+// TestParityCounterWaits: a sliding_window_counter with a large previous
+// window, asked for every n at a few instants: the waits, rounded to the
+// microsecond from the nanosecond, match for each.
+func TestParityCounterWaits(t *testing.T) {
+	ctx := context.Background()
+	p := []chanlimit.Policy{{Algorithm: "sliding_window_counter", Limit: 5003, Window: 700 * time.Millisecond}}
+	clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	mem, err := chanlimit.New(chanlimit.Config{Policies: p, Clock: clk})
+	require.NoError(t, err)
+	defer mem.Close()
+	st, err := redislimit.NewStore(single(t), redislimit.Options{Prefix: prefix(t)})
+	require.NoError(t, err)
+	red, err := chanlimit.New(chanlimit.Config{Policies: p, Clock: clk, Store: st})
+	require.NoError(t, err)
+	defer red.Close()
+	for _, r := range []*chanlimit.Router{mem, red} {
+		d, err := r.AllowN(ctx, "k", 5003)
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+	}
+	for _, step := range []time.Duration{700 * time.Millisecond, 123_457 * time.Microsecond, 299_999 * time.Microsecond} {
+		clk.Advance(step)
+		for n := 1; n <= 5003; n += 1 + n/1000 {
+			a, aerr := mem.Peek(ctx, "k", n)
+			b, berr := red.Peek(ctx, "k", n)
+			require.NoError(t, aerr)
+			require.NoError(t, berr)
+			same(t, a, b, "after %v: Peek(%d)", step, n)
+		}
+	}
+}

@@ -1,0 +1,336 @@
+package chanlimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/chanlimit/chanlimit/internal/keytable"
+)
+
+// Store keeps the state of a router's keys outside the router: in Redis
+// (package redislimit), so that routers in many processes share one
+// quota. With Config.Store set, each partition hands its burst of requests
+// (the requests queued in its mailbox, a batch's items) to Decide as one
+// call, which a remote store answers in one round trip.
+//
+// The router keeps everything that is not a key's state: its policies
+// and overrides, the lines of WaitN callers, which it serves in order
+// within the process, and the in-memory tables FailLocal decides on.
+type Store interface {
+	// Check returns nil if the store can decide under policies (valid
+	// as New checks them), and otherwise an error that says why. New,
+	// SetPolicies and SetOverride call it, and wrap its error with
+	// ErrInvalidConfig.
+	Check(policies []Policy) error
+
+	// Decide serves ops in order, each atomically on its key, and writes
+	// each answer into its op: Decision, or Err if the store could not
+	// answer it (Redis down, a timeout). Ops on one key are served in
+	// their order in ops. ctx bounds the whole call. Decide is called by
+	// one partition at a time, and by several partitions at once.
+	Decide(ctx context.Context, ops []StoreOp)
+
+	// FailMode says what the router does with a request the store could
+	// not answer.
+	FailMode() FailMode
+}
+
+// StoreOp is one request a router hands its Store.
+type StoreOp struct {
+	Kind StoreOpKind
+	Key  string
+	N    int // units: at least 1, at most the capacity of Policies; 0 for StoreReset
+
+	// Policies are the key's (its override's, or the router's), never
+	// empty, valid and checked by the store's Check. Decide must not
+	// change them.
+	Policies []Policy
+
+	// Now is the time of the request by the router's Config.Clock, or
+	// the zero Time when Config.Clock is nil: then the store decides on
+	// its own clock (Redis's), one clock for every process.
+	Now time.Time
+
+	Decision Decision // the answer, for StoreAllow and StorePeek
+	Err      error    // set if the store could not answer
+}
+
+// StoreOpKind is what a StoreOp asks.
+type StoreOpKind uint8
+
+const (
+	// StoreAllow decides N units on Key as Router.AllowN does: all or
+	// nothing, under every policy at once.
+	StoreAllow StoreOpKind = iota + 1
+
+	// StorePeek answers what StoreAllow would, changing nothing.
+	StorePeek
+
+	// StoreRefund gives back N units that the StoreAllow just before it,
+	// on the same key, allowed (its caller left before the answer came).
+	StoreRefund
+
+	// StoreReset drops Key's state: its next request finds it untouched.
+	StoreReset
+)
+
+// FailMode is what a router with a Store does with a request the store
+// could not answer (README, "Many instances: Redis").
+type FailMode uint8
+
+const (
+	// FailClosed fails the request with an error wrapping
+	// ErrStoreUnavailable: Allow returns false.
+	FailClosed FailMode = iota
+
+	// FailOpen allows the request, as an untouched key would be allowed.
+	FailOpen
+
+	// FailLocal decides the request on the router's own in-memory
+	// tables, under the same policies, until the store answers again.
+	FailLocal
+)
+
+// String returns the mode's name.
+func (m FailMode) String() string {
+	switch m {
+	case FailClosed:
+		return "FailClosed"
+	case FailOpen:
+		return "FailOpen"
+	case FailLocal:
+		return "FailLocal"
+	}
+	return fmt.Sprintf("FailMode(%d)", uint8(m))
+}
+
+// storeTable is a partition's table when the router has a Store: the keys'
+// states are the store's; local holds the partition's overrides, and the
+// keys FailLocal decides on while the store cannot answer.
+type storeTable struct {
+	store  Store
+	mode   FailMode
+	clock  bool      // Config.Clock was set: ops carry its time
+	origin time.Time // the clock's reading the partition's timeline starts at
+	local  *keytable.Keys
+	errors uint64 // requests the store failed to answer (Stats.StoreErrors)
+
+	ops      []StoreOp
+	at       []int                      // for each op, its item
+	policies map[*keytable.Set][]Policy // each set's policies, as ops carry them
+}
+
+var _ keytable.Remote = (*storeTable)(nil)
+
+func newStoreTable(store Store, local *keytable.Keys, clockSet bool, origin time.Time) *storeTable {
+	return &storeTable{
+		store:    store,
+		mode:     store.FailMode(),
+		clock:    clockSet,
+		origin:   origin,
+		local:    local,
+		policies: make(map[*keytable.Set][]Policy),
+	}
+}
+
+// policiesOf returns the policies of set, as ops carry them.
+func (t *storeTable) policiesOf(set *keytable.Set) []Policy {
+	if ps, ok := t.policies[set]; ok {
+		return ps
+	}
+	if len(t.policies) >= 64 { // sets let go (SetPolicies, SetOverride) are not kept
+		clear(t.policies)
+	}
+	ps := policiesFrom(set)
+	t.policies[set] = ps
+	return ps
+}
+
+// setOf returns the set of policies key is under.
+func (t *storeTable) setOf(key string) *keytable.Set {
+	if set := t.local.Override(key); set != nil {
+		return set
+	}
+	return t.local.Set()
+}
+
+// now returns the time of an op at the partition's now.
+func (t *storeTable) now(now time.Duration) time.Time {
+	if !t.clock {
+		return time.Time{}
+	}
+	return t.origin.Add(now)
+}
+
+func (t *storeTable) DecideEach(ctx context.Context, items []keytable.Item, now time.Duration) {
+	ops, at := t.ops[:0], t.at[:0]
+	for i := range items {
+		it := &items[i]
+		if it.Skip {
+			continue
+		}
+		op := StoreOp{Key: it.Key, N: it.N, Now: t.now(now)}
+		set := t.setOf(it.Key)
+		switch it.Op {
+		case keytable.OpAllow, keytable.OpPeek:
+			if err := set.Exceeds(it.N); err != nil {
+				it.D, it.Err = Decision{}, err
+				continue
+			}
+			op.Kind = StoreAllow
+			if it.Op == keytable.OpPeek {
+				op.Kind = StorePeek
+			}
+		case keytable.OpReset:
+			op.Kind, op.N = StoreReset, 0
+		}
+		op.Policies = t.policiesOf(set)
+		ops = append(ops, op)
+		at = append(at, i)
+	}
+	t.ops, t.at = ops, at
+	if len(ops) == 0 {
+		return
+	}
+	t.store.Decide(ctx, ops)
+	for k := range ops {
+		op, it := &ops[k], &items[at[k]]
+		it.D, it.Err = op.Decision, nil
+		if op.Kind == StoreReset {
+			t.local.Reset(it.Key) // its local state, if FailLocal decided on it
+		}
+		if op.Err != nil {
+			t.failed(it, op, now)
+		}
+	}
+	clear(ops) // no key is kept
+}
+
+// failed answers it, whose op the store could not answer, as the router's
+// FailMode says.
+func (t *storeTable) failed(it *keytable.Item, op *StoreOp, now time.Duration) {
+	t.errors++
+	switch t.mode {
+	case FailOpen:
+		it.D, it.Err = Decision{}, nil
+		if op.Kind != StoreReset {
+			it.D = t.open(it.Key, it.N)
+		}
+	case FailLocal:
+		it.D, it.Err = Decision{}, nil
+		switch op.Kind {
+		case StoreAllow:
+			it.Err = t.local.AllowN(it.Key, now, it.N, &it.D)
+		case StorePeek:
+			it.Err = t.local.PeekN(it.Key, now, it.N, &it.D)
+		}
+	default:
+		it.D, it.Err = Decision{}, unavailable(op.Err)
+	}
+}
+
+// open returns FailOpen's decision: allowed, as an untouched key would be.
+func (t *storeTable) open(key string, n int) Decision {
+	set := t.setOf(key)
+	p := set.Policies()[set.Smallest()]
+	return Decision{Allowed: true, Limit: p.Params.Limit, Remaining: set.Capacity() - n, Policy: p.Name}
+}
+
+// unavailable returns err wrapping ErrStoreUnavailable.
+func unavailable(err error) error {
+	if errors.Is(err, ErrStoreUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+}
+
+// one serves one item at once, as DecideEach.
+func (t *storeTable) one(key string, op keytable.Op, now time.Duration, n int, d *Decision) error {
+	items := [1]keytable.Item{{Key: key, N: n, Op: op}}
+	t.DecideEach(context.Background(), items[:], now)
+	*d = items[0].D
+	return items[0].Err
+}
+
+func (t *storeTable) AllowN(key string, now time.Duration, n int, d *Decision) error {
+	return t.one(key, keytable.OpAllow, now, n, d)
+}
+
+func (t *storeTable) PeekN(key string, now time.Duration, n int, d *Decision) error {
+	return t.one(key, keytable.OpPeek, now, n, d)
+}
+
+func (t *storeTable) AllowEach(items []keytable.Item, now time.Duration) {
+	for i := range items {
+		items[i].Op = keytable.OpAllow
+	}
+	t.DecideEach(context.Background(), items, now)
+}
+
+// Refund gives the units back to the store, or, if it cannot answer, to
+// the local table under FailLocal (which decided them, most likely).
+func (t *storeTable) Refund(key string, now time.Duration, n int) {
+	ops := [1]StoreOp{{Kind: StoreRefund, Key: key, N: n, Now: t.now(now), Policies: t.policiesOf(t.setOf(key))}}
+	t.store.Decide(context.Background(), ops[:])
+	if ops[0].Err != nil {
+		t.errors++
+		if t.mode == FailLocal {
+			t.local.Refund(key, now, n)
+		}
+	}
+}
+
+func (t *storeTable) Reset(key string) {
+	var d Decision
+	_ = t.one(key, keytable.OpReset, 0, 0, &d) // the router resets through DecideEach, which answers its error
+}
+
+// The rest is the local table's: a store's keys have no lifecycle here.
+
+func (t *storeTable) Expire(now time.Duration, budget int) int { return t.local.Expire(now, budget) }
+func (t *storeTable) Len() int                                 { return t.local.Len() }
+func (t *storeTable) Counts(now time.Duration) keytable.Counts { return t.local.Counts(now) }
+func (t *storeTable) Bound(limit keytable.Limit)               { t.local.Bound(limit) }
+func (t *storeTable) Resume(now time.Duration)                 { t.local.Resume(now) }
+func (t *storeTable) Pin(key string)                           { t.local.Pin(key) }
+func (t *storeTable) Unpin(key string)                         { t.local.Unpin(key) }
+func (t *storeTable) Abandoned()                               { t.local.Abandoned() }
+
+func (t *storeTable) Replace(other keytable.Table) { t.local.Replace(other.(*storeTable).local) }
+
+func (t *storeTable) AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, error) {
+	return dst, 0, errStoreSnapshot
+}
+
+func (t *storeTable) Load(key string, state []byte, now, age time.Duration) error {
+	return errStoreSnapshot
+}
+
+// Ahead cannot tell: other processes take from the same keys.
+func (t *storeTable) Ahead(key string, now time.Duration, ns []int) (at, free time.Duration, ok bool, err error) {
+	return 0, 0, false, nil
+}
+
+// errStoreSnapshot is Snapshot's and Restore's error with a Store.
+var errStoreSnapshot = fmt.Errorf("chanlimit: the state of the keys is the Store's, not the router's: %w", errors.ErrUnsupported)
+
+// checkStore returns nil if store is nil or can decide under policies,
+// and otherwise an error wrapping ErrInvalidConfig; field names where the
+// policies come from, "" for the single fields.
+func checkStore(store Store, field string, policies []Policy) error {
+	if store == nil {
+		return nil
+	}
+	if m := store.FailMode(); m > FailLocal {
+		return fmt.Errorf("%w: Store: unknown %v", ErrInvalidConfig, m)
+	}
+	if err := store.Check(policies); err != nil {
+		if field != "" {
+			field += ": "
+		}
+		return fmt.Errorf("%w: %sStore: %w", ErrInvalidConfig, field, err)
+	}
+	return nil
+}
