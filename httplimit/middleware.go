@@ -300,8 +300,10 @@ func writeProblem(w http.ResponseWriter, p problem) {
 //     key's policies ever allow (chanlimit.ErrExceedsCapacity);
 //   - 503 Service Unavailable for a router that is closed
 //     (chanlimit.ErrClosed) or holds as many keys as it may
-//     (chanlimit.ErrTooManyKeys), and for a request whose context ended
-//     first (the client went away, or a server deadline passed);
+//     (chanlimit.ErrTooManyKeys), whose Store cannot answer
+//     (chanlimit.ErrStoreUnavailable: Redis down, with FailClosed), and
+//     for a request whose context ended first (the client went away, or a
+//     server deadline passed);
 //   - 500 Internal Server Error for anything else: a key function's own
 //     error, a Cost below 1, a panic in an algorithm or the clock.
 //
@@ -312,7 +314,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, ErrNoKey), errors.Is(err, chanlimit.ErrKeyTooLong), errors.Is(err, chanlimit.ErrExceedsCapacity):
 		p.Status, p.Detail = http.StatusBadRequest, err.Error()
-	case errors.Is(err, chanlimit.ErrClosed), errors.Is(err, chanlimit.ErrTooManyKeys):
+	case errors.Is(err, chanlimit.ErrClosed), errors.Is(err, chanlimit.ErrTooManyKeys), errors.Is(err, chanlimit.ErrStoreUnavailable):
 		p.Status, p.Detail = http.StatusServiceUnavailable, "the rate limiter cannot take the request now"
 	case r.Context().Err() != nil:
 		p.Status, p.Detail = http.StatusServiceUnavailable, "the request ended before it was decided"

@@ -315,6 +315,32 @@ func TestTooManyKeys(t *testing.T) {
 	assert.Equal(t, 503, do(h, "192.0.2.2:1").Code)
 }
 
+// downStore is a chanlimit.Store that never answers.
+type downStore struct{ mode chanlimit.FailMode }
+
+func (downStore) Check([]chanlimit.Policy) error { return nil }
+func (s downStore) FailMode() chanlimit.FailMode { return s.mode }
+func (downStore) Decide(_ context.Context, ops []chanlimit.StoreOp) {
+	for i := range ops {
+		ops[i].Err = errors.New("connection refused")
+	}
+}
+
+// TestStoreUnavailable: a Store that cannot answer is a 503 under
+// FailClosed, and lets the request through under FailOpen.
+func TestStoreUnavailable(t *testing.T) {
+	r, _ := newRouter(t, chanlimit.Config{Limit: 5, Window: time.Minute, Store: downStore{chanlimit.FailClosed}})
+	next := &counting{}
+	rec := do(httplimit.Middleware(r, httplimit.Options{})(next), "192.0.2.1:1")
+	assert.Equal(t, 503, rec.Code)
+	readProblem(t, 503, rec.Header(), rec.Body.Bytes())
+	assert.Zero(t, next.served)
+
+	r, _ = newRouter(t, chanlimit.Config{Limit: 5, Window: time.Minute, Store: downStore{chanlimit.FailOpen}})
+	assert.Equal(t, 204, do(httplimit.Middleware(r, httplimit.Options{})(next), "192.0.2.1:1").Code)
+	assert.Equal(t, 1, next.served)
+}
+
 // TestOnLimited: a custom refusal gets the fields set and the Decision.
 func TestOnLimited(t *testing.T) {
 	r, _ := newRouter(t, chanlimit.Config{Limit: 1, Window: 10 * time.Second})

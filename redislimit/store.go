@@ -59,7 +59,17 @@ type Options struct {
 	// FailMode is what a router does with a request Redis could not
 	// answer in time: FailClosed (the default), FailOpen or FailLocal.
 	FailMode FailMode
+
+	// Pause is how long the store leaves Redis alone once a round trip
+	// has failed for want of a connection: meanwhile it answers every
+	// request at once as Redis unavailable (for the FailMode to decide),
+	// instead of making each wait for the client's dial timeout. 0 means
+	// DefaultPause; below 0, every request tries Redis.
+	Pause time.Duration
 }
+
+// DefaultPause is Options.Pause when it is 0.
+const DefaultPause = 200 * time.Millisecond
 
 // Grace is how long a key's Redis hash is kept past its ResetAfter, on
 // Redis's clock: its TTL is set to ResetAfter plus Grace on every
@@ -82,8 +92,15 @@ type Store struct {
 	client redis.UniversalClient
 	prefix string
 	mode   FailMode
+	pause  time.Duration
 	args   sync.Map     // the script's arguments for a set of policies, by its first policy's address: see policyArgs
 	cached atomic.Int64 // sets in args
+
+	// pausedUntil is when the pause after a failed round trip ends, on
+	// the wall clock (UnixNano; 0: none), and failure the error that
+	// started it.
+	pausedUntil atomic.Int64
+	failure     atomic.Pointer[error]
 }
 
 var _ chanlimit.Store = (*Store)(nil)
@@ -103,7 +120,11 @@ func NewStore(client redis.UniversalClient, opts Options) (*Store, error) {
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	return &Store{client: client, prefix: prefix, mode: opts.FailMode}, nil
+	pause := opts.Pause
+	if pause == 0 {
+		pause = DefaultPause
+	}
+	return &Store{client: client, prefix: prefix, mode: opts.FailMode, pause: pause}, nil
 }
 
 // FailMode returns the store's FailMode.
@@ -142,11 +163,11 @@ func check(p chanlimit.Policy) error {
 		return fmt.Errorf("redislimit has no script for algorithm %q: it has one for each algorithm of chanlimit", p.Algorithm)
 	}
 	if p.Window%time.Microsecond != 0 {
-		return fmt.Errorf("Window %v is not a whole number of microseconds, as times in Redis are", p.Window)
+		return fmt.Errorf("its Window, %v, is not a whole number of microseconds, as times in Redis are", p.Window)
 	}
 	w := uint64(p.Window / time.Microsecond)
 	if w > exact {
-		return fmt.Errorf("Window %v is too long for Redis's arithmetic (at most %v)", p.Window, time.Duration(exact)*time.Microsecond)
+		return fmt.Errorf("its Window, %v, is too long for Redis's arithmetic (at most %v)", p.Window, time.Duration(exact)*time.Microsecond)
 	}
 	limit, capacity := uint64(p.Limit), uint64(p.Limit)
 	if p.Burst > 0 {
@@ -156,11 +177,11 @@ func check(p chanlimit.Policy) error {
 	case 1, 2, 3:
 		// A full bucket holds capacity × perToken units.
 		if _, perToken := perUnits(limit, w); capacity > exact/perToken {
-			return fmt.Errorf("Burst %d at Limit %d per %v is too large for Redis's arithmetic (Burst × Window / gcd(Limit, Window in µs) must be below 2^50)", capacity, limit, p.Window)
+			return fmt.Errorf("its Burst %d at Limit %d per %v is too large for Redis's arithmetic (Burst × Window / gcd(Limit, Window in µs) must be below 2^50)", capacity, limit, p.Window)
 		}
 	case 5:
 		if limit > exact/w || limit > 1000*w {
-			return fmt.Errorf("Limit %d per %v is too large for Redis's arithmetic (Limit × Window in µs must be below 2^50, and Limit at most Window in ns)", limit, p.Window)
+			return fmt.Errorf("its Limit %d per %v is too large for Redis's arithmetic (Limit × Window in µs must be below 2^50, and Limit at most Window in ns)", limit, p.Window)
 		}
 	}
 	return nil
@@ -203,14 +224,24 @@ func (s *Store) policyArgs(policies []chanlimit.Policy) []any {
 	return args
 }
 
+// Key returns the Redis key of key's hash: Prefix, then key.
+func (s *Store) Key(key string) string { return s.prefix + key }
+
 // Decide serves ops as one pipeline of EVALSHA calls. Ops whose script
 // Redis did not have (NOSCRIPT: a node restarted, failed over, or never
 // saw it) are sent again once the script is loaded on every node; an op
 // whose round trip failed otherwise gets an error wrapping
 // ErrStoreUnavailable, since Redis may or may not have run it.
 func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
+	if err := s.paused(); err != nil {
+		for i := range ops {
+			ops[i].Err = err
+		}
+		return
+	}
 	cmds := make([]*redis.Cmd, len(ops))
 	s.send(ctx, ops, cmds, func(int) bool { return true })
+	s.notePause(cmds)
 	retry := false
 	for i, cmd := range cmds {
 		if isNoScript(cmd.Err()) {
@@ -239,6 +270,40 @@ func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 	}
 }
 
+// paused returns the error that paused the store, while the pause lasts,
+// and otherwise nil.
+func (s *Store) paused() error {
+	until := s.pausedUntil.Load()
+	// The pause is on the wall clock, as the client's timeouts are: it
+	// spares requests a dial, it decides nothing.
+	if until == 0 || time.Now().UnixNano() >= until {
+		return nil
+	}
+	if err := s.failure.Load(); err != nil {
+		return fmt.Errorf("%w (Redis was left alone for %v after: %w)", ErrStoreUnavailable, s.pause, *err)
+	}
+	return nil
+}
+
+// notePause pauses the store if every command of a round trip failed for
+// want of a connection (no answer from Redis, not even an error).
+func (s *Store) notePause(cmds []*redis.Cmd) {
+	if s.pause < 0 {
+		return
+	}
+	var failure error
+	for _, cmd := range cmds {
+		err := cmd.Err()
+		var redisErr redis.Error
+		if err == nil || errors.As(err, &redisErr) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return // Redis answered, or the caller's context ended first
+		}
+		failure = err
+	}
+	s.failure.Store(&failure)
+	s.pausedUntil.Store(time.Now().Add(s.pause).UnixNano())
+}
+
 // send sends the ops that pick picks as one pipeline, each command into
 // cmds.
 func (s *Store) send(ctx context.Context, ops []chanlimit.StoreOp, cmds []*redis.Cmd, pick func(int) bool) {
@@ -256,7 +321,7 @@ func (s *Store) send(ctx context.Context, ops []chanlimit.StoreOp, cmds []*redis
 		args := make([]any, 0, 5+len(policies))
 		args = append(args, int(op.Kind), op.N, now, grace.Milliseconds(), len(op.Policies))
 		args = append(args, policies...)
-		cmds[i] = pipe.EvalSha(ctx, decideScript.Hash(), []string{s.prefix + op.Key}, args...)
+		cmds[i] = pipe.EvalSha(ctx, decideScript.Hash(), []string{s.Key(op.Key)}, args...)
 	}
 	_, _ = pipe.Exec(ctx) // each command holds its own error
 }
