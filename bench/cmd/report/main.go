@@ -32,12 +32,22 @@ type sample struct {
 }
 
 func main() {
+	all, err := load(os.Args[1:])
+	if err != nil {
+		log.Fatal(err)
+	}
+	write(os.Stdout, all)
+}
+
+// load reads the benchmark results in the files at paths, and returns a
+// sample for each benchmark and unit, in the order they first appear.
+func load(paths []string) ([]*sample, error) {
 	samples := map[string]*sample{}
 	var order []string
-	for _, path := range os.Args[1:] {
+	for _, path := range paths {
 		f, err := os.Open(path)
 		if err != nil {
-			log.Fatal(err)
+			return nil, err
 		}
 		r := benchfmt.NewReader(f, path)
 		for r.Scan() {
@@ -62,16 +72,17 @@ func main() {
 				s.vals = append(s.vals, v.Value)
 			}
 		}
-		if err := r.Err(); err != nil {
-			log.Fatal(err)
-		}
+		err = r.Err()
 		f.Close()
+		if err != nil {
+			return nil, err
+		}
 	}
 	var all []*sample
 	for _, id := range order {
 		all = append(all, samples[id])
 	}
-	write(os.Stdout, all)
+	return all, nil
 }
 
 // median returns the median of vals.
@@ -127,6 +138,7 @@ func write(w io.Writer, all []*sample) {
 	pipelineTable(w, all)
 	waitTable(w, all)
 	httpTable(w, all)
+	redisTable(w, all)
 	expiryTable(w, all)
 	defaultsTable(w, all)
 }
@@ -327,6 +339,65 @@ func httpTable(w io.Writer, all []*sample) {
 	fmt.Fprintln(w)
 }
 
+// redisTable writes BenchmarkRedis and BenchmarkRedisBatch: chanlimit on
+// a redislimit.Store beside redis_rate on the same redis-server, by
+// concurrent callers, and a batch of 64 beside redis_rate one by one.
+func redisTable(w io.Writer, all []*sample) {
+	at := func(bench, unit string, conf map[string]string) float64 {
+		v, _ := find(all, bench, unit, conf)
+		return v
+	}
+	callers := []string{"1", "8", "64", "256"}
+	if _, ok := find(all, "Redis", "decisions/s", map[string]string{"impl": "chanlimit"}); ok {
+		fmt.Fprintf(w, "## Redis: decisions through one local redis-server\n\n")
+		fmt.Fprintf(w, "Exactly `callers` goroutines share the decisions, each an Allow of 1 unit on\n")
+		fmt.Fprintf(w, "a key drawn from 10,000, at 1,000,000 per second per key: every one is\n")
+		fmt.Fprintf(w, "allowed, and each writes its key's state. `chanlimit` is a router with the\n")
+		fmt.Fprintf(w, "default partitions on a redislimit.Store: each partition sends the requests\n")
+		fmt.Fprintf(w, "queued in its mailbox as one pipeline (`per trip`: decisions per pipeline).\n")
+		fmt.Fprintf(w, "`redis_rate` is go-redis/redis_rate/v10, one EVALSHA round trip per call.\n")
+		fmt.Fprintf(w, "Each has a client of its own (PoolSize 300) on the redis-server `.ci/redis`\n")
+		fmt.Fprintf(w, "starts on this machine, which takes a share of its processors. Latency is\n")
+		fmt.Fprintf(w, "one call's, in µs.\n\n")
+		fmt.Fprintf(w, "| callers | chanlimit decisions/s | redis_rate decisions/s | chanlimit / redis_rate | chanlimit p50 | redis_rate p50 | chanlimit p99 | redis_rate p99 | per trip |\n")
+		fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, n := range callers {
+			c := map[string]string{"impl": "chanlimit", "callers": n}
+			r := map[string]string{"impl": "redis_rate", "callers": n}
+			cd, rd := at("Redis", "decisions/s", c), at("Redis", "decisions/s", r)
+			if cd == 0 && rd == 0 {
+				continue
+			}
+			fmt.Fprintf(w, "| %s | %.0f | %.0f | %s | %s | %s | %s | %s | %.1f |\n", n, cd, rd, ratio(cd, rd),
+				us(at("Redis", "p50-sec", c)), us(at("Redis", "p50-sec", r)),
+				us(at("Redis", "p99-sec", c)), us(at("Redis", "p99-sec", r)), at("Redis", "decisions/trip", c))
+		}
+		c1 := at("Redis", "p50-sec", map[string]string{"impl": "chanlimit", "callers": "1"})
+		r1 := at("Redis", "p50-sec", map[string]string{"impl": "redis_rate", "callers": "1"})
+		fmt.Fprintf(w, "\nAt 1 caller, chanlimit's p50 latency is %s times redis_rate's (%s µs and %s µs):\n", ratio(c1, r1), us(c1), us(r1))
+		fmt.Fprintf(w, "each decision is one round trip in both, and chanlimit's also passes through a\n")
+		fmt.Fprintf(w, "partition's goroutine.\n\n")
+	}
+	seq := at("RedisBatch", "sec/decision", map[string]string{"impl": "redis_rate", "mode": "seq"})
+	if _, ok := find(all, "RedisBatch", "sec/decision", map[string]string{"impl": "chanlimit"}); !ok {
+		return
+	}
+	fmt.Fprintf(w, "### 64 decisions at once through Redis, from one caller (ns per decision)\n\n")
+	fmt.Fprintf(w, "`chanlimit batch` is one AllowBatch of 64 (one pipeline per partition it\n")
+	fmt.Fprintf(w, "touches); `redis_rate seq` decides the 64 one by one; `redis_rate par`\n")
+	fmt.Fprintf(w, "starts 64 goroutines, one per decision, and waits for them all.\n\n")
+	fmt.Fprintf(w, "| case | ns/decision | decisions/s | / redis_rate seq |\n|---|---:|---:|---:|\n")
+	for _, c := range []struct{ impl, mode string }{{"chanlimit", "batch"}, {"redis_rate", "seq"}, {"redis_rate", "par"}} {
+		conf := map[string]string{"impl": c.impl, "mode": c.mode}
+		v, ok := find(all, "RedisBatch", "sec/decision", conf)
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(w, "| %s %s | %s | %.0f | %s |\n", c.impl, c.mode, ns(v), at("RedisBatch", "decisions/s", conf), ratio(v, seq))
+	}
+	fmt.Fprintln(w)
+}
+
 // waitTable writes BenchmarkWaitLatency: how late WaitN wakes after its
 // grant, beside a bare timer after its deadline.
 func waitTable(w io.Writer, all []*sample) {
@@ -391,6 +462,14 @@ func ns(sec float64) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.0f", sec*1e9)
+}
+
+// us formats seconds as microseconds.
+func us(sec float64) string {
+	if sec == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", sec*1e6)
 }
 
 func ratio(a, b float64) string {

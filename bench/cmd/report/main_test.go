@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// TestRedisTable: the Redis tables from raw results, as bench/run writes
+// them: medians, the ratio of decisions/s, latency in µs, and the ratio of
+// p50 latency at 1 caller.
+func TestRedisTable(t *testing.T) {
+	procs := fmt.Sprint(runtime.GOMAXPROCS(0))
+	var raw strings.Builder
+	raw.WriteString("goos: linux\ngoarch: amd64\npkg: github.com/chanlimit/chanlimit/bench\n")
+	for _, line := range []string{
+		// Two runs of each: the medians are their means.
+		"BenchmarkRedis/impl=chanlimit/callers=1-P 1000 50000 ns/op 20000 decisions/s 1.000 decisions/trip 40000 p50-ns 90000 p99-ns",
+		"BenchmarkRedis/impl=chanlimit/callers=1-P 1000 50000 ns/op 20000 decisions/s 1.000 decisions/trip 40000 p50-ns 110000 p99-ns",
+		"BenchmarkRedis/impl=redis_rate/callers=1-P 1000 40000 ns/op 25000 decisions/s 20000 p50-ns 60000 p99-ns",
+		"BenchmarkRedis/impl=redis_rate/callers=1-P 1000 40000 ns/op 25000 decisions/s 20000 p50-ns 60000 p99-ns",
+		"BenchmarkRedis/impl=chanlimit/callers=256-P 1000 20000 ns/op 50000 decisions/s 60.00 decisions/trip 5000000 p50-ns 9000000 p99-ns",
+		"BenchmarkRedis/impl=redis_rate/callers=256-P 1000 40000 ns/op 25000 decisions/s 10000000 p50-ns 20000000 p99-ns",
+		"BenchmarkRedisBatch/size=64/impl=chanlimit/mode=batch-P 100 1280000 ns/op 32.00 decisions/trip 20000 ns/decision 50000 decisions/s",
+		"BenchmarkRedisBatch/size=64/impl=redis_rate/mode=seq-P 100 2560000 ns/op 40000 ns/decision 25000 decisions/s",
+		"BenchmarkRedisBatch/size=64/impl=redis_rate/mode=par-P 100 1920000 ns/op 30000 ns/decision 33333 decisions/s",
+	} {
+		raw.WriteString(strings.Replace(line, "-P ", "-"+procs+" ", 1) + "\n")
+	}
+	path := filepath.Join(t.TempDir(), "redis.txt")
+	if err := os.WriteFile(path, []byte(raw.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	all, err := load([]string{path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	redisTable(&out, all)
+	got := out.String()
+	for _, want := range []string{
+		"| 1 | 20000 | 25000 | 0.80 | 40 | 20 | 100 | 60 | 1.0 |",
+		"| 256 | 50000 | 25000 | 2.00 | 5000 | 10000 | 9000 | 20000 | 60.0 |",
+		"At 1 caller, chanlimit's p50 latency is 2.00 times redis_rate's (40 µs and 20 µs)",
+		"| chanlimit batch | 20000 | 50000 | 0.50 |",
+		"| redis_rate seq | 40000 | 25000 | 1.00 |",
+		"| redis_rate par | 30000 | 33333 | 0.75 |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the tables lack %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "| 8 |") || strings.Contains(got, "| 64 |") {
+		t.Errorf("rows for callers not measured:\n%s", got)
+	}
+
+	// Without Redis results, nothing.
+	out.Reset()
+	redisTable(&out, nil)
+	if out.Len() != 0 {
+		t.Errorf("tables without results:\n%s", out.String())
+	}
+}
