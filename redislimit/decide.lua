@@ -1,41 +1,29 @@
--- chanlimit's decision for one key, under all its policies at once: the
--- in-memory rules of package algorithms, applied to whole microseconds.
+-- chanlimit's decisions for a burst of requests: each key decided
+-- atomically, under all its policies at once, by the in-memory rules of
+-- package algorithms applied to whole microseconds.
 --
--- KEYS[1]  the key's hash: a field per policy ("algorithm|name"), each the
---          policy's state, packed with cmsgpack: {limit, window, burst,
---          the state's numbers...}
--- ARGV     kind (1 allow, 2 peek, 3 refund, 4 reset), n, now in
---          microseconds (-1: Redis's own clock, TIME), the grace in
---          milliseconds kept past the key's ResetAfter, the number of
---          policies, then for each: algorithm (1 token_bucket, 2 gcra,
---          3 leaky_bucket, 4 sliding_window_log, 5 sliding_window_counter,
---          6 fixed_window), field, limit, window (us), capacity, units
---          refilled per microsecond, units in a token (the buckets';
---          0 for the others)
+-- KEYS     one per request: the key's Redis key, a string holding the
+--          states of its policies, packed with cmsgpack as {field, state,
+--          field, state, ...}: field is "algorithm|name", state
+--          {limit, window, capacity, the state's numbers...}
+-- ARGV     the grace kept past a key's ResetAfter, in milliseconds, on
+--          Redis's clock and on the caller's; the number of sets of
+--          policies, then each set: its number of policies, then for each:
+--          algorithm (1 token_bucket, 2 gcra, 3 leaky_bucket,
+--          4 sliding_window_log, 5 sliding_window_counter, 6 fixed_window),
+--          field, limit, window (us), capacity, units refilled per
+--          microsecond, units in a token (the buckets'; 0 for the others);
+--          then for each request: kind (1 allow, 2 peek, 3 refund,
+--          4 reset), n, its set, now in microseconds (-1: Redis's own
+--          clock, TIME)
 --
--- Returns {allowed, then for each policy: allowed, remaining, retry
--- after, reset after, delay (us)}; {} for a refund or a reset.
+-- Returns, request after request, for an allow or a peek: allowed, then
+-- for each policy: allowed, remaining, retry after, reset after, delay
+-- (us); nothing for a refund or a reset.
 --
 -- Lua numbers are doubles: every value here is an integer below 2^53
 -- (redislimit's Check bounds the policies so), and every division goes
 -- through idiv, which is exact.
-
-local key = KEYS[1]
-local kind = tonumber(ARGV[1])
-local n = tonumber(ARGV[2])
-local now = tonumber(ARGV[3])
-local grace = tonumber(ARGV[4])
-local count = tonumber(ARGV[5])
-
-if kind == 4 then
-  redis.call('DEL', key)
-  return {}
-end
-
-if now < 0 then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 
 -- floor(a / b) for integers 0 <= a < 2^53, 0 < b.
 local function idiv(a, b)
@@ -64,28 +52,6 @@ local function extend(wait, ahead)
     return wait
   end
   return wait + ahead
-end
-
--- The policies and their states.
-local ps = {}
-local stored = redis.call('HMGET', key, unpack((function()
-  local fields = {}
-  for j = 1, count do
-    fields[j] = ARGV[5 + (j - 1) * 7 + 2]
-  end
-  return fields
-end)()))
-for j = 1, count do
-  local b = 5 + (j - 1) * 7
-  local p = {
-    alg = tonumber(ARGV[b + 1]), field = ARGV[b + 2], limit = tonumber(ARGV[b + 3]),
-    window = tonumber(ARGV[b + 4]), cap = tonumber(ARGV[b + 5]),
-    perUs = tonumber(ARGV[b + 6]), perToken = tonumber(ARGV[b + 7]),
-  }
-  if stored[j] then
-    p.st = cmsgpack.unpack(stored[j])
-  end
-  ps[j] = p
 end
 
 ---------------------------------------------------------------- buckets
@@ -148,7 +114,6 @@ end
 -- window, cap) over to p's, as algorithms' bucket adopt does: whole free
 -- tokens kept, capped at the capacity, and the part of a token.
 local function bucketAdopt(p, s, old, now)
-  local g = old.window
   local a, b = old.limit, old.window
   while b ~= 0 do a, b = b, a % b end
   local perUs, perToken = old.limit / a, old.window / a
@@ -376,8 +341,6 @@ local function logRefund(s, n)
   end
 end
 
----------------------------------------------------------------- states
-
 -- fresh returns the untouched state of p's algorithm.
 local function fresh(p)
   if p.alg <= 3 then
@@ -392,8 +355,7 @@ end
 
 -- load returns p's state at now: as stored, carried over to p's params if
 -- it was saved under others (SetPolicies), or fresh.
-local function load(p, now)
-  local t = p.st
+local function load(p, t, now)
   if not t then
     return fresh(p)
   end
@@ -454,7 +416,7 @@ local function load(p, now)
   return s
 end
 
--- pack returns p's state s, packed as it is stored.
+-- pack returns p's state s, as it is stored.
 local function pack(p, s)
   local t = {p.limit, p.window, p.cap}
   if p.alg <= 3 then
@@ -470,7 +432,7 @@ local function pack(p, s)
   else
     t[4], t[5] = s.start, s.count
   end
-  return cmsgpack.pack(t)
+  return t
 end
 
 local function decide(p, s, now, n, d)
@@ -496,19 +458,77 @@ local function resetAfter(p, s, now)
   return fixedResetAfter(p, s, now)
 end
 
--- A fresh bucket's last is now: it is full, whenever it was made.
-for _, p in ipairs(ps) do
-  p.s = load(p, now)
-  if p.s.fresh then
-    p.s.last = now
+
+-- The sets of policies.
+local ownGrace, clockGrace = tonumber(ARGV[1]), tonumber(ARGV[2])
+local sets = {}
+local a = 4
+for i = 1, tonumber(ARGV[3]) do
+  local set = {}
+  for j = 1, tonumber(ARGV[a]) do
+    local b = a + (j - 1) * 7
+    set[j] = {
+      alg = tonumber(ARGV[b + 1]), field = ARGV[b + 2], limit = tonumber(ARGV[b + 3]),
+      window = tonumber(ARGV[b + 4]), cap = tonumber(ARGV[b + 5]),
+      perUs = tonumber(ARGV[b + 6]), perToken = tonumber(ARGV[b + 7]),
+    }
+  end
+  a = a + 1 + #set * 7
+  sets[i] = set
+end
+
+local redisNow -- read once, if a request needs it
+local out = {}
+
+-- The keys' states, read at once, and kept as the requests change them
+-- (two requests of one call may be on one key).
+local blobs = {}
+do
+  local got = redis.call('MGET', unpack(KEYS))
+  for i, key in ipairs(KEYS) do
+    blobs[key] = got[i]
   end
 end
 
-if kind == 3 then -- refund
-  local longest = 0
-  for _, p in ipairs(ps) do
-    if p.st then
-      local s = p.s
+-- serve serves one request on key.
+local function serve(key, kind, n, set, now)
+  if kind == 4 then
+    redis.call('DEL', key)
+    blobs[key] = false
+    return
+  end
+  local grace = clockGrace
+  if now < 0 then
+    if not redisNow then
+      local t = redis.call('TIME')
+      redisNow = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    now, grace = redisNow, ownGrace
+  end
+  local stored = {}
+  local blob = blobs[key]
+  if blob then
+    local t = cmsgpack.unpack(blob)
+    for i = 1, #t, 2 do
+      stored[t[i]] = t[i + 1]
+    end
+  end
+  local ss = {}
+  for j, p in ipairs(set) do
+    local s = load(p, stored[p.field], now)
+    if s.fresh then
+      s.last = now -- a fresh bucket is full, whenever it was made
+    end
+    ss[j] = s
+  end
+
+  if kind == 3 then -- refund
+    if not blob then
+      return
+    end
+    local packed = {}
+    for j, p in ipairs(set) do
+      local s = ss[j]
       if p.alg <= 3 then
         bucketRefund(p, s, n)
       elseif p.alg == 4 then
@@ -518,44 +538,55 @@ if kind == 3 then -- refund
       else
         s.count = s.count - math.min(n, s.count)
       end
-      redis.call('HSET', key, p.field, pack(p, s))
+      packed[#packed + 1] = p.field
+      packed[#packed + 1] = pack(p, s)
     end
+    blob = cmsgpack.pack(packed)
+    redis.call('SET', key, blob, 'KEEPTTL')
+    blobs[key] = blob
+    return
   end
-  return {}
+
+  local allowed = true
+  local ds = {}
+  for j, p in ipairs(set) do
+    local d = {}
+    decide(p, ss[j], now, n, d)
+    ds[j] = d
+    allowed = allowed and d.allowed
+  end
+  if allowed and kind == 1 then
+    local longest = 0
+    local packed = {}
+    for j, p in ipairs(set) do
+      packed[#packed + 1] = p.field
+      packed[#packed + 1] = pack(p, ds[j].commit)
+      longest = math.max(longest, ds[j].reset)
+    end
+    -- Kept no sooner than its ResetAfter, and grace after.
+    blob = cmsgpack.pack(packed)
+    redis.call('SET', key, blob, 'PX', cdiv(longest, 1000) + grace)
+    blobs[key] = blob
+  end
+  out[#out + 1] = allowed and 1 or 0
+  for j, p in ipairs(set) do
+    local d = ds[j]
+    if not allowed and d.allowed then
+      -- A policy that would have allowed reports its state as it is.
+      d.remaining = d.remaining + n
+      d.reset = resetAfter(p, ss[j], now)
+      d.delay = 0
+    end
+    out[#out + 1] = d.allowed and 1 or 0
+    out[#out + 1] = d.remaining
+    out[#out + 1] = d.retry
+    out[#out + 1] = d.reset
+    out[#out + 1] = d.delay
+  end
 end
 
-local allowed = true
-for _, p in ipairs(ps) do
-  p.d = {}
-  decide(p, p.s, now, n, p.d)
-  allowed = allowed and p.d.allowed
-end
-
-local out = {allowed and 1 or 0}
-if allowed and kind == 1 then
-  local longest = 0
-  local args = {}
-  for _, p in ipairs(ps) do
-    args[#args + 1] = p.field
-    args[#args + 1] = pack(p, p.d.commit)
-    longest = math.max(longest, p.d.reset)
-  end
-  redis.call('HSET', key, unpack(args))
-  -- Kept no sooner than its ResetAfter, and grace after.
-  redis.call('PEXPIRE', key, cdiv(longest, 1000) + grace)
-end
-for _, p in ipairs(ps) do
-  local d = p.d
-  if not allowed and d.allowed then
-    -- A policy that would have allowed reports its state as it is.
-    d.remaining = d.remaining + n
-    d.reset = resetAfter(p, p.s, now)
-    d.delay = 0
-  end
-  out[#out + 1] = d.allowed and 1 or 0
-  out[#out + 1] = d.remaining
-  out[#out + 1] = d.retry
-  out[#out + 1] = d.reset
-  out[#out + 1] = d.delay
+for i, key in ipairs(KEYS) do
+  local b = a + (i - 1) * 4
+  serve(key, tonumber(ARGV[b]), tonumber(ARGV[b + 1]), sets[tonumber(ARGV[b + 2])], tonumber(ARGV[b + 3]))
 end
 return out

@@ -22,6 +22,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -197,16 +198,18 @@ func perUnits(limit, w uint64) (perUs, perToken uint64) {
 	return limit / a, w / a
 }
 
-// policyArgs returns the script's arguments for policies: for each, its
-// algorithm, its field in the key's hash, limit, window (µs), capacity,
-// and the bucket's units. Routers hand the store the same slice for a set
-// of policies each time, so they are made once per set.
-func (s *Store) policyArgs(policies []chanlimit.Policy) []any {
+// policyArgs appends to args the script's arguments for policies: their
+// number, then for each its algorithm, its field in the key's state,
+// limit, window (µs), capacity, and the bucket's units. Routers hand the
+// store the same slice for a set of policies each time, so they are
+// formatted once per set.
+func (s *Store) policyArgs(args []any, policies []chanlimit.Policy) []any {
 	id := &policies[0]
 	if a, ok := s.args.Load(id); ok {
-		return a.([]any)
+		return append(args, a.([]any)...)
 	}
-	args := make([]any, 0, 7*len(policies))
+	set := make([]any, 0, 1+7*len(policies))
+	set = append(set, len(policies))
 	for _, p := range policies {
 		w := uint64(p.Window / time.Microsecond)
 		capacity := p.Limit
@@ -214,24 +217,38 @@ func (s *Store) policyArgs(policies []chanlimit.Policy) []any {
 			capacity = p.Burst
 		}
 		perUs, perToken := perUnits(uint64(p.Limit), w)
-		args = append(args, algorithms[p.Algorithm], p.Algorithm+"|"+p.Name, p.Limit, w, capacity, perUs, perToken)
+		set = append(set, algorithms[p.Algorithm], p.Algorithm+"|"+p.Name, p.Limit, w, capacity, perUs, perToken)
 	}
 	if s.cached.Add(1) > 1024 { // sets let go (SetOverride, SetPolicies) are not kept for ever
 		s.args.Clear()
 		s.cached.Store(0)
 	}
-	s.args.Store(id, args)
-	return args
+	s.args.Store(id, set)
+	return append(args, set...)
 }
 
-// Key returns the Redis key of key's hash: Prefix, then key.
+// MaxPerCall is the most requests one call of the script decides: a
+// burst larger than that goes as several calls in its pipeline, so that
+// no call holds Redis long.
+const MaxPerCall = 128
+
+// call is one EVALSHA of a pipeline: the requests it decides, by their
+// index in the burst.
+type call struct {
+	ops []int
+	cmd *redis.Cmd
+}
+
+// Key returns the Redis key that holds key's state: Prefix, then key.
 func (s *Store) Key(key string) string { return s.prefix + key }
 
-// Decide serves ops as one pipeline of EVALSHA calls. Ops whose script
-// Redis did not have (NOSCRIPT: a node restarted, failed over, or never
-// saw it) are sent again once the script is loaded on every node; an op
-// whose round trip failed otherwise gets an error wrapping
-// ErrStoreUnavailable, since Redis may or may not have run it.
+// Decide serves ops as one pipeline of EVALSHA calls, each deciding up
+// to MaxPerCall of them whose keys share a hash slot (on a Cluster; all
+// of them on a single node). Calls whose script Redis did not have
+// (NOSCRIPT: a node restarted, failed over, or never saw it) are sent
+// again once the script is loaded on every node; an op whose round trip
+// failed otherwise gets an error wrapping ErrStoreUnavailable, since
+// Redis may or may not have run it.
 func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 	if err := s.paused(); err != nil {
 		for i := range ops {
@@ -239,34 +256,37 @@ func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 		}
 		return
 	}
-	cmds := make([]*redis.Cmd, len(ops))
-	s.send(ctx, ops, cmds, func(int) bool { return true })
-	s.notePause(cmds)
+	calls := s.calls(ops)
+	s.send(ctx, ops, calls)
+	s.notePause(calls)
 	retry := false
-	for i, cmd := range cmds {
-		if isNoScript(cmd.Err()) {
+	for _, c := range calls {
+		if isNoScript(c.cmd.Err()) {
 			retry = true
 			continue
 		}
-		s.answer(&ops[i], cmd)
+		s.answer(ops, c)
 	}
 	if !retry {
 		return
 	}
+	again := calls[:0]
+	for _, c := range calls {
+		if isNoScript(c.cmd.Err()) {
+			again = append(again, c)
+		}
+	}
 	if err := decideScript.Load(ctx, s.client).Err(); err != nil {
-		for i, cmd := range cmds {
-			if isNoScript(cmd.Err()) {
+		for _, c := range again {
+			for _, i := range c.ops {
 				ops[i].Err = unavailable(err)
 			}
 		}
 		return
 	}
-	again := make([]*redis.Cmd, len(ops))
-	s.send(ctx, ops, again, func(i int) bool { return isNoScript(cmds[i].Err()) })
-	for i, cmd := range again {
-		if cmd != nil {
-			s.answer(&ops[i], cmd)
-		}
+	s.send(ctx, ops, again)
+	for _, c := range again {
+		s.answer(ops, c)
 	}
 }
 
@@ -285,15 +305,15 @@ func (s *Store) paused() error {
 	return nil
 }
 
-// notePause pauses the store if every command of a round trip failed for
+// notePause pauses the store if every call of a round trip failed for
 // want of a connection (no answer from Redis, not even an error).
-func (s *Store) notePause(cmds []*redis.Cmd) {
+func (s *Store) notePause(calls []call) {
 	if s.pause < 0 {
 		return
 	}
 	var failure error
-	for _, cmd := range cmds {
-		err := cmd.Err()
+	for _, c := range calls {
+		err := c.cmd.Err()
 		var redisErr redis.Error
 		if err == nil || errors.As(err, &redisErr) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return // Redis answered, or the caller's context ended first
@@ -304,42 +324,80 @@ func (s *Store) notePause(cmds []*redis.Cmd) {
 	s.pausedUntil.Store(time.Now().Add(s.pause).UnixNano())
 }
 
-// send sends the ops that pick picks as one pipeline, each command into
-// cmds.
-func (s *Store) send(ctx context.Context, ops []chanlimit.StoreOp, cmds []*redis.Cmd, pick func(int) bool) {
-	pipe := s.client.Pipeline()
+// calls groups ops into the script's calls: in order, by hash slot on a
+// Cluster, at most MaxPerCall a call.
+func (s *Store) calls(ops []chanlimit.StoreOp) []call {
+	var calls []call
+	_, cluster := s.client.(*redis.ClusterClient)
+	open := map[uint16]int{} // the call of each slot still open to more ops
 	for i := range ops {
-		if !pick(i) {
-			continue
+		var slot uint16
+		if cluster {
+			slot = hashSlot(s.Key(ops[i].Key))
 		}
-		op := &ops[i]
-		now, grace := int64(-1), Grace
-		if !op.Now.IsZero() {
-			now, grace = op.Now.UnixMicro(), ClockGrace
+		c, ok := open[slot]
+		if !ok || len(calls[c].ops) == MaxPerCall {
+			c = len(calls)
+			calls = append(calls, call{})
+			open[slot] = c
 		}
-		policies := s.policyArgs(op.Policies)
-		args := make([]any, 0, 5+len(policies))
-		args = append(args, int(op.Kind), op.N, now, grace.Milliseconds(), len(op.Policies))
-		args = append(args, policies...)
-		cmds[i] = pipe.EvalSha(ctx, decideScript.Hash(), []string{s.Key(op.Key)}, args...)
+		calls[c].ops = append(calls[c].ops, i)
+	}
+	return calls
+}
+
+// send sends calls as one pipeline.
+func (s *Store) send(ctx context.Context, ops []chanlimit.StoreOp, calls []call) {
+	pipe := s.client.Pipeline()
+	for k := range calls {
+		c := &calls[k]
+		keys := make([]string, len(c.ops))
+		args := []any{Grace.Milliseconds(), ClockGrace.Milliseconds(), 0}
+		sets := map[*chanlimit.Policy]int{}
+		for j, i := range c.ops {
+			op := &ops[i]
+			keys[j] = s.Key(op.Key)
+			if _, ok := sets[&op.Policies[0]]; !ok {
+				sets[&op.Policies[0]] = len(sets) + 1
+				args = s.policyArgs(args, op.Policies)
+			}
+		}
+		args[2] = len(sets)
+		for _, i := range c.ops {
+			op := &ops[i]
+			now := int64(-1)
+			if !op.Now.IsZero() {
+				now = op.Now.UnixMicro()
+			}
+			args = append(args, int(op.Kind), op.N, sets[&op.Policies[0]], now)
+		}
+		c.cmd = pipe.EvalSha(ctx, decideScript.Hash(), keys, args...)
 	}
 	_, _ = pipe.Exec(ctx) // each command holds its own error
 }
 
-// answer writes cmd's answer into op.
-func (s *Store) answer(op *chanlimit.StoreOp, cmd *redis.Cmd) {
-	vals, err := cmd.Int64Slice()
-	switch {
-	case err != nil:
-		op.Err = unavailable(err)
-		return
-	case op.Kind == chanlimit.StoreRefund || op.Kind == chanlimit.StoreReset:
-		return
-	case len(vals) != 1+5*len(op.Policies):
-		op.Err = unavailable(fmt.Errorf("redislimit: the script answered %d numbers for %d policies", len(vals), len(op.Policies)))
+// answer writes the answers of c's ops into them.
+func (s *Store) answer(ops []chanlimit.StoreOp, c call) {
+	vals, err := c.cmd.Int64Slice()
+	if err != nil {
+		for _, i := range c.ops {
+			ops[i].Err = unavailable(err)
+		}
 		return
 	}
-	op.Decision = combine(op.Policies, vals[0] == 1, vals[1:])
+	for _, i := range c.ops {
+		op := &ops[i]
+		if op.Kind == chanlimit.StoreRefund || op.Kind == chanlimit.StoreReset {
+			continue
+		}
+		size := 1 + 5*len(op.Policies)
+		if len(vals) < size {
+			op.Err = unavailable(fmt.Errorf("redislimit: the script answered too few numbers for %d requests", len(c.ops)))
+			continue
+		}
+		op.Decision = combine(op.Policies, vals[0] == 1, vals[1:size])
+		vals = vals[size:]
+	}
 }
 
 // combine returns the decision of the policies whose decisions are vals
@@ -382,4 +440,27 @@ func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err,
 // unavailable returns err wrapping ErrStoreUnavailable.
 func unavailable(err error) error {
 	return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+}
+
+// hashSlot returns the Cluster hash slot of key: CRC16 (XMODEM) of its
+// hash tag (the part between the first { and the next }, if not empty),
+// or of the whole key, modulo 16384.
+func hashSlot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for k := 0; k < len(key); k++ {
+		crc ^= uint16(key[k]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % 16384
 }

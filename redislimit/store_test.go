@@ -402,3 +402,42 @@ func TestPause(t *testing.T) {
 		})
 	}
 }
+
+// TestLargeBatch: a batch larger than MaxPerCall goes as several calls of
+// the script in one pipeline, in order: each key gets exactly its quota,
+// on a single node and on the Cluster.
+func TestLargeBatch(t *testing.T) {
+	for _, name := range []string{"single", "cluster"} {
+		t.Run(name, func(t *testing.T) {
+			var client redis.UniversalClient = single(t)
+			if name == "cluster" {
+				client = cluster(t)
+			}
+			st, err := redislimit.NewStore(client, redislimit.Options{Prefix: prefix(t)})
+			require.NoError(t, err)
+			r, err := chanlimit.New(chanlimit.Config{Limit: 50, Window: time.Hour, Store: st, Partitions: 1})
+			require.NoError(t, err)
+			defer r.Close()
+			reqs := make([]chanlimit.Request, 10*redislimit.MaxPerCall)
+			for i := range reqs {
+				reqs[i] = chanlimit.Request{Key: fmt.Sprint("k", i%10), N: 1}
+			}
+			out := make([]chanlimit.Decision, len(reqs))
+			require.NoError(t, r.AllowBatch(context.Background(), reqs, out))
+			remaining := map[string]int{}
+			for i, d := range out {
+				key := reqs[i].Key
+				if i < 500 {
+					require.True(t, d.Allowed, i)
+					require.Equal(t, 49-i/10, d.Remaining, i)
+				} else {
+					require.False(t, d.Allowed, i)
+				}
+				remaining[key] = d.Remaining
+			}
+			for key, n := range remaining {
+				assert.Zero(t, n, key)
+			}
+		})
+	}
+}
