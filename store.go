@@ -117,8 +117,6 @@ type storeTable struct {
 	local  *keytable.Keys
 	errors uint64 // requests the store failed to answer (Stats.StoreErrors)
 
-	ops      []StoreOp
-	at       []int                      // for each op, its item
 	policies map[*keytable.Set][]Policy // each set's policies, as ops carry them
 }
 
@@ -164,8 +162,18 @@ func (t *storeTable) now(now time.Duration) time.Time {
 	return t.origin.Add(now)
 }
 
-func (t *storeTable) DecideEach(ctx context.Context, items []keytable.Item, now time.Duration) {
-	ops, at := t.ops[:0], t.at[:0]
+// storeTrip is a round trip of a storeTable's: its ops, and for each
+// its item.
+type storeTrip struct {
+	store Store
+	ops   []StoreOp
+	at    []int
+}
+
+func (tr *storeTrip) Go(ctx context.Context) { tr.store.Decide(ctx, tr.ops) }
+
+func (t *storeTable) Prepare(items []keytable.Item, now time.Duration) keytable.Trip {
+	var tr *storeTrip
 	for i := range items {
 		it := &items[i]
 		if it.Skip {
@@ -187,16 +195,22 @@ func (t *storeTable) DecideEach(ctx context.Context, items []keytable.Item, now 
 			op.Kind, op.N = StoreReset, 0
 		}
 		op.Policies = t.policiesOf(set)
-		ops = append(ops, op)
-		at = append(at, i)
+		if tr == nil {
+			tr = &storeTrip{store: t.store}
+		}
+		tr.ops = append(tr.ops, op)
+		tr.at = append(tr.at, i)
 	}
-	t.ops, t.at = ops, at
-	if len(ops) == 0 {
-		return
+	if tr == nil {
+		return nil // a nil *storeTrip is not a nil Trip
 	}
-	t.store.Decide(ctx, ops)
-	for k := range ops {
-		op, it := &ops[k], &items[at[k]]
+	return tr
+}
+
+func (t *storeTable) Finish(trip keytable.Trip, items []keytable.Item, now time.Duration) {
+	tr := trip.(*storeTrip)
+	for k := range tr.ops {
+		op, it := &tr.ops[k], &items[tr.at[k]]
 		it.D, it.Err = op.Decision, nil
 		if op.Kind == StoreReset {
 			t.local.Reset(it.Key) // its local state, if FailLocal decided on it
@@ -205,7 +219,15 @@ func (t *storeTable) DecideEach(ctx context.Context, items []keytable.Item, now 
 			t.failed(it, op, now)
 		}
 	}
-	clear(ops) // no key is kept
+}
+
+// decideEach serves items at once, as a partition's Prepare, round trip
+// and Finish do.
+func (t *storeTable) decideEach(ctx context.Context, items []keytable.Item, now time.Duration) {
+	if tr := t.Prepare(items, now); tr != nil {
+		tr.Go(ctx)
+		t.Finish(tr, items, now)
+	}
 }
 
 // failed answers it, whose op the store could not answer, as the router's
@@ -246,10 +268,10 @@ func unavailable(err error) error {
 	return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 }
 
-// one serves one item at once, as DecideEach.
+// one serves one item at once.
 func (t *storeTable) one(key string, op keytable.Op, now time.Duration, n int, d *Decision) error {
 	items := [1]keytable.Item{{Key: key, N: n, Op: op}}
-	t.DecideEach(context.Background(), items[:], now)
+	t.decideEach(context.Background(), items[:], now)
 	*d = items[0].D
 	return items[0].Err
 }
@@ -266,7 +288,7 @@ func (t *storeTable) AllowEach(items []keytable.Item, now time.Duration) {
 	for i := range items {
 		items[i].Op = keytable.OpAllow
 	}
-	t.DecideEach(context.Background(), items, now)
+	t.decideEach(context.Background(), items, now)
 }
 
 // Refund gives the units back to the store, or, if it cannot answer, to
@@ -284,7 +306,7 @@ func (t *storeTable) Refund(key string, now time.Duration, n int) {
 
 func (t *storeTable) Reset(key string) {
 	var d Decision
-	_ = t.one(key, keytable.OpReset, 0, 0, &d) // the router resets through DecideEach, which answers its error
+	_ = t.one(key, keytable.OpReset, 0, 0, &d) // the router resets through Prepare and Finish, which answer its error
 }
 
 // The rest is the local table's: a store's keys have no lifecycle here.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,12 +28,14 @@ type memStore struct {
 	clk    clock.Clock
 	epoch  time.Time
 	mode   FailMode
-	tables map[string]keytable.Table // by the policies' id
-	check  error                     // Check's answer
+	tables map[string]keytable.Table      // by the policies' id
+	check  error                          // Check's answer
+	byKey  map[string]map[StoreOpKind]int // ops served, by key and kind
 
 	down  atomic.Bool        // Decide answers every op with errDown
 	gate  chan chan struct{} // while gated, Decide takes a channel from it and waits for it to close
 	gated atomic.Bool
+	quit  chan struct{}   // closed at the test's end: nothing stays held
 	calls atomic.Int64    // Decide calls
 	ops   atomic.Int64    // ops served
 	kinds [5]atomic.Int64 // ops served by kind
@@ -42,7 +45,7 @@ type memStore struct {
 var errDown = errors.New("memStore: down")
 
 func newMemStore(clk clock.Clock, mode FailMode) *memStore {
-	return &memStore{clk: clk, epoch: clk.Now(), mode: mode, tables: make(map[string]keytable.Table)}
+	return &memStore{quit: make(chan struct{}), clk: clk, epoch: clk.Now(), mode: mode, tables: make(map[string]keytable.Table), byKey: make(map[string]map[StoreOpKind]int)}
 }
 
 func (m *memStore) Check(policies []Policy) error { return m.check }
@@ -56,7 +59,11 @@ func (m *memStore) Decide(ctx context.Context, ops []StoreOp) {
 	if m.gated.Load() {
 		select {
 		case g := <-m.gate:
-			<-g
+			select {
+			case <-g:
+			case <-m.quit:
+			}
+		case <-m.quit:
 		case <-ctx.Done():
 		}
 	}
@@ -74,6 +81,10 @@ func (m *memStore) Decide(ctx context.Context, ops []StoreOp) {
 		}
 		m.ops.Add(1)
 		m.kinds[op.Kind].Add(1)
+		if m.byKey[op.Key] == nil {
+			m.byKey[op.Key] = map[StoreOpKind]int{}
+		}
+		m.byKey[op.Key][op.Kind]++
 		t := m.table(op.Policies)
 		at := op.Now
 		if at.IsZero() {
@@ -176,10 +187,11 @@ func TestStoreSameDecisions(t *testing.T) {
 	}
 }
 
-// TestStoreBurstOneCall: the requests queued in a partition's mailbox
-// while the store answers go to it as one call, and a batch's items as
-// one.
-func TestStoreBurstOneCall(t *testing.T) {
+// TestStoreTripsOut: a partition has up to four round trips out at once,
+// each request going out as it comes; once four are out, the requests
+// that queue meanwhile go out together, as one call, when one lands. A
+// batch's items go as one call.
+func TestStoreTripsOut(t *testing.T) {
 	clk := clock.NewFake(storeStart)
 	st := newMemStore(clk, FailClosed)
 	st.gate = make(chan chan struct{})
@@ -187,38 +199,61 @@ func TestStoreBurstOneCall(t *testing.T) {
 	st.lens = make(chan int, 100)
 	r, err := New(Config{Limit: 1000, Window: time.Second, Clock: clk, Partitions: 1, Store: st})
 	require.NoError(t, err)
-	defer r.Close()
+	defer func() {
+		close(st.quit) // nothing stays held, if the test failed
+		_ = r.Close()
+	}()
 
 	ctx := context.Background()
 	var wg sync.WaitGroup
-	allowed := atomic.Int64{}
-	wg.Go(func() {
-		if r.Allow("first") {
-			allowed.Add(1)
-		}
-	})
-	require.Equal(t, 1, <-st.lens) // the partition waits on the store
-	for i := range 20 {
+	var allowed atomic.Int64
+	allow := func(key string) {
 		wg.Go(func() {
-			if r.Allow(fmt.Sprint("k", i)) {
+			if r.Allow(key) {
 				allowed.Add(1)
 			}
 		})
 	}
-	for r.parts[0].Queued() < 20 {
-		time.Sleep(time.Millisecond) // for the goroutines to send: not the limiter's time
+	for i := range 4 {
+		allow(fmt.Sprint("single", i))
+		require.Equal(t, 1, <-st.lens, "out at once, alone") // held in Decide by the gate
 	}
-	first := make(chan struct{})
-	st.gate <- first
-	close(first)
-	require.Equal(t, 20, <-st.lens, "the burst behind the first call goes as one")
-	rest := make(chan struct{})
-	st.gate <- rest
-	close(rest)
+	// The fifth, sent as a batch of one (SendBatch returns once it is in
+	// the mailbox), is taken by the partition, which waits for room.
+	fifth := []keytable.Item{{Key: "fifth", N: 1}}
+	pending, err := r.parts[0].SendBatch(ctx, &fifth)
+	require.NoError(t, err)
+	for r.parts[0].Queued() > 0 {
+		time.Sleep(time.Millisecond) // for the partition to take the fifth: not the limiter's time
+	}
+	for i := range 19 {
+		allow(fmt.Sprint("k", i))
+	}
+	// For the goroutines to send (not the limiter's time): a request may
+	// beat the partition's look at its mailbox and go with the fifth.
+	for q := -1; q != r.parts[0].Queued() || q < 1; {
+		q = r.parts[0].Queued()
+		time.Sleep(5 * time.Millisecond)
+	}
+	release := func() {
+		g := make(chan struct{})
+		st.gate <- g
+		close(g)
+	}
+	release()
+	a := <-st.lens // the fifth, once a trip landed, with any request that beat the partition's look at its mailbox
+	release()
+	b := <-st.lens // the rest, queued meanwhile, as one
+	require.Equal(t, 20, a+b, "the fifth and the nineteen, in two calls (%d and %d)", a, b)
+	st.gated.Store(false)
+	for range 4 {
+		release()
+	}
 	wg.Wait()
-	assert.EqualValues(t, 21, allowed.Load())
+	require.NoError(t, pending.Wait(ctx))
+	assert.True(t, fifth[0].D.Allowed)
+	assert.EqualValues(t, 23, allowed.Load())
 
-	st.gated.Store(false) // no call is in flight
 	reqs := make([]Request, 64)
 	for i := range reqs {
 		reqs[i] = Request{Key: fmt.Sprint("b", i%10), N: 1}
@@ -231,9 +266,8 @@ func TestStoreBurstOneCall(t *testing.T) {
 	}
 }
 
-// TestStoreCallerLeft: a request whose caller left before its run was
-// handed over is not sent; one whose caller left during the round trip is
-// given back.
+// TestStoreCallerLeft: a request whose caller left during the round trip
+// is given back.
 func TestStoreCallerLeft(t *testing.T) {
 	clk := clock.NewFake(storeStart)
 	st := newMemStore(clk, FailClosed)
@@ -242,38 +276,32 @@ func TestStoreCallerLeft(t *testing.T) {
 	st.lens = make(chan int, 100)
 	r, err := New(Config{Limit: 3, Window: time.Hour, Clock: clk, Partitions: 1, Store: st})
 	require.NoError(t, err)
-	defer r.Close()
+	defer func() {
+		close(st.quit) // nothing stays held, if the test failed
+		_ = r.Close()
+	}()
 
-	// The first call holds the partition; the second waits in the mailbox
-	// and its caller leaves.
+	// The first call is out, held in Decide; its caller leaves.
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var firstErr error
 	wg.Go(func() { _, firstErr = r.AllowN(ctx, "k", 1) })
 	require.Equal(t, 1, <-st.lens)
-	left := make(chan error)
-	ctx2, cancel2 := context.WithCancel(context.Background())
-	go func() {
-		_, err := r.AllowN(ctx2, "k", 1)
-		left <- err
-	}()
-	for r.parts[0].Queued() < 1 {
-		time.Sleep(time.Millisecond)
-	}
-	cancel2()
-	require.ErrorIs(t, <-left, context.Canceled)
-	cancel() // the first leaves during its round trip
+	cancel()
 	wg.Wait()
 	require.ErrorIs(t, firstErr, context.Canceled)
-	st.gated.Store(false) // before the first call goes on: the refund is not held
+
+	st.gated.Store(false) // the calls still to come are not held
 	g := make(chan struct{})
 	st.gate <- g
 	close(g)
-	<-st.lens // the refund
+	require.Equal(t, 1, <-st.lens, "the refund")
 	d, err := r.Peek(context.Background(), "k", 3)
 	require.NoError(t, err)
 	assert.True(t, d.Allowed, "nothing was taken: %+v", d)
-	assert.Equal(t, int64(0), st.kinds[StoreAllow].Load()+st.kinds[StoreRefund].Load()-2, "one allow, refunded; the other never sent")
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	assert.Equal(t, map[StoreOpKind]int{StoreAllow: 1, StoreRefund: 1, StorePeek: 1}, st.byKey["k"], "the allow, given back")
 }
 
 func TestStoreFailModes(t *testing.T) {
@@ -430,4 +458,107 @@ func TestStoreOverrides(t *testing.T) {
 	assert.False(t, r.Allow("vip"))
 	assert.True(t, r.Allow("other"))
 	assert.False(t, r.Allow("other"))
+}
+
+// TestStoreCloseWithTripsOut: Close waits for the round trips out to
+// land and delivers their answers; every call returns, and no goroutine
+// is left (TestMain).
+func TestStoreCloseWithTripsOut(t *testing.T) {
+	clk := clock.NewFake(storeStart)
+	st := newMemStore(clk, FailClosed)
+	st.gate = make(chan chan struct{})
+	st.gated.Store(true)
+	st.lens = make(chan int, 100)
+	r, err := New(Config{Limit: 100, Window: time.Hour, Clock: clk, Partitions: 1, Store: st})
+	require.NoError(t, err)
+
+	var wg sync.WaitGroup
+	var allowed, closed atomic.Int64
+	for i := range 4 {
+		wg.Go(func() {
+			d, err := r.AllowN(context.Background(), fmt.Sprint("k", i), 1)
+			switch {
+			case err == nil && d.Allowed:
+				allowed.Add(1)
+			case errors.Is(err, ErrClosed):
+				closed.Add(1)
+			default:
+				t.Errorf("AllowN: %v, %v", d, err)
+			}
+		})
+		require.Equal(t, 1, <-st.lens)
+	}
+	done := make(chan struct{})
+	go func() {
+		r.Close()
+		close(done)
+	}()
+	for range 4 {
+		g := make(chan struct{})
+		st.gate <- g
+		close(g)
+	}
+	<-done
+	wg.Wait()
+	assert.EqualValues(t, 4, allowed.Load(), "the trips out landed, and were answered")
+	_, err = r.AllowN(context.Background(), "k", 1)
+	assert.ErrorIs(t, err, ErrClosed)
+}
+
+// TestStoreStress: many callers, batches, resets and peeks on a router
+// whose store answers after a random pause of its own, with Close in the
+// middle: every call returns, with a decision or ErrClosed, and the
+// quota of a key is never passed.
+func TestStoreStress(t *testing.T) {
+	clk := clock.NewFake(storeStart)
+	st := &slowStore{memStore: newMemStore(clk, FailClosed)}
+	r, err := New(Config{Limit: 50, Window: time.Hour, Clock: clk, Partitions: 2, Store: st})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var allowed atomic.Int64
+	for g := range 32 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 9))
+			for range 100 {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng.IntN(2000))*time.Microsecond)
+				switch rng.IntN(4) {
+				case 0:
+					out := make([]Decision, 4)
+					err := r.AllowBatch(ctx, []Request{{Key: "a", N: 1}, {Key: "b", N: 1}, {Key: "a", N: 1}, {Key: "c", N: 1}}, out)
+					if err == nil {
+						for _, d := range out {
+							if d.Allowed {
+								allowed.Add(1)
+							}
+						}
+					}
+				case 1:
+					_, _ = r.Peek(ctx, "a", 1)
+				default:
+					d, err := r.AllowN(ctx, string(rune('a'+rng.IntN(3))), 1)
+					if err == nil && d.Allowed {
+						allowed.Add(1)
+					}
+				}
+				cancel()
+			}
+		})
+	}
+	for st.calls.Load() < 50 {
+		runtime.Gosched() // the callers get going
+	}
+	require.NoError(t, r.Close())
+	wg.Wait()
+	assert.LessOrEqual(t, allowed.Load(), int64(3*50), "three keys of 50")
+}
+
+// slowStore answers after a random pause, or gives up with the context.
+type slowStore struct{ *memStore }
+
+func (s *slowStore) Decide(ctx context.Context, ops []StoreOp) {
+	select {
+	case <-time.After(time.Duration(rand.IntN(500)) * time.Microsecond): // the network's time, not the limiter's
+	case <-ctx.Done():
+	}
+	s.memStore.Decide(ctx, ops)
 }

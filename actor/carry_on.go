@@ -66,6 +66,7 @@ func (p *Partition) takeOver() {
 		}
 	}
 	defer l.serveRest()
+	defer l.answerLanding()      // after the request in flight, which may be one of its trip's
 	if l.inflight.reply == nil { // answered, or none
 		l.left.answer = nil
 		if len(l.waits.due) > 0 {

@@ -197,9 +197,14 @@ type loop struct {
 	left     left                // what a goroutine that ended left for the next (carry_on.go)
 	waits    waiting             // the lines of callers waiting on keys (wait.go)
 	remote   keytable.Remote     // the table, if its keys live elsewhere (remote.go); else nil
-	burst    []request           // a remote table's burst, taken from the mailbox (remote.go)
-	items    []keytable.Item     // the requests of a burst handed to the remote table at once
-	sent     []int               // for each request of a run, its first item in items, or -1
+
+	// A remote table's (remote.go):
+	burst     []request  // the burst, taken from the mailbox
+	trips     int        // trips out
+	landed    chan *trip // where trips come back; room for maxTrips
+	landing   *trip      // the trip whose answers are being delivered
+	landingAt int        // the first of its requests not yet delivered
+	spare     []*trip    // trips to reuse
 }
 
 // inflight is what the goroutine must know of the request it serves to
@@ -235,7 +240,9 @@ func newPartition(table keytable.Table, clk clock.Clock, origin time.Time, mailb
 		loop:    &loop{state: State{Table: table, Wall: origin, clock: clk}, origin: origin},
 	}
 	p.replies.New = func() any { return make(chan reply, 1) }
-	p.loop.remote, _ = table.(keytable.Remote)
+	if remote, ok := table.(keytable.Remote); ok {
+		p.loop.remote, p.loop.landed = remote, make(chan *trip, maxTrips)
+	}
 	return p
 }
 
@@ -448,9 +455,14 @@ func (p *Partition) run() {
 		return
 	}
 	for {
-		req, ok := p.receive()
-		if !ok { // the timer: a line is due
+		req, tr, got := p.receive()
+		switch got {
+		case gotTimer: // a line is due
 			l.wake()
+			continue
+		case gotTrip: // a remote table's round trip is back
+			served := l.land(tr)
+			l.state.Table.Expire(l.state.Now-grace, expireBase+expirePerRequest*served)
 			continue
 		}
 		// The requests queued behind req were all sent before the clock is
@@ -503,20 +515,34 @@ func (p *Partition) serveBurst(req request, queued int, now time.Duration, clock
 	}
 }
 
-// receive returns the next request in the mailbox, or, with false, that
-// the timer of the lines fired first. While no line is due, it reads the
-// mailbox alone.
-func (p *Partition) receive() (request, bool) {
-	fired := p.loop.waits.fired
-	if fired == nil {
-		return <-p.mailbox, true
+// What receive got.
+const (
+	gotRequest = iota
+	gotTimer   // the timer of the lines fired
+	gotTrip    // a remote table's trip landed
+)
+
+// receive returns the next request in the mailbox, or that the timer of
+// the lines fired or a remote table's trip landed first. While no line is
+// due and no trip is out, it reads the mailbox alone.
+func (p *Partition) receive() (request, *trip, int) {
+	l := p.loop
+	fired := l.waits.fired
+	if fired == nil && l.trips == 0 {
+		return <-p.mailbox, nil, gotRequest
+	}
+	var landed chan *trip // nil while no trip is out: never ready
+	if l.trips > 0 {
+		landed = l.landed
 	}
 	select {
 	case req := <-p.mailbox:
-		return req, true
+		return req, nil, gotRequest
 	case <-fired:
-		p.loop.waits.fired = nil // spent
-		return request{}, false
+		l.waits.fired = nil // spent
+		return request{}, nil, gotTimer
+	case tr := <-landed:
+		return request{}, tr, gotTrip
 	}
 }
 
@@ -534,6 +560,7 @@ func (l *loop) wake() {
 // reading, taken before any of them, or its error, and then every waiter
 // still in line with ErrClosed.
 func (p *Partition) drain(now time.Duration, clockErr error) {
+	p.loop.landAll()
 	for {
 		select {
 		case req := <-p.mailbox:

@@ -4,21 +4,49 @@ import (
 	"context"
 	"time"
 
+	"github.com/chanlimit/chanlimit/internal/errs"
 	"github.com/chanlimit/chanlimit/internal/keytable"
+	"github.com/chanlimit/chanlimit/internal/supervise"
 )
 
 // A remote table (keytable.Remote) keeps its keys' states elsewhere, in a
 // store across the network, so each decision is a round trip. The
 // partition serves a burst of messages as one: the requests it can hand
 // the table together (an AllowN or a PeekN on a key nobody waits on, a
-// Reset, a batch's items) go as one DecideEach, one round trip, in runs between
-// the other messages, which are served one by one, in their order, as
-// they are for a table in memory. A request whose caller left before its
-// run was handed over is not sent.
+// Reset, a batch's items) go as one round trip, in runs between the other
+// messages, which are served one by one, in their order, as they are for
+// a table in memory. A request whose caller left before its run was
+// handed over is not sent.
 //
-// The partition's goroutine waits for the round trip: while it does, the
-// next burst gathers in the mailbox, so under load each round trip
-// decides many requests.
+// A round trip (a trip) goes out on a goroutine of its own, which does
+// nothing but wait for the store, and comes back to the partition on its
+// landed channel; the partition delivers the answers. Meanwhile the
+// partition goes on serving its mailbox, with up to maxTrips trips out:
+// under a light load each request goes out at once, and under a heavy one
+// the next burst gathers in the mailbox while the trips are out, so each
+// trip decides many requests. Everything of the table's (its Prepare and
+// Finish, the answers, the counts) stays on the partition's goroutine. A
+// partition that stops waits for its trips to land before it answers
+// what is left.
+//
+// Requests sent one after the other on a key by one caller are decided in
+// that order, since each waits for its answer; requests that are out at
+// once on one key are concurrent, and the store decides them in either
+// order, as a partition in memory decides concurrent requests in the order
+// they reach its mailbox.
+
+// maxTrips is the most round trips a partition has out at once.
+const maxTrips = 4
+
+// trip is a run of requests out to the remote table.
+type trip struct {
+	run   []request
+	sent  []int // for each request of run, its first item in items, or -1: not sent
+	items []keytable.Item
+	now   time.Duration
+	out   keytable.Trip // nil: nothing to send
+	ctx   context.Context
+}
 
 // serveRemote serves req and the queued requests behind it, in order, at
 // now, and returns as serveBurst does. The requests behind the stop
@@ -37,7 +65,7 @@ func (p *Partition) serveRemote(req request, queued int, now time.Duration, cloc
 			continue
 		}
 		l.left.rest = burst[start:] // if the goroutine ends, the next serves them (takeOver)
-		served += l.serveRun(burst[start:i], now)
+		served += l.dispatch(burst[start:i], now)
 		if i == len(burst) {
 			break
 		}
@@ -65,22 +93,24 @@ func (l *loop) together(req request) bool {
 	return false
 }
 
-// serveRun hands the requests of run to the remote table as one
-// DecideEach, delivers their answers, and returns how many requests that
-// was.
-func (l *loop) serveRun(run []request, now time.Duration) (served int) {
+// dispatch sends the requests of run to the remote table as one trip, or
+// answers them at once if nothing is left to send, and returns how many
+// requests it answered (those of the trips that landed meanwhile
+// included).
+func (l *loop) dispatch(run []request, now time.Duration) (served int) {
 	if len(run) == 0 {
 		return 0
 	}
-	items, sent := l.items[:0], l.sent[:0]
+	tr := l.newTrip()
+	tr.now = now
 	var deadline time.Time
 	bounded := true // every request sent has a deadline
 	for _, req := range run {
 		if len(req.reply) > 0 { // the caller left: not sent
-			sent = append(sent, -1)
 			continue
 		}
-		sent = append(sent, len(items))
+		tr.run = append(tr.run, req)
+		tr.sent = append(tr.sent, len(tr.items))
 		if dl, ok := req.ctx.Deadline(); !ok {
 			bounded = false
 		} else if dl.After(deadline) {
@@ -88,58 +118,127 @@ func (l *loop) serveRun(run []request, now time.Duration) (served int) {
 		}
 		switch req.op {
 		case opAllow:
-			items = append(items, keytable.Item{Key: req.key, N: req.n})
+			tr.items = append(tr.items, keytable.Item{Key: req.key, N: req.n})
 		case opPeek:
-			items = append(items, keytable.Item{Key: req.key, N: req.n, Op: keytable.OpPeek})
+			tr.items = append(tr.items, keytable.Item{Key: req.key, N: req.n, Op: keytable.OpPeek})
 		case opReset:
-			items = append(items, keytable.Item{Key: req.key, Op: keytable.OpReset})
+			tr.items = append(tr.items, keytable.Item{Key: req.key, Op: keytable.OpReset})
 		case opBatch:
 			if len(l.waits.lines) > 0 {
 				l.inLineEach(*req.batch, now)
 			}
-			items = append(items, *req.batch...)
+			tr.items = append(tr.items, *req.batch...)
 		}
 	}
-	l.items, l.sent = items, sent
-	if len(items) == 0 {
+	if len(tr.items) == 0 {
+		l.spare = append(l.spare, tr)
 		return 0
 	}
-	ctx := context.Background()
-	if bounded {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
-		defer cancel()
+	if tr.out = l.remote.Prepare(tr.items, now); tr.out == nil {
+		return l.land(tr) // answered without a trip: every item refused
 	}
-	l.remote.DecideEach(ctx, items, now)
-	for k, req := range run {
-		at := sent[k]
-		if at < 0 {
-			continue
-		}
+	for l.trips == maxTrips {
+		served += l.land(<-l.landed) // room for one more
+	}
+	tr.ctx = context.Background()
+	var cancel context.CancelFunc = func() {}
+	if bounded {
+		tr.ctx, cancel = context.WithDeadline(tr.ctx, deadline)
+	}
+	l.trips++
+	landed := l.landed
+	go func() {
+		defer cancel()
+		tr.out.Go(tr.ctx)
+		landed <- tr // room: at most maxTrips are out
+	}()
+	return served
+}
+
+// newTrip returns a trip to fill, a spare one if there is one.
+func (l *loop) newTrip() *trip {
+	if k := len(l.spare); k > 0 {
+		tr := l.spare[k-1]
+		l.spare = l.spare[:k-1]
+		return tr
+	}
+	return &trip{}
+}
+
+// land delivers the answers tr brought back, and returns how many
+// requests they answered.
+func (l *loop) land(tr *trip) (served int) {
+	if tr.out != nil {
+		l.trips--
+	}
+	l.landing, l.landingAt = tr, 0
+	if tr.out != nil {
+		l.remote.Finish(tr.out, tr.items, tr.now)
+	}
+	for k, req := range tr.run {
+		l.landingAt = k + 1 // first: if this one ends the goroutine, takeOver answers the rest
+		at := tr.sent[k]
 		l.hold(req)
 		var r reply
 		switch req.op {
 		case opAllow, opPeek:
-			it := &items[at]
+			it := &tr.items[at]
 			r.d, r.err = it.D, it.Err
 			if req.more && r.err == nil && r.d.Allowed {
-				r.more = l.untilMore(req.key, now, r.d.Remaining)
+				r.more = l.untilMore(req.key, tr.now, r.d.Remaining)
 			}
 			served++
 		case opReset:
-			r.err = items[at].Err
+			r.err = tr.items[at].Err
 			if ln := l.waits.lineOf(req.key); ln != nil {
-				l.waits.reschedule(ln, now) // its head may be granted now
+				l.waits.reschedule(ln, tr.now) // its head may be granted now
 			}
 			served++
 		case opBatch:
 			batch := *req.batch
-			copy(batch, items[at:at+len(batch)])
+			copy(batch, tr.items[at:at+len(batch)])
 			served += len(batch)
 		}
-		l.deliver(req, now, r)
+		l.deliver(req, tr.now, r)
 		l.inflight.reply = nil
 	}
-	clear(items) // no key is kept
+	l.landing = nil
+	l.recycle(tr)
 	return served
+}
+
+// recycle keeps tr for another run, without the references it held.
+func (l *loop) recycle(tr *trip) {
+	clear(tr.run)
+	clear(tr.items)
+	tr.run, tr.sent, tr.items = tr.run[:0], tr.sent[:0], tr.items[:0]
+	tr.out, tr.ctx = nil, nil
+	if len(l.spare) < maxTrips {
+		l.spare = append(l.spare, tr)
+	}
+}
+
+// landAll waits for every trip out to land, and delivers their answers.
+func (l *loop) landAll() {
+	for l.trips > 0 {
+		l.land(<-l.landed)
+	}
+}
+
+// answerLanding answers, with an error, the requests of the trip whose
+// answers were being delivered when the goroutine ended, and lets the
+// trip go.
+func (l *loop) answerLanding() {
+	tr := l.landing
+	if tr == nil {
+		return
+	}
+	l.landing = nil
+	for _, req := range tr.run[l.landingAt:] {
+		select {
+		case req.reply <- reply{err: supervise.Exited(errs.ErrAlgorithmPanic)}:
+		default: // the caller gave up
+		}
+	}
+	l.recycle(tr)
 }

@@ -228,13 +228,13 @@ type Item struct {
 	// has waiters): the table passes it by, leaving D and Err as they are.
 	Skip bool
 
-	// Op is what a Remote table's DecideEach does with the item: decide
+	// Op is what a Remote table does with the item: decide
 	// it (OpAllow, the zero Op), peek (OpPeek: what AllowN would answer,
 	// changing nothing) or drop its key (OpReset). AllowEach ignores it.
 	Op Op
 }
 
-// Op is what DecideEach does with an item.
+// Op is what a Remote table does with an item.
 type Op uint8
 
 const (
@@ -245,14 +245,29 @@ const (
 
 // Remote is a Table whose keys' states live elsewhere (a Store, over the
 // network): a partition hands it a burst of requests at once, so that
-// the burst pays one round trip.
+// the burst pays one round trip, and goes on serving while the round trip
+// is out.
 type Remote interface {
 	Table
 
-	// DecideEach serves items in order, as AllowN, PeekN or Reset (by
-	// their Op) would one by one, passing by those with Skip, and writes
-	// each answer into its item's D and Err. ctx bounds the round trip.
-	DecideEach(ctx context.Context, items []Item, now time.Duration)
+	// Prepare readies items for the store, on the partition's goroutine,
+	// to be served in order as AllowN, PeekN or Reset (by their Op) would
+	// serve them one by one, passing by those with Skip. It answers at
+	// once those it can (an n above the capacity), and returns the round
+	// trip that takes the others, or nil if none is left.
+	Prepare(items []Item, now time.Duration) Trip
+
+	// Finish writes the answers trip brought back into items, on the
+	// partition's goroutine, deciding those the store could not answer
+	// as the table's FailMode says.
+	Finish(trip Trip, items []Item, now time.Duration)
+}
+
+// Trip is a round trip to a remote store. Go takes it and returns once it
+// is back; it may run on any goroutine, since it touches nothing of its
+// table's. ctx bounds it.
+type Trip interface {
+	Go(ctx context.Context)
 }
 
 // Counts are what a table has done with its keys since it was made, and
