@@ -233,7 +233,7 @@ func TestStoreTripsOut(t *testing.T) {
 	// beat the partition's look at its mailbox and go with the fifth.
 	for q := -1; q != r.parts[0].Queued() || q < 1; {
 		q = r.parts[0].Queued()
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // until the mailbox stops filling: not the limiter's time
 	}
 	release := func() {
 		g := make(chan struct{})
@@ -428,7 +428,7 @@ func TestStoreWaitInOrder(t *testing.T) {
 			if s.Waiting == i+1 {
 				break
 			}
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // for the goroutine to join the line: not the limiter's time
 		}
 	}
 	for i := range 5 {

@@ -4,7 +4,7 @@
 //	st, err := redislimit.NewStore(client, redislimit.Options{})
 //	r, err := chanlimit.New(chanlimit.Config{Limit: 100, Window: time.Minute, Store: st})
 //
-// Each key's state, under all its policies, is one Redis hash, decided
+// Each key's state, under all its policies, is one Redis string, decided
 // atomically by one Lua script (decide.lua) that applies chanlimit's
 // in-memory rules to whole microseconds: the same decisions as a router
 // in memory for the same schedule, every wait rounded up to the next
@@ -72,7 +72,7 @@ type Options struct {
 // DefaultPause is Options.Pause when it is 0.
 const DefaultPause = 200 * time.Millisecond
 
-// Grace is how long a key's Redis hash is kept past its ResetAfter, on
+// Grace is how long a key's Redis string is kept past its ResetAfter, on
 // Redis's clock: its TTL is set to ResetAfter plus Grace on every
 // request that changes it. With Config.Clock set (a clock Redis does not
 // share, a test's), the TTL is ResetAfter plus ClockGrace instead, so that
@@ -328,13 +328,19 @@ func (s *Store) notePause(calls []call) {
 // Cluster, at most MaxPerCall a call.
 func (s *Store) calls(ops []chanlimit.StoreOp) []call {
 	var calls []call
-	_, cluster := s.client.(*redis.ClusterClient)
+	if _, cluster := s.client.(*redis.ClusterClient); !cluster {
+		for i := range ops { // one node holds every key: in order, MaxPerCall a call
+			if i%MaxPerCall == 0 {
+				calls = append(calls, call{})
+			}
+			c := &calls[len(calls)-1]
+			c.ops = append(c.ops, i)
+		}
+		return calls
+	}
 	open := map[uint16]int{} // the call of each slot still open to more ops
 	for i := range ops {
-		var slot uint16
-		if cluster {
-			slot = hashSlot(s.Key(ops[i].Key))
-		}
+		slot := hashSlot(s.Key(ops[i].Key))
 		c, ok := open[slot]
 		if !ok || len(calls[c].ops) == MaxPerCall {
 			c = len(calls)

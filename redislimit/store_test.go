@@ -272,7 +272,7 @@ func TestCheck(t *testing.T) {
 	require.Error(t, err)
 }
 
-// TestExpiry: a key's hash lives in Redis at least its ResetAfter, and
+// TestExpiry: a key's state lives in Redis at least its ResetAfter, and
 // not much more (Grace).
 func TestExpiry(t *testing.T) {
 	client := single(t)
@@ -290,7 +290,7 @@ func TestExpiry(t *testing.T) {
 	require.NoError(t, r.Reset(context.Background(), "k"))
 	n, err := client.Exists(context.Background(), st.Key("k")).Result()
 	require.NoError(t, err)
-	assert.Zero(t, n, "Reset deletes the hash")
+	assert.Zero(t, n, "Reset deletes the key's state")
 }
 
 // TestWaitThroughRedis: WaitN on a Redis-backed router grants the waiters
