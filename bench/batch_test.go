@@ -45,6 +45,7 @@ func benchAllowBatch(b *testing.B, p policy, size, partitions int) {
 	reqs := make([]chanlimit.Request, size)
 	out := make([]chanlimit.Decision, size)
 	next := 0
+	var tally tally
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -55,6 +56,11 @@ func benchAllowBatch(b *testing.B, p policy, size, partitions int) {
 		if err := r.AllowBatch(ctx, reqs, out); err != nil {
 			b.Fatal(err)
 		}
+		for i := range reqs {
+			tally.note(out[i].Allowed)
+		}
 	}
+	b.StopTimer()
+	tally.check(b, impl{name: "chanlimit"}, p)
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*size), "ns/decision")
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"sync"
 	"testing"
 )
 
@@ -65,21 +66,57 @@ func benchAllow(b *testing.B, im impl, p policy, ks []string, parallelism int) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	if parallelism == 0 {
+		var tally tally
 		i := 0
 		for b.Loop() {
-			l.Allow(ks[i%len(ks)])
+			tally.note(l.Allow(ks[i%len(ks)]))
 			i++
 		}
+		tally.check(b, im, p)
 		return
 	}
+	var total tally
+	var mu sync.Mutex
 	b.SetParallelism(parallelism)
 	b.RunParallel(func(pb *testing.PB) {
+		var tally tally
 		i := rand.IntN(len(ks))
 		for pb.Next() {
-			l.Allow(ks[i%len(ks)])
+			tally.note(l.Allow(ks[i%len(ks)]))
 			i++
 		}
+		mu.Lock()
+		total.allowed += tally.allowed
+		total.denied += tally.denied
+		mu.Unlock()
 	})
+	total.check(b, im, p)
+}
+
+// tally counts the answers of a benchmark's calls, to check that each
+// implementation took the path the case is named for.
+type tally struct{ allowed, denied int }
+
+func (t *tally) note(allowed bool) {
+	if allowed {
+		t.allowed++
+	} else {
+		t.denied++
+	}
+}
+
+// check fails the benchmark if an implementation denied a call under
+// admitAll (it would measure its deny path, not the admit path), or allowed
+// most calls under denyMost. The floor decides nothing: it allows all.
+func (t *tally) check(b *testing.B, im impl, p policy) {
+	b.Helper()
+	switch {
+	case im.name == "floor":
+	case p == admitAll && t.denied > 0:
+		b.Fatalf("%d of %d calls denied under %q: this case must measure the admit path", t.denied, t.allowed+t.denied, p.name)
+	case p == denyMost && t.allowed > t.denied:
+		b.Fatalf("%d of %d calls allowed under %q: this case must measure the deny path", t.allowed, t.allowed+t.denied, p.name)
+	}
 }
 
 func init() {

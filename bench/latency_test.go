@@ -23,6 +23,7 @@ func BenchmarkLatency(b *testing.B) {
 			}
 			perG := max(b.N/goroutines, 1)
 			samples := make([][]time.Duration, goroutines)
+			tallies := make([]tally, goroutines)
 			var start, wg sync.WaitGroup
 			start.Add(1)
 			for g := range goroutines {
@@ -32,8 +33,9 @@ func BenchmarkLatency(b *testing.B) {
 					i := rand.IntN(len(ks))
 					for j := range samples[g] {
 						t0 := time.Now()
-						l.Allow(ks[i%len(ks)])
+						ok := l.Allow(ks[i%len(ks)])
 						samples[g][j] = time.Since(t0)
+						tallies[g].note(ok)
 						i++
 					}
 				})
@@ -42,6 +44,12 @@ func BenchmarkLatency(b *testing.B) {
 			start.Done()
 			wg.Wait()
 			b.StopTimer()
+			var total tally
+			for _, t := range tallies {
+				total.allowed += t.allowed
+				total.denied += t.denied
+			}
+			total.check(b, im, admitAll)
 			all := slices.Concat(samples...)
 			slices.Sort(all)
 			for _, q := range []struct {

@@ -37,8 +37,10 @@ var (
 	// admitAll never denies: every call does the full work of an allowed
 	// request.
 	admitAll = policy{"admit", 1 << 30, time.Second}
-	// denyMost allows one request per key, then denies for a long while.
-	denyMost = policy{"deny", 1, time.Second}
+	// denyMost allows one request per key, then denies for an hour: for
+	// longer than any benchmark, whose keys may each come round only once
+	// a second or less often (1M keys).
+	denyMost = policy{"deny", 1, time.Hour}
 	// holdAll allows one request per key an hour: every key's state is
 	// kept, by the stores that let idle keys go too.
 	holdAll = policy{"hold", 1, time.Hour}
@@ -168,7 +170,16 @@ func (x *xrateLimiter) Close() {}
 type sethvargoLimiter struct{ store sethvargo.Store }
 
 func newSethvargo(tb testing.TB, p policy) limiter {
-	store, err := memorystore.New(&memorystore.Config{Tokens: uint64(p.limit), Interval: p.window})
+	tokens, interval := uint64(p.limit), p.window
+	if p == admitAll {
+		// memorystore refills interval/tokens tokens per interval passed
+		// (v0.7.1), so at 1<<30 a second it refills none and denies once
+		// the first second's tokens are spent. A bucket too large to
+		// empty, refilled only after an hour, admits every call a
+		// benchmark makes, on the same code path.
+		tokens, interval = 1<<62, time.Hour
+	}
+	store, err := memorystore.New(&memorystore.Config{Tokens: tokens, Interval: interval})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -211,7 +222,14 @@ func newThrottled(tb testing.TB, p policy) limiter {
 	// PerDuration(n, d) is a period of d/n, kept at a microsecond or
 	// more, as before this limit was a parameter.
 	limit := min(p.limit, int(p.window/time.Microsecond))
-	l, err := throttled.NewGCRARateLimiterCtx(store, throttled.RateQuota{MaxRate: throttled.PerDuration(limit, p.window), MaxBurst: limit - 1})
+	burst := limit - 1
+	if p == admitAll {
+		// A million a second with a burst of as many runs dry within a
+		// second on one key; 2^30 more (about 18 minutes of refill)
+		// admits every call a benchmark makes.
+		burst = 1 << 30
+	}
+	l, err := throttled.NewGCRARateLimiterCtx(store, throttled.RateQuota{MaxRate: throttled.PerDuration(limit, p.window), MaxBurst: burst})
 	if err != nil {
 		tb.Fatal(err)
 	}
