@@ -24,7 +24,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"hash/maphash"
 	"runtime"
 	"slices"
 	"sync"
@@ -159,7 +158,6 @@ type Request struct {
 // goroutines. The zero Router is not usable: call New.
 type Router struct {
 	parts          []*actor.Partition
-	seed           maphash.Seed
 	maxKeyBytes    int
 	maxKeys        int
 	evict          bool
@@ -181,7 +179,8 @@ type batch struct {
 	items   [][]keytable.Item // per partition, in request order
 	at      [][]int           // per partition: the index in reqs of each item
 	pending []actor.Pending
-	sent    []int // the partitions sent to, in order
+	sent    []int     // the partitions sent to, in order
+	reqs    []Request // batchEach's requests
 }
 
 // New validates cfg and starts the router's partitions. Every invalid field
@@ -219,7 +218,6 @@ func New(cfg Config) (*Router, error) {
 
 	r := &Router{
 		parts:          make([]*actor.Partition, partitions),
-		seed:           maphash.MakeSeed(),
 		maxKeyBytes:    cmp.Or(cfg.MaxKeyBytes, DefaultMaxKeyBytes),
 		maxKeys:        cfg.MaxKeys,
 		evict:          cfg.EvictLRU,
@@ -388,19 +386,24 @@ type sendFunc func(p *actor.Partition, ctx context.Context, items *[]keytable.It
 // errs[i] as well, and passes by the requests whose errs[i] is set
 // already.
 func (r *Router) batch(ctx context.Context, reqs []Request, out []Decision, errs []error, send sendFunc) error {
-	b := r.batches.Get().(*batch)
+	return r.batchWith(r.batches.Get().(*batch), ctx, reqs, out, errs, send)
+}
+
+// batchWith is batch with b, a batch from r.batches, as scratch space.
+func (r *Router) batchWith(b *batch, ctx context.Context, reqs []Request, out []Decision, errs []error, send sendFunc) error {
 	for i, req := range reqs {
 		if errs != nil && errs[i] != nil {
 			continue
 		}
-		pi := r.partitionIndex(req.Key)
+		h := keytable.Hash(req.Key)
+		pi := r.partitionOf(h)
 		// The item's fields are set in place: appending an Item built
 		// aside copies it through memory, which stalls (items come back
 		// from reset zeroed).
 		items := slices.Grow(b.items[pi], 1)
 		items = items[:len(items)+1]
 		it := &items[len(items)-1]
-		it.Key, it.N = req.Key, req.N
+		it.Key, it.N, it.Hash, it.Hashed = req.Key, req.N, h, true
 		b.items[pi] = items
 		b.at[pi] = append(b.at[pi], i)
 	}
@@ -454,6 +457,8 @@ func (b *batch) reset() {
 		b.at[pi] = b.at[pi][:0]
 	}
 	b.sent = b.sent[:0]
+	clear(b.reqs)
+	b.reqs = b.reqs[:0]
 }
 
 // Peek returns what AllowN(ctx, key, n) would answer now, errors included,
@@ -504,8 +509,14 @@ func (r *Router) partitionIndex(key string) int {
 	if len(r.parts) == 1 {
 		return 0
 	}
-	h := maphash.String(r.seed, key) >> 32 // the high bits mix best
-	return int(h * uint64(len(r.parts)) >> 32)
+	return r.partitionOf(keytable.Hash(key))
+}
+
+// partitionOf returns the index of the partition that owns the key whose
+// hash is h (keytable.Hash): the high bits pick it, since a table picks
+// its bucket with the low ones.
+func (r *Router) partitionOf(h uint64) int {
+	return int((h >> 32) * uint64(len(r.parts)) >> 32)
 }
 
 // each runs f on every partition in turn, between two of its requests.

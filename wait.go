@@ -2,6 +2,7 @@ package chanlimit
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/chanlimit/chanlimit/actor"
@@ -71,12 +72,13 @@ func init() {
 // wait, instead of a WaitN each; and hook.AllowEach (with SendBatch), for
 // its Police: AllowBatch with each request's own error.
 func (r *Router) batchEach(ctx context.Context, keys []string, ns []int, out []Decision, errs []error, send sendFunc) error {
-	reqs := make([]Request, len(keys))
+	b := r.batches.Get().(*batch) // its reqs too: a Police stage allocates nothing per batch
+	b.reqs = slices.Grow(b.reqs[:0], len(keys))[:len(keys)]
 	for i, key := range keys {
-		reqs[i] = Request{Key: key, N: ns[i]}
+		b.reqs[i] = Request{Key: key, N: ns[i]}
 		if errs[i] == nil { // one set already is the caller's, and passes the request by
 			errs[i] = r.check(key, ns[i])
 		}
 	}
-	return r.batch(ctx, reqs, out, errs, send)
+	return r.batchWith(b, ctx, b.reqs, out, errs, send)
 }

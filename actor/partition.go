@@ -713,21 +713,23 @@ func (l *loop) giveBack(now time.Duration) {
 func (c *Counts) count(req request, r reply) {
 	switch req.op {
 	case opAllow:
-		c.note(r.d, r.err)
+		c.note(&r.d, r.err)
 	case opWait:
 		if _, late := r.err.(*tooLate); late {
 			c.Denied++
 		} else {
-			c.note(r.d, r.err)
+			c.note(&r.d, r.err)
 		}
 	case opBatch:
-		for _, it := range *req.batch {
-			c.note(it.D, it.Err)
+		items := *req.batch
+		for i := range items { // by index: an Item is too large to copy per item
+			c.note(&items[i].D, items[i].Err)
 		}
 	case opTry: // one left to wait is no answer yet
-		for _, it := range *req.batch {
-			if it.Err != nil || it.D.Allowed {
-				c.note(it.D, it.Err)
+		items := *req.batch
+		for i := range items {
+			if it := &items[i]; it.Err != nil || it.D.Allowed {
+				c.note(&it.D, it.Err)
 			}
 		}
 	}
@@ -736,7 +738,7 @@ func (c *Counts) count(req request, r reply) {
 // note counts one decision or error. A panic's error counts where the
 // panic does: the table counts a rule's, tick the Clock's. (It asks a
 // panic's error nothing: errors.Is would call into the panic's value.)
-func (c *Counts) note(d algorithms.Decision, err error) {
+func (c *Counts) note(d *algorithms.Decision, err error) {
 	switch {
 	case err == nil && d.Allowed:
 		c.Allowed++

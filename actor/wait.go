@@ -350,7 +350,7 @@ func (l *loop) answer(ln *line, r reply) {
 	ln.queue = ln.queue[1:]
 	l.state.Waiting--
 	w.reply <- r // never blocks: a waiter's channel gets one answer
-	l.state.Counts.note(r.d, r.err)
+	l.state.Counts.note(&r.d, r.err)
 }
 
 // closeLines answers every waiter with err, oldest first in each line,

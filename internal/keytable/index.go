@@ -15,7 +15,17 @@ const minBuckets = 8
 // entry packs a key's hash and its slot.
 func entry(h, slot uint32) uint64 { return uint64(h)<<32 | uint64(slot) + 1 }
 
-func (t *table[S]) hash(key string) uint32 { return uint32(maphash.String(t.seed, key)) }
+// seed is the process's: every table, and every router choosing a
+// partition, hashes a key the same way (Hash).
+var seed = maphash.MakeSeed()
+
+// Hash returns key's hash as every table computes it. A router picks the
+// key's partition with its high bits, and hands it to the table with a
+// batch's items (Item.Hash), which picks a bucket with its low bits: one
+// hash of the key's bytes serves both.
+func Hash(key string) uint64 { return maphash.String(seed, key) }
+
+func (t *table[S]) hash(key string) uint32 { return uint32(Hash(key)) }
 
 // lookup returns the slot that holds key.
 func (t *table[S]) lookup(key string) (uint32, bool) {
@@ -23,6 +33,20 @@ func (t *table[S]) lookup(key string) (uint32, bool) {
 		return 0, false
 	}
 	_, slot, ok := t.probe(key, t.hash(key))
+	return slot, ok
+}
+
+// lookupItem returns the slot that holds it's key, with the hash the item
+// carries, if any.
+func (t *table[S]) lookupItem(it *Item) (uint32, bool) {
+	if t.held == 0 {
+		return 0, false
+	}
+	h := uint32(it.Hash)
+	if !it.Hashed {
+		h = t.hash(it.Key)
+	}
+	_, slot, ok := t.probe(it.Key, h)
 	return slot, ok
 }
 

@@ -232,6 +232,11 @@ type Item struct {
 	// it (OpAllow, the zero Op), peek (OpPeek: what AllowN would answer,
 	// changing nothing) or drop its key (OpReset). AllowEach ignores it.
 	Op Op
+
+	// Hashed says that Hash is Key's Hash, set by the caller so that the
+	// table need not hash the key again.
+	Hashed bool
+	Hash   uint64
 }
 
 // Op is what a Remote table does with an item.

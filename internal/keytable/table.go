@@ -1,7 +1,6 @@
 package keytable
 
 import (
-	"hash/maphash"
 	"math"
 	"time"
 
@@ -37,7 +36,6 @@ type table[S any] struct {
 	multi          bool                  // more than one policy: decisions are combined (decideAll)
 	cols           []column              // every policy's states, in the set's order: the head, then one column each
 	ds             []algorithms.Decision // a decision per policy, while decideAll combines them
-	seed           maphash.Seed
 	buckets        []uint64 // the index
 	held           int      // keys held
 	slots          []slot[S]
@@ -69,7 +67,6 @@ func newTable[S any](set *Set, rules policyRules[S], extra []column) *table[S] {
 		capacity:    set.capacity,
 		name:        set.policies[0].Name,
 		multi:       len(extra) > 0,
-		seed:        maphash.MakeSeed(),
 		newest:      none,
 		oldest:      none,
 		asking:      none,
@@ -167,7 +164,7 @@ func (t *table[S]) allowEach(items []Item, now time.Duration, pick []int32, want
 					continue
 				}
 				// AllowN, spelled out: a call less per item.
-				i, ok := t.lookup(it.Key)
+				i, ok := t.lookupItem(it)
 				if !ok {
 					it.Err = t.allowNew(it.Key, now, it.N, &it.D)
 					continue
