@@ -12,6 +12,9 @@ import (
 const idleCountLimit = 1 << 14
 
 func (t *table[S]) Expire(now time.Duration, budget int) (dropped int) {
+	if len(t.due) == 0 || !passed(t.due[0].at, now) {
+		return 0 // the common case, after each burst: nothing due
+	}
 	t.supervised(func() {
 		for ; budget > 0 && len(t.due) > 0 && passed(t.due[0].at, now); budget-- {
 			if t.expireTop(now) {
