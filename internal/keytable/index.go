@@ -5,8 +5,9 @@ package keytable
 // hash above its slot number + 1. It takes 8 bytes a bucket at a load of at
 // most 3/4, about a third of what a map[string]uint32 takes per key; a hit
 // compares the key only when the hashes match. Deleting shifts back the
-// entries after the hole, so the index never fills with tombstones. The
-// hash is kept in the slot too, for deleting and moving.
+// entries after the hole, so the index never fills with tombstones. A
+// slot does not keep its key's hash: deleting and moving hash the key's
+// bytes again.
 
 import "hash/maphash"
 
@@ -94,10 +95,17 @@ func (t *table[S]) grow() {
 	}
 }
 
+// slotHash returns the hash of the key at slot. A slot does not keep it:
+// four bytes a key, for a hash of the key's bytes whenever a key is
+// dropped or moved.
+func (t *table[S]) slotHash(slot uint32) uint32 {
+	return uint32(maphash.Bytes(seed, t.keyBytes(t.slots[slot].key)))
+}
+
 // bucketOf returns the bucket of the key at slot. The entry, hash and
-// slot together, is unique, so it is found without reading a key.
+// slot together, is unique, so it is found without comparing keys.
 func (t *table[S]) bucketOf(slot uint32) int {
-	h := t.slots[slot].hash
+	h := t.slotHash(slot)
 	want, mask := entry(h, slot), len(t.buckets)-1
 	for b := int(h) & mask; ; b = (b + 1) & mask {
 		switch t.buckets[b] {
@@ -132,5 +140,5 @@ func (t *table[S]) unplace(slot uint32) {
 // replace points the index at slot to for the key at slot from.
 func (t *table[S]) replace(from, to uint32) {
 	b := t.bucketOf(from)
-	t.buckets[b] = entry(t.slots[from].hash, to)
+	t.buckets[b] = entry(uint32(t.buckets[b]>>32), to)
 }

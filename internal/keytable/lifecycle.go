@@ -12,11 +12,11 @@ import (
 const idleCountLimit = 1 << 14
 
 func (t *table[S]) Expire(now time.Duration, budget int) (dropped int) {
-	if len(t.due) == 0 || !passed(t.due[0].at, now) {
+	if len(t.due) == 0 || !passed(t.due[0].at(), now) {
 		return 0 // the common case, after each burst: nothing due
 	}
 	t.supervised(func() {
-		for ; budget > 0 && len(t.due) > 0 && passed(t.due[0].at, now); budget-- {
+		for ; budget > 0 && len(t.due) > 0 && passed(t.due[0].at(), now); budget-- {
 			if t.expireTop(now) {
 				dropped++
 			}
@@ -48,7 +48,7 @@ func (t *table[S]) idleTop(now time.Duration) bool {
 	if wait <= 0 {
 		return true
 	}
-	t.due[0].at = after(now, wait)
+	t.due[0] = newDue(after(now, wait), t.due[0].slot)
 	t.down(0)
 	return false
 }
@@ -74,7 +74,7 @@ func (t *table[S]) idle(now time.Duration) (n int) {
 // have an at <= now, and those form a subtree at the top of the heap: it
 // reads just that.
 func (t *table[S]) countIdle(now time.Duration, limit, most int) (n int) {
-	if len(t.due) == 0 || !passed(t.due[0].at, now) {
+	if len(t.due) == 0 || !passed(t.due[0].at(), now) {
 		return 0
 	}
 	stack := append(t.stack[:0], 0)
@@ -86,7 +86,7 @@ func (t *table[S]) countIdle(now time.Duration, limit, most int) (n int) {
 			n++
 		}
 		for c := arity*h + 1; c <= arity*h+arity && c < len(t.due); c++ {
-			if passed(t.due[c].at, now) {
+			if passed(t.due[c].at(), now) {
 				stack = append(stack, c)
 			}
 		}
@@ -169,7 +169,7 @@ func (t *table[S]) evictable() bool {
 func (t *table[S]) dropIdle(now time.Duration) (dropped bool) {
 	held := t.held
 	t.supervised(func() {
-		for len(t.due) > 0 && passed(t.due[0].at, now) {
+		for len(t.due) > 0 && passed(t.due[0].at(), now) {
 			if t.expireTop(now) {
 				return
 			}
@@ -197,7 +197,7 @@ func (t *table[S]) hasRoom(now time.Duration) (ok bool) {
 			ok = t.countIdle(now, math.MaxInt, need) == need
 			return
 		}
-		for !ok && len(t.due) > 0 && passed(t.due[0].at, now) {
+		for !ok && len(t.due) > 0 && passed(t.due[0].at(), now) {
 			ok = t.idleTop(now)
 		}
 	})

@@ -239,7 +239,7 @@ func TestTablePeekOnANewKeyAnswersAsAllowNWould(t *testing.T) {
 
 	tab := fixedWindows(1)
 	implOf[algorithms.FixedWindowState](tab).keyRoom = 4
-	allow(t, tab, "abc", 0, 1)
+	allow(t, tab, "abc", 0, 1) // 4 bytes, with its length
 	_, err := peek(tab, "de", 0, 1)
 	require.ErrorIs(t, err, errs.ErrTooManyKeys, "no room for the key's bytes")
 	_, err = tryAllow(tab, "de", 0, 1)

@@ -18,7 +18,6 @@ const none = ^uint32(0)
 type slot[S any] struct {
 	state S
 	key   span   // the table's own copy, in its keys
-	hash  uint32 // the key's, in the index
 	due   uint32 // the slot's place in the table's due heap
 }
 
@@ -415,13 +414,13 @@ func (t *table[S]) untouched(i uint32, now time.Duration) bool {
 func (t *table[S]) insert(key string, deadline time.Duration) {
 	sp := t.store(key)
 	i, h := uint32(len(t.slots)), t.hash(key)
-	t.slots = append(t.slots, slot[S]{state: t.fresh, key: sp, hash: h, due: uint32(len(t.due))})
+	t.slots = append(t.slots, slot[S]{state: t.fresh, key: sp, due: uint32(len(t.due))})
 	t.fresh = t.zero
 	for _, c := range t.cols[1:] {
 		c.push()
 	}
 	t.place(key, h, i)
-	t.due = append(t.due, due{at: deadline, slot: i})
+	t.due = append(t.due, newDue(deadline, i))
 	t.up(len(t.due) - 1)
 	if t.evicting() {
 		t.links = append(t.links, link{})
@@ -439,7 +438,7 @@ func (t *table[S]) remove(i uint32) {
 		t.unlink(i)
 	}
 	t.unqueue(int(t.slots[i].due))
-	t.garbage += int(t.slots[i].key.n)
+	t.garbage += t.sizeAt(t.slots[i].key)
 	last := len(t.slots) - 1
 	if int(i) != last {
 		t.move(uint32(last), i)

@@ -351,7 +351,11 @@ func TestTableIndexAgainstASet(t *testing.T) {
 	universe := make([]string, 3000)
 	for i := range universe {
 		universe[i] = fmt.Sprintf("k%d", rng.Uint64())
+		if i%10 == 0 { // a key's length takes one byte in keys below 128, more from 128 on
+			universe[i] = strings.Repeat("x", rng.IntN(300)) + universe[i]
+		}
 	}
+	universe = append(universe, "", strings.Repeat("y", 127), strings.Repeat("y", 128), strings.Repeat("y", 16383), strings.Repeat("y", 16384))
 	for op := range 60_000 {
 		key := universe[rng.IntN(len(universe))]
 		if rng.IntN(3) > 0 {
@@ -391,11 +395,10 @@ func checkIndex[S any](t *testing.T, tab *table[S]) {
 	live := 0
 	for i := range tab.slots {
 		b := tab.bucketOf(uint32(i))
-		require.Equal(t, entry(tab.slots[i].hash, uint32(i)), tab.buckets[b])
 		k := tab.slots[i].key
-		require.LessOrEqual(t, int(k.off+k.n), len(tab.keys), "slot %d's key lies in keys", i)
-		require.Equal(t, tab.hash(string(tab.keyBytes(k))), tab.slots[i].hash, "slot %d's key bytes are its key's", i)
-		live += int(k.n)
+		require.LessOrEqual(t, int(k.off)+tab.sizeAt(k), len(tab.keys), "slot %d's key lies in keys", i)
+		require.Equal(t, entry(tab.hash(string(tab.keyBytes(k))), uint32(i)), tab.buckets[b], "slot %d's key bytes are its key's", i)
+		live += tab.sizeAt(k)
 	}
 	require.Equal(t, len(tab.keys)-tab.garbage, live, "keys holds the keys held, and garbage")
 }
@@ -406,10 +409,10 @@ func checkIndex[S any](t *testing.T, tab *table[S]) {
 func TestTableKeysTakeAtMostKeyRoom(t *testing.T) {
 	tab := fixedWindows(1)
 	impl := implOf[algorithms.FixedWindowState](tab)
-	impl.keyRoom = 40
+	impl.keyRoom = 44
 	impl.keys = make([]byte, 0, 64) // room to grow: the squeeze must come from keyRoom
 	for k := range 4 {
-		allow(t, tab, fmt.Sprintf("key-%05d", k), 0, 1) // 10 bytes each
+		allow(t, tab, fmt.Sprintf("key-%05d", k), 0, 1) // 11 bytes each, with the length
 	}
 	_, err := tryAllow(tab, "one-more", 0, 1)
 	require.ErrorIs(t, err, errs.ErrTooManyKeys)
@@ -505,10 +508,11 @@ func checkHeap[S any](t *testing.T, tab *table[S], now time.Duration, expired bo
 	for h, e := range tab.due {
 		require.Equal(t, uint32(h), tab.slots[e.slot].due, "slot %d's place", e.slot)
 		if h > 0 {
-			require.LessOrEqual(t, tab.due[(h-1)/arity].at, e.at, "heap order at %d", h)
+			require.LessOrEqual(t, tab.due[(h-1)/arity].at(), e.at(), "heap order at %d", h)
 		}
 		wait := tab.e.ResetAfter(&tab.slots[e.slot].state, now)
-		require.LessOrEqual(t, e.at, after(now, max(wait, 0)), "entry %d is after its key's deadline", h)
+		require.LessOrEqual(t, e.at(), after(now, max(wait, 0)), "entry %d is after its key's deadline", h)
+		require.Equal(t, e, newDue(e.at(), e.slot), "entry %d's deadline, in halves", h)
 		if expired {
 			require.Positive(t, wait, "a full Expire leaves no untouched key")
 		}
@@ -557,7 +561,7 @@ func TestTableAllowEachIsAllowNInTurn(t *testing.T) {
 func TestTableRefusesABigKeyWithoutEvicting(t *testing.T) {
 	tab := fixedWindows(1)
 	tab.Bound(Limit{Max: 2, Evict: true})
-	implOf[algorithms.FixedWindowState](tab).keyRoom = 20
+	implOf[algorithms.FixedWindowState](tab).keyRoom = 22 // two keys of 10 bytes and their lengths
 	allow(t, tab, "aaaaaaaaaa", 0, 1)
 	allow(t, tab, "bbbbbbbbbb", 0, 1)
 	_, err := tryAllow(tab, "c", 0, 1)
@@ -607,3 +611,13 @@ func TestTableKeysAreIndependentCopies(t *testing.T) {
 
 // implOf returns the table of the router's policies in tab, a *Keys.
 func implOf[S any](tab Table) *table[S] { return tab.(*Keys).def.(*table[S]) }
+
+// TestDueKeepsEveryDeadline: a heap entry's deadline, kept in halves,
+// comes back as it went in, the extremes included.
+func TestDueKeepsEveryDeadline(t *testing.T) {
+	for _, at := range []time.Duration{0, 1, -1, 1<<32 - 1, 1 << 32, -1 << 32, math.MaxInt64, math.MinInt64, 1234567890123} {
+		e := newDue(at, 7)
+		assert.Equal(t, at, e.at(), "%d", at)
+		assert.Equal(t, uint32(7), e.slot)
+	}
+}
