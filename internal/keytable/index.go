@@ -1,20 +1,27 @@
 package keytable
 
 // A table finds a key's slot through its index: open addressing with
-// linear probing over one slice of words, each 0 (empty) or a key's 32-bit
-// hash above its slot number + 1. It takes 8 bytes a bucket at a load of at
-// most 3/4, about a third of what a map[string]uint32 takes per key; a hit
-// compares the key only when the hashes match. Deleting shifts back the
-// entries after the hole, so the index never fills with tombstones. A
-// slot does not keep its key's hash: deleting and moving hash the key's
-// bytes again.
+// linear probing over one slice of 32-bit words, each 0 (empty) or an
+// entry: the key's slot number + 1 in the low bits, as many as index a
+// bucket, and above them the key's 32-bit hash's own bits from there up.
+// A key's home bucket is its hash's low bits, so an entry and its home
+// together hold the whole hash. It takes 4 bytes a bucket at a load of at
+// most 3/4, about a sixth of what a map[string]uint32 takes per key; a
+// hit compares the key only when the high bits match (all but one in 2^12
+// of the others, at a million buckets). Deleting shifts back the entries
+// after the hole, so the index never fills with tombstones. Neither the
+// index nor a slot keeps a key's whole hash: deleting, moving and growing
+// hash the key's bytes again.
 
 import "hash/maphash"
 
 const minBuckets = 8
 
-// entry packs a key's hash and its slot.
-func entry(h, slot uint32) uint64 { return uint64(h)<<32 | uint64(slot) + 1 }
+// entry packs a key's hash, h, and its slot, for buckets of mask + 1.
+func entry(h, slot, mask uint32) uint32 { return h&^mask | (slot + 1) }
+
+// entrySlot returns the slot of entry e, for buckets of mask + 1.
+func entrySlot(e, mask uint32) uint32 { return e&mask - 1 }
 
 // seed is the process's: every table, and every router choosing a
 // partition, hashes a key the same way (Hash).
@@ -54,14 +61,14 @@ func (t *table[S]) lookupItem(it *Item) (uint32, bool) {
 // probe returns the bucket that holds key, whose hash is h, and its slot;
 // or the empty bucket where it would go.
 func (t *table[S]) probe(key string, h uint32) (b int, slot uint32, ok bool) {
-	mask := len(t.buckets) - 1
-	for b = int(h) & mask; ; b = (b + 1) & mask {
+	mask := uint32(len(t.buckets) - 1)
+	for b = int(h & mask); ; b = int(uint32(b+1) & mask) {
 		e := t.buckets[b]
 		if e == 0 {
 			return b, 0, false
 		}
-		if uint32(e>>32) == h {
-			if s := uint32(e) - 1; string(t.keyBytes(t.slots[s].key)) == key { // compared in place
+		if e&^mask == h&^mask {
+			if s := entrySlot(e, mask); string(t.keyBytes(t.slots[s].key)) == key { // compared in place
 				return b, s, true
 			}
 		}
@@ -74,30 +81,32 @@ func (t *table[S]) place(key string, h, slot uint32) {
 		t.grow()
 	}
 	b, _, _ := t.probe(key, h)
-	t.buckets[b] = entry(h, slot)
+	t.buckets[b] = entry(h, slot, uint32(len(t.buckets)-1))
 	t.held++
 }
 
-// grow doubles the buckets and places every entry again.
+// grow doubles the buckets and places every entry again, hashing its key
+// again: the entries keep only part of their hashes. A table holds fewer
+// than 2^32 keys, so 2^32 buckets are the most it needs.
 func (t *table[S]) grow() {
-	old := t.buckets
-	t.buckets = make([]uint64, max(2*len(old), minBuckets))
-	mask := len(t.buckets) - 1
+	old, oldMask := t.buckets, uint32(len(t.buckets)-1)
+	t.buckets = make([]uint32, max(2*len(old), minBuckets))
+	mask := uint32(len(t.buckets) - 1)
 	for _, e := range old {
 		if e == 0 {
 			continue
 		}
-		b := int(e>>32) & mask
+		slot := entrySlot(e, oldMask)
+		h := t.slotHash(slot)
+		b := h & mask
 		for t.buckets[b] != 0 {
 			b = (b + 1) & mask
 		}
-		t.buckets[b] = e
+		t.buckets[b] = entry(h, slot, mask)
 	}
 }
 
-// slotHash returns the hash of the key at slot. A slot does not keep it:
-// four bytes a key, for a hash of the key's bytes whenever a key is
-// dropped or moved.
+// slotHash returns the hash of the key at slot, from its bytes.
 func (t *table[S]) slotHash(slot uint32) uint32 {
 	return uint32(maphash.Bytes(seed, t.keyBytes(t.slots[slot].key)))
 }
@@ -105,12 +114,13 @@ func (t *table[S]) slotHash(slot uint32) uint32 {
 // bucketOf returns the bucket of the key at slot. The entry, hash and
 // slot together, is unique, so it is found without comparing keys.
 func (t *table[S]) bucketOf(slot uint32) int {
+	mask := uint32(len(t.buckets) - 1)
 	h := t.slotHash(slot)
-	want, mask := entry(h, slot), len(t.buckets)-1
-	for b := int(h) & mask; ; b = (b + 1) & mask {
+	want := entry(h, slot, mask)
+	for b := h & mask; ; b = (b + 1) & mask {
 		switch t.buckets[b] {
 		case want:
-			return b
+			return int(b)
 		case 0:
 			panic("chanlimit: table index lost a key") // not reached: every slot is indexed
 		}
@@ -120,15 +130,15 @@ func (t *table[S]) bucketOf(slot uint32) int {
 // unplace takes the key at slot out of the index, shifting back the
 // entries after it that probed past its bucket.
 func (t *table[S]) unplace(slot uint32) {
-	mask := len(t.buckets) - 1
-	hole := t.bucketOf(slot)
+	mask := uint32(len(t.buckets) - 1)
+	hole := uint32(t.bucketOf(slot))
 	for b := (hole + 1) & mask; ; b = (b + 1) & mask {
 		e := t.buckets[b]
 		if e == 0 {
 			break
 		}
 		// e may fill the hole if its home is not in (hole, b].
-		if home := int(e>>32) & mask; (b-home)&mask >= (b-hole)&mask {
+		if home := t.slotHash(entrySlot(e, mask)) & mask; (b-home)&mask >= (b-hole)&mask {
 			t.buckets[hole] = e
 			hole = b
 		}
@@ -139,6 +149,7 @@ func (t *table[S]) unplace(slot uint32) {
 
 // replace points the index at slot to for the key at slot from.
 func (t *table[S]) replace(from, to uint32) {
+	mask := uint32(len(t.buckets) - 1)
 	b := t.bucketOf(from)
-	t.buckets[b] = entry(uint32(t.buckets[b]>>32), to)
+	t.buckets[b] = t.buckets[b]&^mask | (to + 1)
 }

@@ -35,7 +35,7 @@ type table[S any] struct {
 	multi          bool                  // more than one policy: decisions are combined (decideAll)
 	cols           []column              // every policy's states, in the set's order: the head, then one column each
 	ds             []algorithms.Decision // a decision per policy, while decideAll combines them
-	buckets        []uint64              // the index
+	buckets        []uint32              // the index
 	held           int                   // keys held
 	slots          []slot[S]
 	links          []link // links[i] is slots[i]'s, while evicting

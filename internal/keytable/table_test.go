@@ -397,7 +397,7 @@ func checkIndex[S any](t *testing.T, tab *table[S]) {
 		b := tab.bucketOf(uint32(i))
 		k := tab.slots[i].key
 		require.LessOrEqual(t, int(k.off)+tab.sizeAt(k), len(tab.keys), "slot %d's key lies in keys", i)
-		require.Equal(t, entry(tab.hash(string(tab.keyBytes(k))), uint32(i)), tab.buckets[b], "slot %d's key bytes are its key's", i)
+		require.Equal(t, entry(tab.hash(string(tab.keyBytes(k))), uint32(i), uint32(len(tab.buckets)-1)), tab.buckets[b], "slot %d's key bytes are its key's", i)
 		live += tab.sizeAt(k)
 	}
 	require.Equal(t, len(tab.keys)-tab.garbage, live, "keys holds the keys held, and garbage")
