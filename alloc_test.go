@@ -111,14 +111,15 @@ func TestAllocsOfNewKeys(t *testing.T) {
 		// a busy machine moves the goroutines between processors, whose
 		// caches of pooled reply channels and of the runtime's own
 		// structures for blocked goroutines then miss and allocate.
-		procs := runtime.GOMAXPROCS(1)
 		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		for _, k := range keys {
-			r.Allow(k)
-		}
-		runtime.ReadMemStats(&after)
-		runtime.GOMAXPROCS(procs)
+		func() {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+			runtime.ReadMemStats(&before)
+			for _, k := range keys {
+				r.Allow(k)
+			}
+			runtime.ReadMemStats(&after)
+		}()
 		assert.LessOrEqual(t, after.Mallocs-before.Mallocs, uint64(16), "%s: allocations for %d new keys", algorithm, len(keys))
 	}
 }

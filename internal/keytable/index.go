@@ -44,7 +44,7 @@ func (t *table[S]) lookup(key string) (uint32, bool) {
 	return slot, ok
 }
 
-// lookupItem returns the slot that holds it's key, with the hash the item
+// lookupItem returns the slot that holds its key, with the hash the item
 // carries, if any.
 func (t *table[S]) lookupItem(it *Item) (uint32, bool) {
 	if t.held == 0 {
@@ -85,18 +85,16 @@ func (t *table[S]) place(key string, h, slot uint32) {
 	t.held++
 }
 
-// grow doubles the buckets and places every entry again, hashing its key
-// again: the entries keep only part of their hashes. A table holds fewer
-// than 2^32 keys, so 2^32 buckets are the most it needs.
+// grow doubles the buckets and places every key held again, hashing its
+// bytes again: the entries keep only part of their hashes. It reads the
+// slots in order, and so the keys' bytes mostly in order too. It is called
+// by place, when every slot is indexed but the last, the new key's. (The
+// 4 GiB of a table's keys hold fewer than 2^31 keys, so the buckets never
+// pass 2^32, the most a 32-bit entry can index.)
 func (t *table[S]) grow() {
-	old, oldMask := t.buckets, uint32(len(t.buckets)-1)
-	t.buckets = make([]uint32, max(2*len(old), minBuckets))
+	t.buckets = make([]uint32, max(2*len(t.buckets), minBuckets))
 	mask := uint32(len(t.buckets) - 1)
-	for _, e := range old {
-		if e == 0 {
-			continue
-		}
-		slot := entrySlot(e, oldMask)
+	for slot := range uint32(t.held) {
 		h := t.slotHash(slot)
 		b := h & mask
 		for t.buckets[b] != 0 {

@@ -233,8 +233,9 @@ type Item struct {
 	// changing nothing) or drop its key (OpReset). AllowEach ignores it.
 	Op Op
 
-	// Hashed says that Hash is Key's Hash, set by the caller so that the
-	// table need not hash the key again.
+	// Hashed says that Hash is Hash(Key), set by the caller so that the
+	// table need not hash the key again. Any other Hash would make the
+	// table miss the key it holds, and hold it twice.
 	Hashed bool
 	Hash   uint64
 }
