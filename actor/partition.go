@@ -769,11 +769,10 @@ func (l *loop) tick() (time.Duration, error) {
 	if l.real {
 		// The package's own clock: it cannot panic, so it is read without
 		// supervision, which costs more than the reading on every burst.
-		reading = time.Since(l.origin) // the Clock is clock.Real
+		reading = l.state.clock.Since(l.origin)
 	} else {
-		var err error
 		l.state.calling = callingTick
-		err = supervise.Call(errs.ErrClockPanic, func() { reading = l.state.clock.Since(l.origin) })
+		err := supervise.Call(errs.ErrClockPanic, func() { reading = l.state.clock.Since(l.origin) })
 		l.state.calling = callingNone
 		if err != nil {
 			l.state.Counts.ClockPanics++

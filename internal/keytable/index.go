@@ -36,25 +36,24 @@ func Hash(key string) uint64 { return maphash.String(seed, key) }
 func (t *table[S]) hash(key string) uint32 { return uint32(Hash(key)) }
 
 // lookup returns the slot that holds key.
-func (t *table[S]) lookup(key string) (uint32, bool) {
-	if t.held == 0 {
-		return 0, false
-	}
-	_, slot, ok := t.probe(key, t.hash(key))
-	return slot, ok
-}
+func (t *table[S]) lookup(key string) (uint32, bool) { return t.lookupHash(key, t.hash(key)) }
 
 // lookupItem returns the slot that holds its key, with the hash the item
 // carries, if any.
 func (t *table[S]) lookupItem(it *Item) (uint32, bool) {
-	if t.held == 0 {
-		return 0, false
-	}
 	h := uint32(it.Hash)
 	if !it.Hashed {
 		h = t.hash(it.Key)
 	}
-	_, slot, ok := t.probe(it.Key, h)
+	return t.lookupHash(it.Key, h)
+}
+
+// lookupHash returns the slot that holds key, whose hash is h.
+func (t *table[S]) lookupHash(key string, h uint32) (uint32, bool) {
+	if t.held == 0 {
+		return 0, false
+	}
+	_, slot, ok := t.probe(key, h)
 	return slot, ok
 }
 
