@@ -10,12 +10,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chanlimit/chanlimit/clock"
+	"github.com/chanlimit/chanlimit/internal/clocktest"
 	"github.com/chanlimit/chanlimit/internal/keytable"
 )
 
@@ -561,4 +563,37 @@ func (s *slowStore) Decide(ctx context.Context, ops []StoreOp) {
 	case <-ctx.Done():
 	}
 	s.memStore.Decide(ctx, ops)
+}
+
+// TestStoreDueLineIsServedBeforeABatch: through a store too, a line that
+// is due is served before a batch's item on its key is decided, though
+// the timer (late, as real ones are) has not fired yet.
+func TestStoreDueLineIsServedBeforeABatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := clocktest.NewLate(storeStart, time.Millisecond)
+		r, err := New(Config{Algorithm: "fixed_window", Limit: 2, Window: time.Second, Clock: clk, Partitions: 1, Store: newMemStore(clk, FailClosed)})
+		require.NoError(t, err)
+		defer r.Close()
+		ctx := context.Background()
+		d, err := r.AllowN(ctx, "k", 2)
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+		granted := make(chan error, 1)
+		go func() {
+			_, err := r.WaitN(ctx, "k", 1)
+			granted <- err
+		}()
+		synctest.Wait()
+		clk.Advance(time.Second) // due; the timer fires 1 ms later
+		out := make([]Decision, 1)
+		require.NoError(t, r.AllowBatch(ctx, []Request{{Key: "k", N: 1}}, out))
+		assert.True(t, out[0].Allowed, "at the waiter's grant time, behind it: %+v", out[0])
+		synctest.Wait()
+		select {
+		case err := <-granted:
+			assert.NoError(t, err)
+		default:
+			t.Fatal("the waiter was due at 1 s")
+		}
+	})
 }

@@ -37,8 +37,11 @@
 //     partition, answered on their reply channels when their turn comes;
 //     one timer from the Clock wakes the partition for the earliest line
 //     due, and is read only while a line exists, so a partition nobody
-//     waits on reads its mailbox alone. A caller that stops waiting sends
-//     a leave message and waits for its answer (wait.go).
+//     waits on reads its mailbox alone. A line that is due is served
+//     before anything is decided after it, whether or not the timer has
+//     fired yet, so a request at its RetryAfter finds the line ahead of
+//     it served. A caller that stops waiting sends a leave message and
+//     waits for its answer (wait.go).
 //   - Idle keys expire a few at a time, after each burst of messages has
 //     been answered (the table's Expire, with a budget that grows with the
 //     burst), so a million keys becoming idle at once never stall the
@@ -583,6 +586,13 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 	if len(req.reply) > 0 {
 		return 0 // the caller gave up before its turn: apply nothing
 	}
+	if clockErr == nil && req.op != opLeave {
+		// What is due comes first: a line due by now is served on its
+		// schedule before anything after it is decided, even if the
+		// timer has not told the partition yet (a timer fires late, and
+		// select picks the mailbox or the timer at random).
+		l.serveDue(now)
+	}
 	l.hold(req)
 	served = 1
 	t := l.state.Table
@@ -634,9 +644,6 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 		l.tryEach(*req.batch, now)
 		served = len(*req.batch)
 	case req.op == opDo:
-		if clockErr == nil && len(l.waits.due) > 0 {
-			l.serveDue(now) // lines late to be served are served on their schedule first
-		}
 		l.state.ClockErr = clockErr
 		l.state.Wall = l.origin.Add(l.reading)
 		r.err = req.do(&l.state)

@@ -101,6 +101,7 @@ func (l *loop) dispatch(run []request, now time.Duration) (served int) {
 	if len(run) == 0 {
 		return 0
 	}
+	l.serveDue(now) // as serve does: a batch's item on a key whose line is due is decided after the line
 	tr := l.newTrip()
 	tr.now = now
 	var deadline time.Time

@@ -32,7 +32,11 @@ import (
 // have lost meanwhile, and the waiters of a key are granted at exactly the
 // rate its policies allow. Nothing else changes a key's state while it has
 // a line (the requests that do not join it are denied), so the key's own
-// timeline never goes back.
+// timeline never goes back. What is due is served first: before the
+// partition decides any request (serve, or a remote table's run), it
+// serves the lines due by then, so a request at exactly its RetryAfter
+// meets the line it waited behind already served, however late the timer
+// fires.
 //
 // While a key has a line, requests that do not join it (AllowN, PeekN, a
 // batch's items) are denied, with the wait they would have in the line,
