@@ -38,7 +38,9 @@ func (r *Router) Wait(ctx context.Context, key string) error {
 //
 // Its other errors are AllowN's, at once (ErrInvalidCount, ErrKeyTooLong,
 // ErrExceedsCapacity, ErrTooManyKeys, ErrClosed), and ErrTooManyWaiters if
-// key already has MaxWaiters callers waiting. Close answers every caller
+// key already has MaxWaiters callers waiting; a bad n (ErrInvalidCount,
+// ErrExceedsCapacity) is reported before either cap, as by every other
+// method, since no wait could ever grant it. Close answers every caller
 // still waiting with ErrClosed. A key with callers waiting is never
 // forgotten or evicted.
 func (r *Router) WaitN(ctx context.Context, key string, n int) (Decision, error) {

@@ -190,15 +190,20 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 		if l.d.Allowed { // leaky_bucket: its turn is to come
 			t.Refund(req.key, now, req.n)
 		}
-	} else if l.waits.max > 0 && len(ln.queue) >= l.waits.max {
-		r.err = fmt.Errorf("%w: %d callers wait on this key, MaxWaiters is %d", errs.ErrTooManyWaiters, len(ln.queue), l.waits.max)
-		return r, false
 	}
 	if ln != nil || req.budget >= 0 {
-		// Errors as AllowN's (an n above the capacity), and the wait in
+		// Errors as AllowN's (an n above the capacity) come first, as at
+		// every entry point; then the cap on the line, and the wait in
 		// line, for the deadline.
 		var d algorithms.Decision
-		if d, r.err = l.inLine(req.key, req.n, now, ln); r.err != nil {
+		if r.err = t.PeekN(req.key, now, req.n, &d); r.err != nil {
+			return r, false
+		}
+		if ln != nil && l.waits.max > 0 && len(ln.queue) >= l.waits.max {
+			r.err = fmt.Errorf("%w: %d callers wait on this key, MaxWaiters is %d", errs.ErrTooManyWaiters, len(ln.queue), l.waits.max)
+			return r, false
+		}
+		if d, r.err = l.lineWait(req.key, req.n, now, ln, &d); r.err != nil {
 			return r, false
 		}
 		if req.budget >= 0 && d.RetryAfter > req.budget {
@@ -224,11 +229,17 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 // key has left now, as a denial by AllowN would say (the units are there
 // for a smaller request). Its errors are AllowN's.
 func (l *loop) inLine(key string, n int, now time.Duration, ln *line) (algorithms.Decision, error) {
-	t := l.state.Table
 	var d algorithms.Decision
-	if err := t.PeekN(key, now, n, &d); err != nil {
+	if err := l.state.Table.PeekN(key, now, n, &d); err != nil {
 		return algorithms.Decision{}, err
 	}
+	return l.lineWait(key, n, now, ln, &d)
+}
+
+// lineWait is inLine once the table has peeked d, what AllowN would
+// answer now for the request alone.
+func (l *loop) lineWait(key string, n int, now time.Duration, ln *line, d *algorithms.Decision) (algorithms.Decision, error) {
+	t := l.state.Table
 	ns := l.waits.ns[:0]
 	if ln != nil {
 		for _, w := range ln.queue {
