@@ -316,6 +316,7 @@ func (t *storeTable) Len() int                                 { return t.local.
 func (t *storeTable) Counts(now time.Duration) keytable.Counts { return t.local.Counts(now) }
 func (t *storeTable) Bound(limit keytable.Limit)               { t.local.Bound(limit) }
 func (t *storeTable) Resume(now time.Duration)                 { t.local.Resume(now) }
+func (t *storeTable) Changed() (bool, []string)                { return t.local.Changed() }
 func (t *storeTable) Pin(key string)                           { t.local.Pin(key) }
 func (t *storeTable) Unpin(key string)                         { t.local.Unpin(key) }
 func (t *storeTable) Abandoned()                               { t.local.Abandoned() }

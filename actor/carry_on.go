@@ -80,6 +80,9 @@ func (p *Partition) takeOver() {
 	if l.inflight.op == opWait {
 		l.dropWaiter(l.inflight.reply, l.state.Now) // if it was in line
 	}
+	if l.inflight.op == opDo {
+		l.retryChanged(l.state.Now) // what the function changed before it ended
+	}
 	select {
 	case l.inflight.reply <- reply{err: l.left.answer}:
 	default: // the caller gave up

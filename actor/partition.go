@@ -26,9 +26,14 @@
 //     waits on its reply alone; one that sees stop closed also watches done,
 //     since its request may have come after the goroutine's last look.
 //   - The requests on the hot path (allow, peek, reset, a batch, a wait
-//     and its leaving, a batch of tries) are a closed set of messages. Every other message is a function that the
-//     goroutine runs on its state between two requests (Do), so an
+//     and its leaving, a batch of tries) are a closed set of messages.
+//     Every other message is a function that the goroutine runs on its
+//     state between two requests (Do), so an
 //     administrative operation is written in one place, by its caller.
+//     After it, the partition re-decides the lines of the keys whose
+//     policies the table says it changed (Table.Changed), and no other,
+//     so a function that changes nothing (Stats, PoliciesOf) costs the
+//     same however many callers wait.
 //   - Code the partition does not own is supervised: the table meets a
 //     panic in a rule (see keytable.Table), and the goroutine a panic in
 //     the Clock, which fails the requests that came with that reading. The
@@ -648,7 +653,7 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 		l.state.Wall = l.origin.Add(l.reading)
 		r.err = req.do(&l.state)
 		l.state.ClockErr = nil
-		l.retryLines(l.state.Now)
+		l.retryChanged(l.state.Now)
 	}
 	l.deliver(req, now, r)
 	l.inflight.reply = nil // answered; not deferred: code that ends the goroutine leaves it for takeOver

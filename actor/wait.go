@@ -399,13 +399,26 @@ func (l *loop) dropWaiter(ch chan reply, now time.Duration) {
 	}
 }
 
-// retryLines sets every line due at now: what decides their heads may
-// have changed (the key's state, or its policies).
-func (l *loop) retryLines(now time.Duration) {
-	for _, ln := range l.waits.due {
-		ln.at = now
+// retryChanged sets due at now the lines of the keys whose policies the
+// table says changed (Changed), and no other: what decides their heads may
+// have changed, while a line whose key did not change stands as it was
+// decided. So a function run by Do costs the same whatever the number of
+// callers waiting.
+func (l *loop) retryChanged(now time.Duration) {
+	all, keys := l.state.Table.Changed()
+	switch {
+	case all:
+		for _, ln := range l.waits.due {
+			ln.at = now
+		}
+		heap.Init(&l.waits.due)
+	case len(l.waits.lines) > 0:
+		for _, key := range keys {
+			if ln := l.waits.lines[key]; ln != nil {
+				l.waits.reschedule(ln, now)
+			}
+		}
 	}
-	heap.Init(&l.waits.due)
 }
 
 // arm sets the timer for the earliest line due, or stops it if there is

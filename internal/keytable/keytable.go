@@ -59,6 +59,14 @@ type Table interface {
 	// half-done (a Keys: a switch of the router's policies).
 	Resume(now time.Duration)
 
+	// Changed returns what changed, since it was last called, in the
+	// policies the table's keys are under: every key's (all: the router's
+	// policies were switched, or the table replaced), or else the keys'
+	// whose override was set or cleared. A partition asks after each
+	// function it runs on its state, and re-decides the lines of those
+	// keys alone. keys is the table's, valid until its next call.
+	Changed() (all bool, keys []string)
+
 	// Pin keeps key from being evicted, until Unpin: its partition has
 	// callers waiting on it. A key need not be held to be pinned; a
 	// pinned key expires as any other once it is idle.

@@ -31,8 +31,48 @@ type Keys struct {
 	movingKey string     // that key
 	switching *switching // the switch of the router's policies under way, until it is done (Resume)
 	pinned    pins       // the keys the partition has callers waiting on, never evicted (Pin)
+	changed   changes    // what changed in the policies keys are under, until Changed
 	pick      []int32    // AllowEach's: which table each item goes to
 	picked    []*shared  // AllowEach's: the override tables among them
+}
+
+// changes are what changed in the policies a Keys' keys are under: every
+// key's, or those of a few keys. Past maxChanged keys they count as every
+// key's, so that a Keys nobody asks (one being loaded) holds little.
+type changes struct {
+	all  bool
+	keys []string
+}
+
+// maxChanged is the most keys changes lists before it counts every key
+// as changed.
+const maxChanged = 64
+
+// key notes that key's policies changed.
+func (c *changes) key(key string) {
+	if c.all {
+		return
+	}
+	if len(c.keys) == maxChanged {
+		c.every()
+		return
+	}
+	c.keys = append(c.keys, key)
+}
+
+// every notes that every key's policies changed.
+func (c *changes) every() {
+	c.all = true
+	clear(c.keys)
+	c.keys = c.keys[:0]
+}
+
+// Changed returns what changed since it was last called (see Table).
+func (k *Keys) Changed() (all bool, keys []string) {
+	c := &k.changed
+	all, keys = c.all, c.keys
+	c.all, c.keys = false, c.keys[:0]
+	return all, keys
 }
 
 // switching is a switch of the router's policies (SetPolicies) under way:
@@ -238,6 +278,7 @@ func (k *Keys) Replace(other Table) {
 		sh.table.clearTally()
 	}
 	k.def.Bound(k.limit)
+	k.changed.every()
 	*o = Keys{def: k.def.policySet().newTable(), pinned: make(pins)}
 }
 
@@ -314,6 +355,7 @@ func (k *Keys) SetPolicies(set *Set, now time.Duration) {
 	}
 	t := set.newTable()
 	t.Bound(k.limit)
+	k.changed.every() // first: a switch a rule interrupts is finished by Resume
 	k.switching = &switching{from: k.def, to: t}
 	k.finishSwitch(now)
 }
@@ -366,6 +408,7 @@ func (k *Keys) SetOverride(key string, set *Set, now time.Duration) (added bool)
 	if had && old.set.Same(set) {
 		return false
 	}
+	k.changed.key(key) // first: a rule that ends the goroutine while the key moves may have left it dropped
 	o := k.shared[set.id]
 	made := o == nil
 	if made {
@@ -396,6 +439,7 @@ func (k *Keys) ClearOverride(key string, now time.Duration) (removed bool) {
 	if !ok {
 		return false
 	}
+	k.changed.key(key)
 	k.moveKey(key, o.table, k.def, now)
 	delete(k.overrides, key)
 	k.release(o)
