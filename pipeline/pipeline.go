@@ -18,10 +18,18 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/internal/supervise"
 )
+
+// ErrPanic is wrapped in the Err of a Result whose item made the stage's
+// key or Weight function panic: that item fails alone, with the panic's
+// value in the error's text (and, when it is an error, in its chain), and
+// the stage goes on with the others.
+var ErrPanic = errors.New("pipeline: panic")
 
 // Result is one item that went through a stage, with its decision or the
 // error that kept it out. Every item read from in comes out as exactly one
@@ -45,15 +53,37 @@ const (
 	DefaultMaxBatch   = 64
 )
 
+// The errors of the items whose key or Weight function panicked: each
+// wraps ErrPanic, and says which function it was.
+var (
+	errKeyPanicked    = fmt.Errorf("%w in key", ErrPanic)
+	errWeightPanicked = fmt.Errorf("%w in Weight", ErrPanic)
+)
+
 // weight returns the units item takes, and an error for a weight below 1,
-// as the Router's for such an n.
-func (o *Options[T]) weight(item T) (int, error) {
+// as the Router's for such an n, or for a Weight that panicked on item.
+func (o *Options[T]) weight(item T) (n int, err error) {
 	if o.Weight == nil {
 		return 1, nil
 	}
-	n := o.Weight(item)
+	if err := supervise.Call(errWeightPanicked, func() { n = o.Weight(item) }); err != nil {
+		return 0, err
+	}
 	if n < 1 {
 		return n, fmt.Errorf("pipeline: Weight: %w (got %d)", chanlimit.ErrInvalidCount, n)
 	}
 	return n, nil
 }
+
+// keyOf returns key(item), or an error if key panicked on item. (A key or
+// Weight that runs runtime.Goexit ends the stage's goroutine, which
+// nothing can stop: see supervise.Call.)
+func keyOf[T any](key func(T) string, item T) (k string, err error) {
+	err = supervise.Call(errKeyPanicked, func() { k = key(item) })
+	return k, err
+}
+
+// maxOut is the most room a stage's output has: a batch goes out without a
+// hand-off per item, and no buffer is sized from an option before items
+// arrive.
+const maxOut = 64

@@ -21,7 +21,12 @@ import (
 // items of the batch it holds come out with their decisions or ctx's
 // error.
 //
-// Police runs one goroutine. Its output has room for a batch.
+// An item whose key or Weight function panics comes out alone with an
+// error wrapping ErrPanic; the others are decided as usual.
+//
+// Police runs one goroutine. Its output has room for min(64, MaxBatch)
+// results; its batch grows with the items read, up to MaxBatch, so a large
+// MaxBatch costs memory only when that many items are ready at once.
 func Police[T any](ctx context.Context, r *chanlimit.Router, in <-chan T, key func(T) string, opts Options[T]) <-chan Result[T] {
 	size := cmp.Or(max(opts.MaxBatch, 0), DefaultMaxBatch)
 	p := &policer[T]{
@@ -30,7 +35,7 @@ func Police[T any](ctx context.Context, r *chanlimit.Router, in <-chan T, key fu
 		key:  key,
 		opts: opts,
 		max:  size,
-		out:  make(chan Result[T], size), // a batch goes out without a hand-off per item
+		out:  make(chan Result[T], min(maxOut, size)),
 	}
 	go p.run(in)
 	return p.out
@@ -90,13 +95,17 @@ func (p *policer[T]) run(in <-chan T) {
 	}
 }
 
-// add adds item to the batch: as a request, if its weight is valid, and
-// otherwise with its error.
+// add adds item to the batch: as a request, if its weight and key are
+// valid, and otherwise with its error.
 func (p *policer[T]) add(item T) {
 	n, err := p.opts.weight(item)
+	var k string
+	if err == nil {
+		k, err = keyOf(p.key, item)
+	}
 	p.results = append(p.results, Result[T]{Item: item, Err: err})
 	if err == nil {
-		p.keys, p.ns = append(p.keys, p.key(item)), append(p.ns, n)
+		p.keys, p.ns = append(p.keys, k), append(p.ns, n)
 		p.at = append(p.at, len(p.results)-1)
 	}
 }

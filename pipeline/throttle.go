@@ -17,8 +17,9 @@ import (
 // read; an item waiting on a busy key never holds back those of other
 // keys. An item that cannot be granted comes out at once with the error
 // (ErrExceedsCapacity for a weight above its key's capacity,
-// ErrKeyTooLong, ErrTooManyKeys, ErrTooManyWaiters, ErrClosed, or
-// ErrInvalidCount for a weight below 1).
+// ErrKeyTooLong, ErrTooManyKeys, ErrTooManyWaiters, ErrClosed,
+// ErrInvalidCount for a weight below 1, or one wrapping ErrPanic if its
+// key or Weight function panicked on it).
 //
 // At most MaxPending items are held at once, counting every item read and
 // not yet out: at the cap, Throttle stops reading in, so a busy key slows
@@ -45,7 +46,7 @@ func Throttle[T any](ctx context.Context, r *chanlimit.Router, in <-chan T, key 
 		key:      key,
 		opts:     opts,
 		max:      most,
-		out:      make(chan Result[T], min(maxTry, most)), // a batch goes out without a hand-off per item
+		out:      make(chan Result[T], min(maxOut, most)),
 		jobs:     make(chan job[T]),
 		finished: make(chan finished[T]),
 		lines:    make(map[string]*[]T),
@@ -152,8 +153,7 @@ func (s *shaper[T]) flush() {
 	}
 }
 
-// maxTry is the most items try decides in one batch, and the room in the
-// output.
+// maxTry is the most items try decides in one batch.
 const maxTry = 64
 
 // readMore takes the items ready in in, within MaxPending and a batch to
@@ -175,9 +175,14 @@ func (s *shaper[T]) readMore(in <-chan T) <-chan T {
 }
 
 // take puts an item just read in its key's line, or, if the key has no
-// item being decided, puts it among those to try.
+// item being decided, puts it among those to try; an item whose key
+// function panicked is ready at once, with its error.
 func (s *shaper[T]) take(item T) {
-	k := s.key(item)
+	k, err := keyOf(s.key, item)
+	if err != nil {
+		s.ready = append(s.ready, Result[T]{Item: item, Err: err})
+		return
+	}
 	if line, ok := s.lines[k]; ok {
 		*line = append(*line, item)
 		return
