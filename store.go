@@ -317,9 +317,16 @@ func (t *storeTable) Counts(now time.Duration) keytable.Counts { return t.local.
 func (t *storeTable) Bound(limit keytable.Limit)               { t.local.Bound(limit) }
 func (t *storeTable) Resume(now time.Duration)                 { t.local.Resume(now) }
 func (t *storeTable) Changed() (bool, []string)                { return t.local.Changed() }
-func (t *storeTable) Pin(key string)                           { t.local.Pin(key) }
-func (t *storeTable) Unpin(key string)                         { t.local.Unpin(key) }
-func (t *storeTable) Abandoned()                               { t.local.Abandoned() }
+
+// Quota tells the set alone: each policy's state is the store's, which
+// answers with a request's decision only.
+func (t *storeTable) Quota(key string, now time.Duration, q *keytable.Quota) (bool, error) {
+	q.Set, q.Policies = t.setOf(key), q.Policies[:0]
+	return false, nil
+}
+func (t *storeTable) Pin(key string)   { t.local.Pin(key) }
+func (t *storeTable) Unpin(key string) { t.local.Unpin(key) }
+func (t *storeTable) Abandoned()       { t.local.Abandoned() }
 
 func (t *storeTable) Replace(other keytable.Table) { t.local.Replace(other.(*storeTable).local) }
 

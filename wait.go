@@ -3,7 +3,6 @@ package chanlimit
 import (
 	"context"
 	"slices"
-	"time"
 
 	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/internal/hook"
@@ -57,15 +56,19 @@ func init() {
 	hook.AllowEach = func(r any, ctx context.Context, keys []string, ns []int, out []Decision, errs []error) error {
 		return r.(*Router).batchEach(ctx, keys, ns, out, errs, (*actor.Partition).SendBatch)
 	}
-	hook.AllowMore = func(r any, ctx context.Context, key string, n int) (Decision, time.Duration, error) {
+	hook.Quota = func(r any, ctx context.Context, kind hook.Kind, key string, n int, q *keytable.Quota) (Decision, error) {
 		rt := r.(*Router)
 		if err := rt.check(key, n); err != nil {
-			return Decision{}, 0, err
+			return Decision{}, err
 		}
-		return rt.partition(key).AllowMore(ctx, key, n)
-	}
-	hook.PolicySet = func(r any, ctx context.Context, key string) (*keytable.Set, error) {
-		return r.(*Router).policySetOf(ctx, key)
+		p := rt.partition(key)
+		switch kind {
+		case hook.PeekN:
+			return p.PeekQuota(ctx, key, n, q)
+		case hook.WaitN:
+			return p.WaitQuota(ctx, key, n, q)
+		}
+		return p.AllowQuota(ctx, key, n, q)
 	}
 }
 

@@ -108,7 +108,7 @@ type request struct {
 	op    op
 	key   string
 	n     int
-	more  bool               // opAllow: answer the wait until more quota too (reply.more)
+	quota *keytable.Quota    // opAllow, opPeek, opWait: where to write the key's quota with the answer (fillQuota)
 	batch *[]keytable.Item   // opBatch, opTry: decided in order, answered in place
 	do    func(*State) error // opDo
 	reply chan reply
@@ -119,9 +119,8 @@ type request struct {
 
 // reply is the answer to one request.
 type reply struct {
-	d    algorithms.Decision
-	err  error
-	more time.Duration // opAllow with more: see AllowMore
+	d   algorithms.Decision
+	err error
 }
 
 // State is a partition's state, lent to a function that Do runs between
@@ -263,14 +262,20 @@ func (p *Partition) AllowN(ctx context.Context, key string, n int) (algorithms.D
 	return r.d, r.err
 }
 
-// AllowMore is AllowN, and for a request allowed, also the time until more
-// quota: the wait of a request for one unit more than the Remaining it
-// left, as PeekN would answer it at the same instant, or 0 if that is more
-// than the key's capacity (its quota is whole). For an HTTP RateLimit
-// field, in one round trip.
-func (p *Partition) AllowMore(ctx context.Context, key string, n int) (algorithms.Decision, time.Duration, error) {
-	r := p.call(ctx, request{op: opAllow, key: key, n: n, more: true})
-	return r.d, r.more, r.err
+// AllowQuota is AllowN, and once the request is decided it writes into q
+// what key has under each of its policies (see fillQuota), in the same
+// round trip: what an HTTP RateLimit field tells. q is the partition's
+// until AllowQuota returns; after it returned ctx's error, the caller must
+// not touch q again.
+func (p *Partition) AllowQuota(ctx context.Context, key string, n int, q *keytable.Quota) (algorithms.Decision, error) {
+	r := p.call(ctx, request{op: opAllow, key: key, n: n, quota: q})
+	return r.d, r.err
+}
+
+// PeekQuota is PeekN, and writes into q what AllowQuota would.
+func (p *Partition) PeekQuota(ctx context.Context, key string, n int, q *keytable.Quota) (algorithms.Decision, error) {
+	r := p.call(ctx, request{op: opPeek, key: key, n: n, quota: q})
+	return r.d, r.err
 }
 
 // PeekN asks the partition what AllowN would answer now, changing nothing.
@@ -628,9 +633,6 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 	case req.op == opAllow:
 		r.err = t.AllowN(req.key, now, req.n, &l.d)
 		r.d = l.d
-		if req.more && r.err == nil && r.d.Allowed {
-			r.more = l.untilMore(req.key, now, r.d.Remaining)
-		}
 	case req.op == opPeek:
 		r.err = t.PeekN(req.key, now, req.n, &l.d)
 		r.d = l.d
@@ -655,15 +657,17 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 		l.state.ClockErr = nil
 		l.retryChanged(l.state.Now)
 	}
+	if req.quota != nil && decided(r.err) {
+		l.fillQuota(req.key, now, &r.d, req.quota)
+	}
 	l.deliver(req, now, r)
 	l.inflight.reply = nil // answered; not deferred: code that ends the goroutine leaves it for takeOver
 	return served
 }
 
 // untilMore returns the wait of a request for remaining+1 units on key
-// at now (see AllowMore): 0 if that is above the key's capacity, or if
-// the peek fails (a rule's panic, which the table has dealt with; the
-// allowance stands).
+// at now: 0 if that is above the key's capacity, or if the peek fails (a
+// rule's panic, which the table has dealt with; the allowance stands).
 func (l *loop) untilMore(key string, now time.Duration, remaining int) time.Duration {
 	// l.d is free: the allowance was copied out of it.
 	if remaining == math.MaxInt || l.state.Table.PeekN(key, now, remaining+1, &l.d) != nil {

@@ -185,8 +185,8 @@ func (l *loop) land(tr *trip) (served int) {
 		case opAllow, opPeek:
 			it := &tr.items[at]
 			r.d, r.err = it.D, it.Err
-			if req.more && r.err == nil && r.d.Allowed {
-				r.more = l.untilMore(req.key, tr.now, r.d.Remaining)
+			if req.quota != nil && r.err == nil {
+				l.fillQuota(req.key, tr.now, &r.d, req.quota)
 			}
 			served++
 		case opReset:

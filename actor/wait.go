@@ -74,6 +74,7 @@ type line struct {
 type waiter struct {
 	reply chan reply
 	n     int
+	quota *keytable.Quota // WaitQuota's: written with the grant
 }
 
 // errLeft answers a leave message: the waiter left its line, taking
@@ -101,13 +102,25 @@ func (e *tooLate) Timeout() bool { return true }
 // a deadline that the grant would come after; ErrTooManyWaiters if key's
 // line is full; or the table's error, as AllowN.
 func (p *Partition) WaitN(ctx context.Context, key string, n int) (algorithms.Decision, error) {
+	return p.waitN(ctx, key, n, nil)
+}
+
+// WaitQuota is WaitN, and with the grant, or with the denial of a wait
+// that ctx's deadline comes before, it writes into q what key has under
+// each of its policies, as AllowQuota does, in the same round trip.
+func (p *Partition) WaitQuota(ctx context.Context, key string, n int, q *keytable.Quota) (algorithms.Decision, error) {
+	return p.waitN(ctx, key, n, q)
+}
+
+// waitN is WaitN, writing the quota into q if it is not nil.
+func (p *Partition) waitN(ctx context.Context, key string, n int, q *keytable.Quota) (algorithms.Decision, error) {
 	budget := time.Duration(-1) // no deadline
 	// A context's deadline is on the wall clock (context reads time.Now),
 	// so the time left to it is too, whatever the partition's Clock.
 	if dl, ok := ctx.Deadline(); ok {
 		budget = max(time.Until(dl), 0)
 	}
-	ch, stopping, err := p.send(ctx, request{op: opWait, key: key, n: n, budget: budget})
+	ch, stopping, err := p.send(ctx, request{op: opWait, key: key, n: n, budget: budget, quota: q})
 	if err != nil {
 		return algorithms.Decision{}, err
 	}
@@ -216,7 +229,7 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 		t.Pin(req.key)
 		l.schedule(ln, now, &l.d)
 	}
-	ln.queue = append(ln.queue, waiter{reply: req.reply, n: req.n})
+	ln.queue = append(ln.queue, waiter{reply: req.reply, n: req.n, quota: req.quota})
 	l.state.Waiting++
 	return reply{}, true
 }
@@ -326,9 +339,9 @@ func (l *loop) serveLine(ln *line, now time.Duration) {
 		l.inflight.reply = nil
 		switch {
 		case err != nil:
-			l.answer(ln, reply{err: err})
+			l.answer(ln, at, reply{err: err})
 		case l.d.Allowed && l.d.Delay <= 0:
-			l.answer(ln, reply{d: l.d})
+			l.answer(ln, at, reply{d: l.d})
 		default:
 			if l.d.Allowed {
 				t.Refund(ln.key, at, w.n)
@@ -358,14 +371,67 @@ func (l *loop) schedule(ln *line, now time.Duration, d *algorithms.Decision) {
 	l.waits.reschedule(ln, after(now, max(wait, 1)))
 }
 
-// answer takes ln's head out of the line and sends it r, counted.
-func (l *loop) answer(ln *line, r reply) {
+// answer takes ln's head out of the line and sends it r, counted; a
+// grant decided at at comes with the key's quota then, if the waiter asked
+// for it.
+func (l *loop) answer(ln *line, at time.Duration, r reply) {
 	w := ln.queue[0]
 	ln.queue[0] = waiter{}
 	ln.queue = ln.queue[1:]
 	l.state.Waiting--
+	if w.quota != nil && r.err == nil {
+		l.inflight = inflight{reply: w.reply, op: opWait} // if the rule ends the goroutine, takeOver answers it
+		l.fillQuota(ln.key, at, &r.d, w.quota)
+		l.inflight.reply = nil
+	}
 	w.reply <- r // never blocks: a waiter's channel gets one answer
 	l.state.Counts.note(&r.d, r.err)
+}
+
+// fillQuota writes into q what key has under each of its policies at now,
+// once d was decided on it (keytable.Table.Quota). While callers wait on
+// the key, what it has is the line's: every policy then says 0 remaining,
+// and the wait a request of one unit would have in line. A table that
+// cannot tell each policy's (its states are a Store's) gives the deciding
+// policy's alone, from d; one whose rule panics (the table has dealt with
+// it), none: the decision stands.
+func (l *loop) fillQuota(key string, now time.Duration, d *algorithms.Decision, q *keytable.Quota) {
+	ok, err := l.state.Table.Quota(key, now, q)
+	switch {
+	case err != nil:
+		q.Policies = q.Policies[:0]
+		return
+	case !ok:
+		q.Policies = q.Policies[:0]
+		if j := q.Set.Index(d.Policy); j >= 0 {
+			more := d.RetryAfter
+			if d.Allowed {
+				more = l.untilMore(key, now, d.Remaining)
+			}
+			q.Policies = append(q.Policies, keytable.PolicyQuota{Policy: j, Remaining: d.Remaining, More: more})
+		}
+	}
+	if ln := l.waits.lineOf(key); ln != nil && len(ln.queue) > 0 {
+		in, err := l.inLine(key, 1, now, ln)
+		if err != nil {
+			q.Policies = q.Policies[:0]
+			return
+		}
+		for i := range q.Policies {
+			q.Policies[i].Remaining, q.Policies[i].More = 0, in.RetryAfter
+		}
+	}
+}
+
+// decided reports whether a request answered err has a decision to tell
+// the quota of: it has no error, or was denied at once because its wait
+// would pass ctx's deadline.
+func decided(err error) bool {
+	if err == nil {
+		return true
+	}
+	_, late := err.(*tooLate)
+	return late
 }
 
 // closeLines answers every waiter with err, oldest first in each line,
@@ -374,7 +440,7 @@ func (l *loop) closeLines(err error) {
 	for len(l.waits.due) > 0 {
 		ln := l.waits.due[0]
 		for len(ln.queue) > 0 {
-			l.answer(ln, reply{err: err})
+			l.answer(ln, 0, reply{err: err})
 		}
 		l.closeLine(ln)
 	}

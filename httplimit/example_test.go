@@ -32,7 +32,7 @@ func ExampleMiddleware() {
 		fmt.Println(rec.Code, rec.Header().Get("RateLimit"), rec.Header().Values("Retry-After"))
 	}
 	// Output:
-	// 200 "per-second";r=1;t=1 []
-	// 200 "per-second";r=0;t=1 []
-	// 429 "per-second";r=0;t=1 [1]
+	// 200 "per-second";r=1;t=1, "per-hour";r=99;t=3600 []
+	// 200 "per-second";r=0;t=1, "per-hour";r=98;t=3600 []
+	// 429 "per-second";r=0;t=1, "per-hour";r=98;t=3600 [1]
 }

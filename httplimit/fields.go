@@ -35,17 +35,35 @@ func newPolicyFields(set *keytable.Set) *policyFields {
 	return f
 }
 
-// appendRateLimit appends the RateLimit value of d to b, as the package's
-// appendRateLimit does, with the start of the value formatted already if
-// d's policy is in f's set (it is, but for a decision made under policies
-// that changed since).
-func (f *policyFields) appendRateLimit(b []byte, d chanlimit.Decision, more int64) []byte {
-	for j, p := range f.set.Policies() {
-		if p.Name == d.Policy {
-			return appendCounts(append(b, f.starts[j]...), d, more)
+// appendRateLimit appends to b the RateLimit value of the decision d,
+// with q the quota of its key (of f's set), and returns it and the
+// deciding member's t. It has a member for each policy q tells of, the
+// deciding policy's first: `"name";r=Remaining;t=More`, More in whole
+// seconds, rounded up. On a denial, the deciding member's t is d's
+// RetryAfter (untilMore), which is the Retry-After too. If q tells
+// nothing of the deciding policy (its rule panicked while asked), the
+// value is that policy's member alone, from d.
+func (f *policyFields) appendRateLimit(b []byte, d chanlimit.Decision, q *keytable.Quota) ([]byte, int64) {
+	first := -1
+	ps := f.set.Policies()
+	for k, pq := range q.Policies {
+		if ps[pq.Policy].Name == d.Policy {
+			first = k
+			break
 		}
 	}
-	return appendRateLimit(b, d, more)
+	if first < 0 {
+		t := untilMore(d, 0)
+		return appendCounts(append(appendString(b, d.Policy), ";r="...), d.Remaining, t), t
+	}
+	t := untilMore(d, q.Policies[first].More)
+	b = appendCounts(append(b, f.starts[q.Policies[first].Policy]...), q.Policies[first].Remaining, t)
+	for k, pq := range q.Policies {
+		if k != first {
+			b = appendCounts(append(append(b, ", "...), f.starts[pq.Policy]...), pq.Remaining, seconds(pq.More))
+		}
+	}
+	return b, t
 }
 
 // appendPolicies appends the RateLimit-Policy value of set to b: each
@@ -65,26 +83,19 @@ func appendPolicies(b []byte, set *keytable.Set) []byte {
 	return b
 }
 
-// appendRateLimit appends the RateLimit value of d to b, for the policy
-// that decided it: `"name";r=Remaining;t=more`, more being the seconds
-// until more quota (see untilMore).
-func appendRateLimit(b []byte, d chanlimit.Decision, more int64) []byte {
-	return appendCounts(append(appendString(b, d.Policy), ";r="...), d, more)
-}
-
-// appendCounts appends the rest of a RateLimit value after `r=`: d's
-// Remaining, and t, more.
-func appendCounts(b []byte, d chanlimit.Decision, more int64) []byte {
-	b = strconv.AppendInt(b, integer(int64(max(d.Remaining, 0))), 10)
+// appendCounts appends the rest of a RateLimit member after `r=`:
+// remaining, and t.
+func appendCounts(b []byte, remaining int, t int64) []byte {
+	b = strconv.AppendInt(b, integer(int64(max(remaining, 0))), 10)
 	b = append(b, ";t="...)
-	return strconv.AppendInt(b, more, 10)
+	return strconv.AppendInt(b, t, 10)
 }
 
-// untilMore returns the t of d's RateLimit field, in whole seconds rounded
-// up: for a denial, its RetryAfter (at least 1: a refusal never says
-// "retry now"), which is its Retry-After too; for an allowance, more, the
-// wait until the key has more than the Remaining d left (0 when it is
-// whole).
+// untilMore returns the t of the deciding member of d's RateLimit field,
+// in whole seconds rounded up: for a denial, its RetryAfter (at least 1: a
+// refusal never says "retry now"), which is its Retry-After too; for an
+// allowance, more, the wait until the deciding policy has more than the
+// Remaining d left (0 when it is whole).
 func untilMore(d chanlimit.Decision, more time.Duration) int64 {
 	if !d.Allowed {
 		return max(seconds(d.RetryAfter), 1)

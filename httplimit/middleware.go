@@ -5,8 +5,9 @@
 // "RateLimit header fields for HTTP" (draft-ietf-httpapi-ratelimit-headers)
 // on both, so that clients can pace themselves.
 //
-// Middleware returns a func(http.Handler) http.Handler, the shape
-// net/http's ServeMux, chi and most routers take.
+// Middleware returns a func(http.Handler) http.Handler, the shape chi and
+// most routers take as middleware; with net/http's ServeMux, which takes
+// none, wrap a handler before registering it (or the whole mux).
 package httplimit
 
 import (
@@ -16,6 +17,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -57,7 +59,9 @@ type Options struct {
 	OnLimited http.Handler
 
 	// OnError answers a request whose key could not be made or that the
-	// router could not decide (the error says why); nil means WriteError.
+	// router could not decide; err says why, for the application to log.
+	// nil means WriteError, whose answer tells the client no more than
+	// its status does.
 	OnError func(http.ResponseWriter, *http.Request, error)
 }
 
@@ -73,22 +77,28 @@ type middleware struct {
 	onError  func(http.ResponseWriter, *http.Request, error)
 	policies [4]atomic.Pointer[policyFields] // the fields of the sets met last
 	next     atomic.Uint32                   // the slot of policies to replace next
+	quotas   sync.Pool                       // of *keytable.Quota, for the router to fill in
 }
 
 // Middleware returns middleware that decides each request on r before
 // the handler it wraps sees it. An allowed request goes on to the
 // handler, with the response's RateLimit-Policy (every policy of the
-// request's key: its override's, or the router's) and RateLimit (the
-// deciding policy: its Remaining, and the seconds until more quota)
-// fields already set. A refused one never reaches the handler: it gets
-// the same fields, a Retry-After, and OnLimited's answer (429 by
-// default). A request that could not be decided gets OnError's, without
-// the fields.
+// request's key: its override's, or the router's) and RateLimit fields
+// already set. RateLimit has a member for each of those policies, the
+// deciding one first (Decision.Policy), each with that policy's own
+// remaining quota (r) and seconds until it has more (t); while callers
+// wait on the key (MaxWait), what it has is theirs, and every member
+// says r=0 with the wait in line. A refused request never reaches the
+// handler: it gets the same fields, its deciding member's t being the
+// Retry-After, and OnLimited's answer (429 by default). A request that
+// could not be decided gets OnError's, without the fields. The key's
+// policies come with the decision, in the same round trip to the router.
 //
 // A nil r answers every request through OnError (500 by default) with
 // an error saying so, and so does a nil handler every allowed request.
 func Middleware(r *chanlimit.Router, opts Options) func(http.Handler) http.Handler {
 	m := &middleware{router: r, opts: opts, key: opts.Key, onError: opts.OnError}
+	m.quotas.New = func() any { return new(keytable.Quota) }
 	if m.key == nil {
 		m.key = KeyByIP
 	}
@@ -129,16 +139,15 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 		n = m.opts.Cost(req)
 	}
 	ctx := req.Context()
-	d, more, err := m.decide(ctx, key, n)
+	q := m.quotas.Get().(*keytable.Quota)
+	d, err := m.decide(ctx, key, n, q)
 	if errors.Is(err, chanlimit.ErrTooManyWaiters) {
-		d, err = m.refusal(ctx, key, n) // a refusal like any other: the key has no room left
+		d, err = m.refusal(ctx, key, n, q) // a refusal like any other: the key has no room left
 	}
 	if err != nil {
-		m.onError(w, req, err)
-		return
-	}
-	set, err := hook.PolicySet(m.router, ctx, key)
-	if err != nil {
+		if ctx.Err() == nil { // else the router may still write q: let it go
+			m.quotas.Put(q)
+		}
 		m.onError(w, req, err)
 		return
 	}
@@ -146,11 +155,12 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 	// One allocation holds the fields' values; each field gets a slice
 	// of its own, capped, so that adding to one never writes another.
 	values := make([]string, 3)
-	fields := m.policyFields(set)
+	fields := m.policyFields(q.Set)
 	values[0] = fields.value
-	var buf [96]byte
-	t := untilMore(d, more)
-	values[1] = string(fields.appendRateLimit(buf[:0], d, t))
+	var buf [128]byte
+	rate, t := fields.appendRateLimit(buf[:0], d, q)
+	values[1] = string(rate)
+	m.quotas.Put(q)
 	h := w.Header()
 	h[fieldPolicy] = values[0:1:1]
 	h[fieldRateLimit] = values[1:2:2]
@@ -168,44 +178,31 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 }
 
 // decide asks the router for n units on key: AllowN, or WaitN up to
-// MaxWait; with an allowance, it returns the wait until the key has more
-// quota than the allowance left (see actor.Partition.AllowMore). A wait
-// that MaxWait cuts short is a refusal, not an error.
-func (m *middleware) decide(ctx context.Context, key string, n int) (chanlimit.Decision, time.Duration, error) {
+// MaxWait; with the decision, the router writes the key's quota into q. A
+// wait that MaxWait cuts short is a refusal, not an error.
+func (m *middleware) decide(ctx context.Context, key string, n int, q *keytable.Quota) (chanlimit.Decision, error) {
 	if m.opts.MaxWait <= 0 {
-		return hook.AllowMore(m.router, ctx, key, n)
+		return hook.Quota(m.router, ctx, hook.AllowN, key, n, q)
 	}
 	wctx, cancel := waitContext(ctx, m.opts.MaxWait)
-	d, err := m.router.WaitN(wctx, key, n)
+	d, err := hook.Quota(m.router, wctx, hook.WaitN, key, n, q)
 	cancel()
 	switch {
 	case err == nil:
-		return d, m.untilMore(ctx, key, d), nil
+		return d, nil
 	case ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded):
-		return d, 0, err
+		return d, err
 	case d.Limit != 0:
-		return d, 0, nil // refused at once: WaitN tells how long it would have waited
+		return d, nil // refused at once: WaitN tells how long it would have waited, and the quota
 	}
-	d, err = m.refusal(ctx, key, n) // the grant was late past WaitGrace
-	return d, 0, err
-}
-
-// untilMore returns, for a grant d of WaitN on key, the wait until the
-// key has more quota than d left: a Peek of one unit more. It is 0 if the
-// key is whole, or if the Peek fails (the fields then say "now").
-func (m *middleware) untilMore(ctx context.Context, key string, d chanlimit.Decision) time.Duration {
-	next, err := m.router.Peek(ctx, key, d.Remaining+1)
-	if err != nil {
-		return 0
-	}
-	return next.RetryAfter
+	return m.refusal(ctx, key, n, q) // the grant was late past WaitGrace
 }
 
 // refusal returns the Decision of a request on key refused though the
 // router did not deny it (too many waiters, a wait cut short): the
-// key's state as Peek sees it, denied, with its wait.
-func (m *middleware) refusal(ctx context.Context, key string, n int) (chanlimit.Decision, error) {
-	d, err := m.router.Peek(ctx, key, n)
+// key's state as Peek sees it, denied, with its wait, and its quota in q.
+func (m *middleware) refusal(ctx context.Context, key string, n int, q *keytable.Quota) (chanlimit.Decision, error) {
+	d, err := hook.Quota(m.router, ctx, hook.PeekN, key, n, q)
 	d.Allowed = false
 	return d, err
 }
@@ -292,8 +289,19 @@ func writeProblem(w http.ResponseWriter, p problem) {
 	_, _ = w.Write(append(body, '\n'))
 }
 
+// The details of WriteError's answers, one per status: a key function's
+// error can carry anything (a database's error, a token), so none of an
+// error's text reaches the client.
+const (
+	detailBadRequest  = "the request cannot be rate-limited as it is: it has no key the server accepts, or it costs more than its limits ever allow at once"
+	detailUnavailable = "the rate limiter cannot decide the request now"
+	detailInternal    = "the rate limiter could not decide the request"
+)
+
 // WriteError is the default OnError: it answers err with a status and an
-// RFC 9457 application/problem+json body:
+// RFC 9457 application/problem+json body whose detail is fixed for each
+// status, so that nothing of err reaches the client (an OnError of your
+// own can log err, then call WriteError):
 //
 //   - 400 Bad Request for a key the request does not give (ErrNoKey), a
 //     key longer than the router's MaxKeyBytes, and a cost above what the
@@ -306,18 +314,13 @@ func writeProblem(w http.ResponseWriter, p problem) {
 //     server deadline passed);
 //   - 500 Internal Server Error for anything else: a key function's own
 //     error, a Cost below 1, a panic in an algorithm or the clock.
-//
-// The body's detail gives the error for a 4xx; for a 5xx it says only
-// what failed, so that nothing internal reaches the client.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
-	p := problem{Status: http.StatusInternalServerError, Detail: "the rate limiter could not decide the request"}
+	p := problem{Status: http.StatusInternalServerError, Detail: detailInternal}
 	switch {
 	case errors.Is(err, ErrNoKey), errors.Is(err, chanlimit.ErrKeyTooLong), errors.Is(err, chanlimit.ErrExceedsCapacity):
-		p.Status, p.Detail = http.StatusBadRequest, err.Error()
-	case errors.Is(err, chanlimit.ErrClosed), errors.Is(err, chanlimit.ErrTooManyKeys), errors.Is(err, chanlimit.ErrStoreUnavailable):
-		p.Status, p.Detail = http.StatusServiceUnavailable, "the rate limiter cannot take the request now"
-	case r.Context().Err() != nil:
-		p.Status, p.Detail = http.StatusServiceUnavailable, "the request ended before it was decided"
+		p.Status, p.Detail = http.StatusBadRequest, detailBadRequest
+	case errors.Is(err, chanlimit.ErrClosed), errors.Is(err, chanlimit.ErrTooManyKeys), errors.Is(err, chanlimit.ErrStoreUnavailable), r.Context().Err() != nil:
+		p.Status, p.Detail = http.StatusServiceUnavailable, detailUnavailable
 	}
 	writeProblem(w, p)
 }

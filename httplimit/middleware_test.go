@@ -104,8 +104,10 @@ func do(h http.Handler, remoteAddr string) *httptest.ResponseRecorder {
 }
 
 // TestFieldsStepByStep: two policies on a fake clock; each response's
-// fields, parsed, say what the router decided, and a refusal is a 429
-// with Retry-After equal to t, both rounded up.
+// fields, parsed, say what the router decided: RateLimit has a member for
+// each policy, the deciding one first, each with its own r and t; a
+// refusal is a 429 with Retry-After equal to the deciding member's t,
+// both rounded up.
 func TestFieldsStepByStep(t *testing.T) {
 	r, clk := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{
 		{Name: "burst", Limit: 2, Window: 1500 * time.Millisecond},                               // a token every 750ms
@@ -118,33 +120,37 @@ func TestFieldsStepByStep(t *testing.T) {
 		{"hour", map[string]int64{"q": 4, "w": 3600}},
 	}
 	const ip = "192.0.2.7:1"
+	rate := func(name string, r, t int64) member { return member{name, map[string]int64{"r": r, "t": t}} }
 	for i, step := range []struct {
 		advance time.Duration
 		status  int
-		rate    member // RateLimit
+		rate    []member // RateLimit
 	}{
-		// allowed: the policy with the fewest left; t until the key has one
-		// more than r (a token of burst in 750ms)
-		{0, 204, member{"burst", map[string]int64{"r": 1, "t": 1}}},
-		{0, 204, member{"burst", map[string]int64{"r": 0, "t": 1}}},
-		// refused by burst: a token in 750ms, t and Retry-After 1
-		{0, 429, member{"burst", map[string]int64{"r": 0, "t": 1}}},
-		{700 * time.Millisecond, 429, member{"burst", map[string]int64{"r": 0, "t": 1}}}, // 50ms left: still 1
-		{50 * time.Millisecond, 204, member{"burst", map[string]int64{"r": 0, "t": 1}}},
-		{2 * time.Second, 204, member{"hour", map[string]int64{"r": 0, "t": 3598}}}, // the hour's last; burst has 1 left
+		// allowed: the policy with the fewest left first; each t until
+		// that policy has one more than its r (a token of burst in 750ms,
+		// the hour's window in 3600s)
+		{0, 204, []member{rate("burst", 1, 1), rate("hour", 3, 3600)}},
+		{0, 204, []member{rate("burst", 0, 1), rate("hour", 2, 3600)}},
+		// refused by burst: a token in 750ms, t and Retry-After 1; the
+		// hour, which took nothing, as it is
+		{0, 429, []member{rate("burst", 0, 1), rate("hour", 2, 3600)}},
+		{700 * time.Millisecond, 429, []member{rate("burst", 0, 1), rate("hour", 2, 3600)}}, // 50ms left: still 1
+		{50 * time.Millisecond, 204, []member{rate("burst", 0, 1), rate("hour", 1, 3600)}},
+		{2 * time.Second, 204, []member{rate("hour", 0, 3598), rate("burst", 1, 1)}}, // the hour's last; burst has 1 left
 		// refused by the hour: its window ends 3597.75s from now, rounded up
-		{0, 429, member{"hour", map[string]int64{"r": 0, "t": 3598}}},
+		{0, 429, []member{rate("hour", 0, 3598), rate("burst", 1, 1)}},
 	} {
 		clk.Advance(step.advance)
 		rec := do(h, ip)
 		require.Equal(t, step.status, rec.Code, "step %d", i)
 		assert.Equal(t, policy, parseField(t, rec.Header(), "RateLimit-Policy"), "step %d", i)
-		assert.Equal(t, []member{step.rate}, parseField(t, rec.Header(), "RateLimit"), "step %d", i)
+		assert.Equal(t, step.rate, parseField(t, rec.Header(), "RateLimit"), "step %d", i)
 		if step.status == 429 {
-			assert.Equal(t, strconv.FormatInt(step.rate.Params["t"], 10), rec.Header().Get("Retry-After"), "step %d", i)
+			deciding := step.rate[0]
+			assert.Equal(t, strconv.FormatInt(deciding.Params["t"], 10), rec.Header().Get("Retry-After"), "step %d", i)
 			p := readProblem(t, 429, rec.Header(), rec.Body.Bytes())
-			assert.Equal(t, step.rate.Name, p.Policy)
-			assert.Equal(t, step.rate.Params["t"], p.RetryAfter)
+			assert.Equal(t, deciding.Name, p.Policy)
+			assert.Equal(t, deciding.Params["t"], p.RetryAfter)
 		} else {
 			assert.Empty(t, rec.Header().Values("Retry-After"), "step %d", i)
 		}
@@ -241,8 +247,7 @@ func TestCost(t *testing.T) {
 		cost = 6
 		rec := do(h, "192.0.2.7:1")
 		assert.Equal(t, 400, rec.Code, "above capacity")
-		p := readProblem(t, 400, rec.Header(), rec.Body.Bytes())
-		assert.Contains(t, p.Detail, "capacity")
+		readProblem(t, 400, rec.Header(), rec.Body.Bytes())
 		assert.Empty(t, rec.Header().Values("RateLimit"))
 		cost = 0
 		rec = do(h, "192.0.2.7:1")

@@ -92,7 +92,7 @@ func TestMoreQuotaMultiPolicy(t *testing.T) {
 	h := httplimit.Middleware(r, httplimit.Options{Cost: func(*http.Request) int { return 1 }})(&counting{})
 	rec := do(h, "192.0.2.7:1")
 	require.Equal(t, 204, rec.Code)
-	assert.Equal(t, []member{{"burst", map[string]int64{"r": 1, "t": 1}}}, parseField(t, rec.Header(), "RateLimit"))
+	assert.Equal(t, []member{{"burst", map[string]int64{"r": 1, "t": 1}}, {"hour", map[string]int64{"r": 99, "t": 3600}}}, parseField(t, rec.Header(), "RateLimit"))
 	clk.Advance(750 * time.Millisecond)
 	d, err := r.Peek(context.Background(), "192.0.2.7", 2)
 	require.NoError(t, err)

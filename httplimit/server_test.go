@@ -51,15 +51,17 @@ func TestRealServer(t *testing.T) {
 	client := srv.Client()
 	policy := []member{{"per-second", map[string]int64{"q": 2, "w": 1}}, {"per-minute", map[string]int64{"q": 30, "w": 60}}}
 
-	remaining := []int64{1, 0, 0}
+	remaining := [][2]int64{{1, 29}, {0, 28}, {0, 28}} // per-second's, per-minute's: a refusal takes nothing
 	for i, want := range []int{200, 200, 429} {
 		resp, body := get(t, client, srv.URL+"/hello")
 		require.Equal(t, want, resp.StatusCode, "request %d", i)
 		assert.Equal(t, policy, parseField(t, resp.Header, "RateLimit-Policy"))
 		rate := parseField(t, resp.Header, "RateLimit")
-		require.Len(t, rate, 1)
-		assert.Equal(t, "per-second", rate[0].Name)
-		assert.Equal(t, remaining[i], rate[0].Params["r"], "request %d", i)
+		require.Len(t, rate, 2, "a member for each policy")
+		assert.Equal(t, "per-second", rate[0].Name, "the deciding policy first")
+		assert.Equal(t, "per-minute", rate[1].Name)
+		assert.Equal(t, remaining[i][0], rate[0].Params["r"], "request %d", i)
+		assert.Equal(t, remaining[i][1], rate[1].Params["r"], "request %d", i)
 		if want == 200 {
 			assert.Equal(t, "hello\n", string(body))
 			continue

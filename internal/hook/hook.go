@@ -6,7 +6,6 @@ package hook
 
 import (
 	"context"
-	"time"
 
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/internal/keytable"
@@ -30,13 +29,19 @@ var TryWaitBatch func(r any, ctx context.Context, keys []string, ns []int, out [
 // errs[i].
 var AllowEach func(r any, ctx context.Context, keys []string, ns []int, out []algorithms.Decision, errs []error) error
 
-// PolicySet returns the set of policies key is under now, for a
-// *chanlimit.Router r, as Router.PoliciesOf does: package httplimit keeps
-// the fields it writes for a set, so that it formats them once.
-var PolicySet func(r any, ctx context.Context, key string) (*keytable.Set, error)
+// Quota decides n units on key for a *chanlimit.Router r, as the
+// Router's method that kind names does, and with the decision writes into
+// q what key has under each of its policies (actor.Partition.AllowQuota),
+// in one round trip: package httplimit's RateLimit fields. q is the
+// partition's until Quota returns; after it returned ctx's error, the
+// caller must not touch q again.
+var Quota func(r any, ctx context.Context, kind Kind, key string, n int, q *keytable.Quota) (algorithms.Decision, error)
 
-// AllowMore decides n units on key as Router.AllowN does, for a
-// *chanlimit.Router r, and for a request allowed returns the time until
-// more quota too (actor.Partition.AllowMore): package httplimit's
-// RateLimit field, in one round trip.
-var AllowMore func(r any, ctx context.Context, key string, n int) (algorithms.Decision, time.Duration, error)
+// Kind is the method of the Router's that Quota decides as.
+type Kind uint8
+
+const (
+	AllowN Kind = iota // Router.AllowN
+	PeekN              // Router.Peek
+	WaitN              // Router.WaitN
+)

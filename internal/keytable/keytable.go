@@ -67,6 +67,14 @@ type Table interface {
 	// keys alone. keys is the table's, valid until its next call.
 	Changed() (all bool, keys []string)
 
+	// Quota writes into q what key has under each policy of its set at
+	// now, each taken alone: q.Set is the set, and q.Policies holds a
+	// PolicyQuota for each of its policies, in order. It changes nothing.
+	// ok is false if the table cannot tell each policy's (its states are
+	// elsewhere): then q.Policies is empty. Its errors are a rule's panic,
+	// as PeekN's.
+	Quota(key string, now time.Duration, q *Quota) (ok bool, err error)
+
 	// Pin keeps key from being evicted, until Unpin: its partition has
 	// callers waiting on it. A key need not be held to be pinned; a
 	// pinned key expires as any other once it is idle.
@@ -196,6 +204,10 @@ type setTable interface {
 	// allowEach is AllowEach over the items k with pick[k] == want.
 	allowEach(items []Item, now time.Duration, pick []int32, want int32)
 
+	// quota appends to fs what key has under each policy at now (see
+	// Table.Quota).
+	quota(key string, now time.Duration, fs []PolicyQuota) ([]PolicyQuota, error)
+
 	policySet() *Set
 	columns() []column
 	tally() Counts // the counts, Idle left 0
@@ -282,6 +294,21 @@ type Remote interface {
 // table's. ctx bounds it.
 type Trip interface {
 	Go(ctx context.Context)
+}
+
+// Quota is what a key has under each of the policies it is under, as a
+// partition reports it beside a decision, for the HTTP RateLimit field:
+// each policy's own remaining quota, and the wait until it has more.
+type Quota struct {
+	Set      *Set
+	Policies []PolicyQuota // some or all of Set's policies (see Table.Quota)
+}
+
+// PolicyQuota is what a key has under one policy, taken alone.
+type PolicyQuota struct {
+	Policy    int           // its place in the Set
+	Remaining int           // the requests of one unit it would allow now
+	More      time.Duration // the wait until it allows one more than Remaining; 0 if Remaining is its capacity
 }
 
 // Counts are what a table has done with its keys since it was made, and

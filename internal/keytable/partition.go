@@ -180,6 +180,16 @@ func (k *Keys) Refund(key string, now time.Duration, n int) {
 
 func (k *Keys) Reset(key string) { k.tableOf(key).Reset(key) }
 
+func (k *Keys) Quota(key string, now time.Duration, q *Quota) (bool, error) {
+	t := k.tableOf(key)
+	k.asking = t
+	q.Set = t.policySet()
+	var err error
+	q.Policies, err = t.quota(key, now, q.Policies[:0])
+	k.asking = nil
+	return err == nil, err
+}
+
 // Expire expires the router's table with three quarters of budget and,
 // with the rest, one override table, each in turn from one call to the
 // next: at most budget steps in all.

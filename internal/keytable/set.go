@@ -26,20 +26,23 @@ type Policy struct {
 // inline in its slot, and its states under the others in columns beside
 // the slots, so a key under k policies costs its k states and one slot.
 type Set struct {
-	policies []Policy
-	capacity int    // the smallest of the policies' capacities
-	smallest int    // the first policy with that capacity
-	id       string // the policies' names, algorithms and Params, for Same
+	policies   []Policy
+	capacities []int  // each policy's rule's
+	capacity   int    // the smallest of the policies' capacities
+	smallest   int    // the first policy with that capacity
+	id         string // the policies' names, algorithms and Params, for Same
 }
 
 // NewSet returns the set of policies, which must not be empty and whose
 // rules must each have a capacity of at least 1; their names are the
 // caller's to keep unique.
 func NewSet(policies []Policy) *Set {
-	s := &Set{policies: policies}
+	s := &Set{policies: policies, capacities: make([]int, len(policies))}
 	var id strings.Builder
 	for j, p := range policies {
-		if c := p.Rule.Capacity(); j == 0 || c < s.capacity {
+		c := p.Rule.Capacity()
+		s.capacities[j] = c
+		if j == 0 || c < s.capacity {
 			s.capacity, s.smallest = c, j
 		}
 		fmt.Fprintf(&id, "%q %q %d %d %d;", p.Name, p.Algorithm, p.Params.Limit, p.Params.Window, p.Params.Burst)
@@ -50,6 +53,16 @@ func NewSet(policies []Policy) *Set {
 
 // Policies returns the policies of s, which the caller must not change.
 func (s *Set) Policies() []Policy { return s.policies }
+
+// Index returns the index of the policy of s named name, or -1.
+func (s *Set) Index(name string) int {
+	for j := range s.policies {
+		if s.policies[j].Name == name {
+			return j
+		}
+	}
+	return -1
+}
 
 // Capacity returns the largest n a key under s can ever be allowed: the
 // smallest capacity of its policies.
