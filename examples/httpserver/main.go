@@ -1,17 +1,24 @@
 // Command httpserver serves an API behind chanlimit's HTTP middleware:
 // each client IP is under two policies at once (5 requests a second, 60
-// a minute), and a tenant that names itself in the X-Tenant header is
-// under its own quota instead, with the tenant "acme" given a larger one
-// by an override. Every response carries the RateLimit-Policy and
-// RateLimit fields of the IETF draft; a refusal is a 429 with Retry-After
-// and a problem+json body.
+// a minute), and a request with an API key the server knows is under its
+// tenant's quota instead, with the tenant "acme" given a larger one by an
+// override. Every response carries the RateLimit-Policy and RateLimit
+// fields of the IETF draft; a refusal is a 429 with Retry-After and a
+// problem+json body.
+//
+// The tenant comes only from a credential the server checks (here, a map
+// of demo API keys; in a real server, a key in its database or a signed
+// token), never from what a client merely says: were the tenant taken
+// from a header as it comes, any client could skip its per-IP limit by
+// naming a fresh tenant with each request. A request with no key, or with
+// one the server does not know, is keyed by its IP.
 //
 // It first sends itself a few requests and prints what came back, then
 // serves until interrupted, so that you can try it with curl:
 //
 //	go run ./examples/httpserver
 //	curl -i http://127.0.0.1:8080/hello
-//	curl -i -H 'X-Tenant: acme' http://127.0.0.1:8080/hello
+//	curl -i -H 'X-Api-Key: demo-key-acme' http://127.0.0.1:8080/hello
 //
 // With -demo-only it exits after its own requests.
 package main
@@ -30,6 +37,7 @@ import (
 	"time"
 
 	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/clock"
 	"github.com/chanlimit/chanlimit/httplimit"
 )
 
@@ -42,36 +50,53 @@ func main() {
 	}
 }
 
-// key keys a request by its tenant if it names one, and by its client IP
-// otherwise; the prefixes keep the two kinds of key apart.
+// apiKeys are the API keys the server accepts, each with its tenant. A
+// real server checks a key in its database, or a signed token.
+var apiKeys = map[string]string{
+	"demo-key-acme":   "acme",
+	"demo-key-globex": "globex",
+}
+
+// key keys a request by the tenant of its API key if the server knows the
+// key, and by its client IP otherwise (no key, or one the server does not
+// know); the prefixes keep the two kinds of key apart.
 func key(r *http.Request) (string, error) {
-	if tenant := r.Header.Get("X-Tenant"); tenant != "" {
+	if tenant, ok := apiKeys[r.Header.Get("X-Api-Key")]; ok {
 		return "tenant:" + tenant, nil
 	}
 	ip, err := httplimit.KeyByIP(r)
 	return "ip:" + ip, err
 }
 
-func run(addr string, demoOnly bool) error {
-	r, err := chanlimit.New(chanlimit.Config{Policies: []chanlimit.Policy{
+// newHandler returns the server's handler, on a router that reads clk
+// (nil: the real clock), which the caller closes.
+func newHandler(clk clock.Clock) (http.Handler, *chanlimit.Router, error) {
+	r, err := chanlimit.New(chanlimit.Config{Clock: clk, Policies: []chanlimit.Policy{
 		{Name: "per-second", Limit: 5, Window: time.Second},
 		{Name: "per-minute", Algorithm: "sliding_window_counter", Limit: 60, Window: time.Minute},
 	}})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer r.Close()
 	// acme pays for more: 50 a second, 2,000 a minute.
 	err = r.SetOverride(context.Background(), "tenant:acme",
 		chanlimit.Policy{Name: "acme-per-second", Limit: 50, Window: time.Second},
 		chanlimit.Policy{Name: "acme-per-minute", Algorithm: "sliding_window_counter", Limit: 2000, Window: time.Minute})
 	if err != nil {
-		return err
+		r.Close()
+		return nil, nil, err
 	}
-
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hello\n") })
-	handler := httplimit.Middleware(r, httplimit.Options{Key: key})(mux)
+	return httplimit.Middleware(r, httplimit.Options{Key: key})(mux), r, nil
+}
+
+func run(addr string, demoOnly bool) error {
+	handler, r, err := newHandler(nil)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
 
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -84,7 +109,7 @@ func run(addr string, demoOnly bool) error {
 
 	demo(url)
 	if !demoOnly {
-		fmt.Printf("\nserving on %s until interrupted; try:\n  curl -i %s\n  curl -i -H 'X-Tenant: acme' %s\n", ln.Addr(), url, url)
+		fmt.Printf("\nserving on %s until interrupted; try:\n  curl -i %s\n  curl -i -H 'X-Api-Key: demo-key-acme' %s\n", ln.Addr(), url, url)
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		defer stop()
 		select {
@@ -98,21 +123,25 @@ func run(addr string, demoOnly bool) error {
 	return srv.Shutdown(ctx)
 }
 
-// demo sends 7 requests as a client with no tenant (only 5 pass in one
-// second) and 2 as the tenant acme, and prints the status and fields of
-// each.
+// demo sends 6 requests with no API key (only 5 pass in one second), 1
+// with a key the server does not know (keyed by the client's IP too, so
+// refused as well) and 2 with acme's key, and prints the status and
+// fields of each.
 func demo(url string) {
 	for i := range 9 {
-		tenant := ""
-		if i >= 7 {
-			tenant = "acme"
+		apiKey, who := "", "no API key"
+		switch {
+		case i == 6:
+			apiKey, who = "made-up", "an unknown key"
+		case i >= 7:
+			apiKey, who = "demo-key-acme", "acme's key"
 		}
 		req, err := http.NewRequest(http.MethodGet, url, nil)
 		if err != nil {
 			log.Fatal(err)
 		}
-		if tenant != "" {
-			req.Header.Set("X-Tenant", tenant)
+		if apiKey != "" {
+			req.Header.Set("X-Api-Key", apiKey)
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -120,11 +149,7 @@ func demo(url string) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		who := "client 127.0.0.1"
-		if tenant != "" {
-			who = "tenant " + tenant
-		}
-		fmt.Printf("%-17s %s\n", who, resp.Status)
+		fmt.Printf("%-15s %s\n", who, resp.Status)
 		for _, name := range []string{"RateLimit-Policy", "RateLimit", "Retry-After"} {
 			if v := resp.Header.Get(name); v != "" {
 				fmt.Printf("  %s: %s\n", name, v)

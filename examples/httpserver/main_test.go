@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/chanlimit/chanlimit/clock"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestNoClientSkipsItsLimit: a client that names a fresh tenant, or sends
+// a made-up API key, with each request is still under its IP's limit (5 a
+// second on a frozen clock); only a key the server knows puts a request
+// under its tenant's quota.
+func TestNoClientSkipsItsLimit(t *testing.T) {
+	handler, r, err := newHandler(clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+	require.NoError(t, err)
+	defer r.Close()
+	srv := httptest.NewServer(handler) // on 127.0.0.1
+	defer srv.Close()
+	get := func(header, value string) int {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+"/hello", nil)
+		require.NoError(t, err)
+		if header != "" {
+			req.Header.Set(header, value)
+		}
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	served := 0
+	for i := range 40 {
+		header := []string{"X-Tenant", "X-Api-Key", ""}[i%3]
+		if get(header, fmt.Sprint("tenant-", rng.Uint64())) == http.StatusOK {
+			served++
+		}
+	}
+	assert.Equal(t, 5, served, "40 requests from one IP, each under a made-up tenant or key")
+
+	served = 0
+	for range 60 {
+		if get("X-Api-Key", "demo-key-acme") == http.StatusOK {
+			served++
+		}
+	}
+	assert.Equal(t, 50, served, "acme's key: acme's quota")
+}
