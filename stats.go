@@ -15,8 +15,10 @@ type Stats struct {
 	Queued int // requests waiting in mailboxes
 
 	// Allowed, Denied and Refused count the answers callers received to
-	// AllowN, Allow and each request of AllowBatch (not Peek): a request
-	// whose caller gave up before its answer counts nowhere.
+	// AllowN, Allow, each request of AllowBatch, and WaitN (its grants,
+	// at once or in line, and its denials at once when the grant would
+	// pass ctx's deadline), but not Peek: a request whose caller gave up
+	// before its answer counts nowhere.
 	Allowed uint64 // decisions that allowed
 	Denied  uint64 // decisions that denied
 	Refused uint64 // requests refused with ErrTooManyKeys

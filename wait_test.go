@@ -526,3 +526,41 @@ func TestWaitNTooLateSaysWhatTheKeyHasLeft(t *testing.T) {
 		require.NoError(t, <-waited, alg)
 	}
 }
+
+// TestWaitNCountsInStats: WaitN's answers count as AllowN's do: a grant,
+// at once or in line, in Allowed; a denial at once (a deadline the grant
+// would pass) in Denied; a wait whose caller left, nowhere.
+func TestWaitNCountsInStats(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, clk := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Second})
+		ctx := context.Background()
+		counts := func() [2]uint64 {
+			st, err := r.Stats(ctx)
+			require.NoError(t, err)
+			return [2]uint64{st.Allowed, st.Denied}
+		}
+		_, err := r.WaitN(ctx, "k", 1) // at once
+		require.NoError(t, err)
+		assert.Equal(t, [2]uint64{1, 0}, counts(), "granted at once")
+
+		soon, cancel := context.WithTimeout(ctx, time.Millisecond)
+		defer cancel()
+		_, err = r.WaitN(soon, "k", 1)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, [2]uint64{1, 1}, counts(), "denied at once: the grant would pass the deadline")
+
+		left, leave := context.WithCancel(ctx)
+		gone := goWait(left, r, "k", 1)
+		w := goWait(ctx, r, "k", 1)
+		leave()
+		synctest.Wait()
+		got, done := answer(gone)
+		require.True(t, done)
+		require.ErrorIs(t, got.err, context.Canceled)
+		advance(clk, time.Second)
+		got, done = answer(w)
+		require.True(t, done)
+		require.NoError(t, got.err)
+		assert.Equal(t, [2]uint64{2, 1}, counts(), "granted in line; the one that left counts nowhere")
+	})
+}
