@@ -53,8 +53,9 @@ type table[S any] struct {
 	asking         uint32 // the slot whose state the rule is asked about, or none
 	batch          []Item // the batch AllowEach is deciding, and the item it is on
 	item           int
-	zero           S // the state of every key not held; only ever copied
-	fresh          S // the first policy's state of a key the table does not hold, while it is decided or loaded, or PeekN's copy: a field, as &fresh escapes
+	zero           S                   // the state of every key not held; only ever copied
+	fresh          S                   // the first policy's state of a key the table does not hold, while it is decided or loaded, or PeekN's copy: a field, as &fresh escapes
+	peeked         algorithms.Decision // quota's: a decision passed to a column escapes
 }
 
 var _ setTable = (*table[int])(nil)
@@ -236,15 +237,15 @@ func (t *table[S]) quota(key string, now time.Duration, fs []PolicyQuota) ([]Pol
 	}
 	fs = fs[:0]
 	err := t.ask(i, func() {
-		var d algorithms.Decision
+		d := &t.peeked
 		for j, c := range t.cols {
-			c.decide(i, now, 1, &d, false)
+			c.decide(i, now, 1, d, false)
 			q := PolicyQuota{Policy: j, Remaining: max(d.Remaining, 0)}
 			if d.Allowed {
 				q.Remaining++
 			}
 			if q.Remaining < t.set.capacities[j] {
-				if c.decide(i, now, q.Remaining+1, &d, false); !d.Allowed {
+				if c.decide(i, now, q.Remaining+1, d, false); !d.Allowed {
 					q.More = d.RetryAfter
 				}
 			}
