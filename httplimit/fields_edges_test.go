@@ -15,7 +15,8 @@ import (
 	"github.com/chanlimit/chanlimit/httplimit"
 )
 
-// Tests from an adversarial review: each showed a problem, since fixed.
+// The edges of the fields' values: integers past what Structured Fields
+// hold, a refusal by MaxWait, and the wait until more quota.
 
 // TestHugeLimitIsAStructuredInteger: a policy may have any Limit
 // (math.MaxInt for a key that is not limited in practice), but a

@@ -20,7 +20,7 @@ import (
 	"github.com/chanlimit/chanlimit/clock"
 )
 
-// More tests of WaitN, from an adversarial review: late timers, clocks
+// Tests of WaitN where it meets the rest of the partition: late timers, clocks
 // that step back or end the goroutine, tiny mailboxes, Close, Restore and
 // overrides racing with waiters, and each joiner released when Peek said.
 
