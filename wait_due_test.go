@@ -2,6 +2,9 @@ package chanlimit_test
 
 import (
 	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/internal/clocktest"
 )
 
@@ -96,5 +100,113 @@ func TestDueLineIsServedBeforeRequestsOnOtherKeys(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, d.Allowed, "the waiter and one request took the window")
 		assert.Equal(t, time.Second, d.RetryAfter)
+	})
+}
+
+// exitsOnceOnTwo is a fixed window whose AllowN runs runtime.Goexit, as
+// t.FailNow in a rule would, for a request of 2 units while exit is set.
+type exitsOnceOnTwo struct {
+	*algorithms.FixedWindow
+	exit *atomic.Bool
+}
+
+func (m exitsOnceOnTwo) AllowN(s *algorithms.FixedWindowState, now time.Duration, n int, d *chanlimit.Decision) {
+	if n == 2 && m.exit.Load() {
+		m.exit.Store(false)
+		runtime.Goexit()
+	}
+	m.FixedWindow.AllowN(s, now, n, d)
+}
+
+// TestAGoexitServingADueLineLosesNoRequest: the partition serves a due
+// line before a request on another key (or a function run by Do), and the
+// rule ends the goroutine while deciding the line's head. The head is
+// answered with the rule's error, and the request it came before is
+// served, by the goroutine that takes over, as if nothing had happened.
+func TestAGoexitServingADueLineLosesNoRequest(t *testing.T) {
+	exit := new(atomic.Bool)
+	name := fmt.Sprint("test_due_exit_", registrations.Add(1))
+	require.NoError(t, chanlimit.Register[algorithms.FixedWindowState](name, func(p algorithms.Params) (exitsOnceOnTwo, error) {
+		fw, err := algorithms.NewFixedWindow(p)
+		return exitsOnceOnTwo{fw, exit}, err
+	}))
+	ctx := context.Background()
+	steps := []struct {
+		give string
+		ask  func(r *chanlimit.Router) error
+	}{
+		{"AllowN", func(r *chanlimit.Router) error { _, err := r.AllowN(ctx, "other", 1); return err }},
+		{"Peek", func(r *chanlimit.Router) error { _, err := r.Peek(ctx, "other", 1); return err }},
+		{"AllowBatch", func(r *chanlimit.Router) error {
+			return r.AllowBatch(ctx, []chanlimit.Request{{Key: "other", N: 1}}, make([]chanlimit.Decision, 1))
+		}},
+		{"Reset", func(r *chanlimit.Router) error { return r.Reset(ctx, "other") }},
+		{"Stats", func(r *chanlimit.Router) error { _, err := r.Stats(ctx); return err }},
+	}
+	for _, s := range steps {
+		t.Run(s.give, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				clk := clocktest.NewLate(epoch, time.Millisecond)
+				r, err := chanlimit.New(chanlimit.Config{Algorithm: name, Limit: 3, Window: time.Second, Clock: clk, Partitions: 1})
+				require.NoError(t, err)
+				defer r.Close()
+				exhaust(t, r, "k", 3)
+				w := goWait(ctx, r, "k", 2) // due at 1 s
+				exit.Store(true)
+				clk.Advance(time.Second) // due; the timer fires 1 ms later
+
+				answered := make(chan error, 1)
+				go func() { answered <- s.ask(r) }()
+				synctest.Wait()
+				select {
+				case err := <-answered:
+					assert.NoError(t, err, "%s, served after the line", s.give)
+				default:
+					t.Fatalf("%s was never answered", s.give)
+				}
+				require.False(t, exit.Load(), "the line's head was decided first")
+				got, done := answer(w)
+				require.True(t, done)
+				assert.ErrorIs(t, got.err, chanlimit.ErrAlgorithmPanic, "the head: the rule ended the goroutine")
+			})
+		})
+	}
+}
+
+// TestAGoexitServingADueLineBeforeAWaitN: the request served after the
+// goroutine that ended is a WaitN that must wait: it joins its line, and
+// the timer is set for it, so it is granted at its time.
+func TestAGoexitServingADueLineBeforeAWaitN(t *testing.T) {
+	exit := new(atomic.Bool)
+	name := fmt.Sprint("test_due_exit_wait_", registrations.Add(1))
+	require.NoError(t, chanlimit.Register[algorithms.FixedWindowState](name, func(p algorithms.Params) (exitsOnceOnTwo, error) {
+		fw, err := algorithms.NewFixedWindow(p)
+		return exitsOnceOnTwo{fw, exit}, err
+	}))
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		clk := clocktest.NewLate(epoch, time.Millisecond)
+		r, err := chanlimit.New(chanlimit.Config{Algorithm: name, Limit: 3, Window: time.Second, Clock: clk, Partitions: 1})
+		require.NoError(t, err)
+		defer r.Close()
+		exhaust(t, r, "k", 3)
+		w := goWait(ctx, r, "k", 2) // due at 1 s
+		clk.Advance(500 * time.Millisecond)
+		exhaust(t, r, "other", 3) // its window ends at 1.5 s
+		exit.Store(true)
+		clk.Advance(500 * time.Millisecond) // k's line is due; the timer fires 1 ms later
+		// Served after k's line: the goroutine ends on its head, and the
+		// next serves this WaitN, which must wait until 1.5 s.
+		o := goWait(ctx, r, "other", 1)
+		got, done := answer(w)
+		require.True(t, done)
+		require.ErrorIs(t, got.err, chanlimit.ErrAlgorithmPanic)
+		_, done = answer(o)
+		require.False(t, done)
+		clk.Advance(500*time.Millisecond + time.Millisecond) // the Late clock fires timers 1 ms late
+		synctest.Wait()
+		got, done = answer(o)
+		require.True(t, done, "granted at 1.5 s: its timer was set")
+		require.NoError(t, got.err)
 	})
 }

@@ -18,6 +18,7 @@ import (
 type left struct {
 	first  request   // the first request of a burst, until the clock's reading for it
 	resume request   // that request, if the clock ended the goroutine: to serve on the reading before
+	next   request   // a request taken from the mailbox while the lines due are served before it (serve): to serve after them
 	answer error     // the error for the request in flight, if the goroutine ended while serving it
 	ended  bool      // a goroutine ended: the table is to Resume
 	rest   []request // a remote table's burst, from the request it was on: to serve one by one (remote.go)
@@ -49,8 +50,13 @@ func (p *Partition) carryOn() {
 // has the table finish work it must not leave half-done (Resume), serves
 // the request whose reading of the clock ended it, on the reading before
 // (so a request that needs the time fails, and one that needs none goes
-// on, as when the clock panics), and answers the request it was serving
-// with an error, having given back what a batch was granted.
+// on, as when the clock panics), answers the request it was serving with
+// an error, having given back what a batch was granted, then serves what
+// it had taken from the mailbox and not served, in order, and sets the
+// timer for the lines, which nothing else would wake. Each step is done
+// in turn, none deferred: if code the partition does not own ends this
+// goroutine too, the next goes on from the step it was on, and nothing
+// runs while a goroutine is ending.
 func (p *Partition) takeOver() {
 	l := p.loop
 	if l.left.ended {
@@ -65,13 +71,22 @@ func (p *Partition) takeOver() {
 			l.serve(req, l.state.Now, supervise.Exited(errs.ErrClockPanic))
 		}
 	}
-	defer l.serveRest()
-	defer l.answerLanding()      // after the request in flight, which may be one of its trip's
+	l.answerInflight()
+	l.answerLanding() // after the request in flight, which may be one of its trip's
+	l.serveNext()     // after the waiter in flight, whose line was served before it
+	l.serveRest()     // after that request, which came before them
+	if len(l.waits.due) > 0 {
+		l.arm(l.state.Now) // a line may be due, or opened just now: nothing else would wake it
+	}
+}
+
+// answerInflight answers the request the goroutine that ended was
+// serving, if it was not answered, with the error it left: a batch gives
+// back what it was granted, a waiter leaves its line, and the lines of the
+// keys a function run by Do changed are decided again.
+func (l *loop) answerInflight() {
 	if l.inflight.reply == nil { // answered, or none
 		l.left.answer = nil
-		if len(l.waits.due) > 0 {
-			l.arm(l.state.Now) // a line may be due: nothing else would wake it
-		}
 		return
 	}
 	if l.inflight.op == opBatch || l.inflight.op == opTry {
@@ -89,8 +104,14 @@ func (p *Partition) takeOver() {
 	}
 	l.inflight = inflight{}
 	l.left.answer = nil
-	if len(l.waits.due) > 0 {
-		l.arm(l.state.Now) // a line may be due: nothing else would wake it
+}
+
+// serveNext serves the request that the lines due were being served
+// before when the goroutine ended, as serve would have.
+func (l *loop) serveNext() {
+	if req := l.left.next; req.op != 0 {
+		l.left.next = request{} // first: if it ends the goroutine too, it is served no more
+		l.serve(req, l.state.Now, nil)
 	}
 }
 

@@ -28,12 +28,12 @@
 //   - The requests on the hot path (allow, peek, reset, a batch, a wait
 //     and its leaving, a batch of tries) are a closed set of messages.
 //     Every other message is a function that the goroutine runs on its
-//     state between two requests (Do), so an
-//     administrative operation is written in one place, by its caller.
-//     After it, the partition re-decides the lines of the keys whose
-//     policies the table says it changed (Table.Changed), and no other,
-//     so a function that changes nothing (Stats, PoliciesOf) costs the
-//     same however many callers wait.
+//     state between two requests (Do), so an administrative operation is
+//     written in one place, by its caller. After it, the partition
+//     re-decides the lines of the keys whose policies the table says it
+//     changed (Table.Changed), and no other, so a function that changes
+//     nothing (Stats, PoliciesOf) costs the same however many callers
+//     wait.
 //   - Code the partition does not own is supervised: the table meets a
 //     panic in a rule (see keytable.Table), and the goroutine a panic in
 //     the Clock, which fails the requests that came with that reading. The
@@ -596,12 +596,16 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 	if len(req.reply) > 0 {
 		return 0 // the caller gave up before its turn: apply nothing
 	}
-	if clockErr == nil && req.op != opLeave {
+	if clockErr == nil && req.op != opLeave && l.waits.dueBy(now) {
 		// What is due comes first: a line due by now is served on its
 		// schedule before anything after it is decided, even if the
 		// timer has not told the partition yet (a timer fires late, and
-		// select picks the mailbox or the timer at random).
+		// select picks the mailbox or the timer at random). req waits in
+		// left.next meanwhile: if the rule ends the goroutine on a
+		// waiter, the next serves req after answering it.
+		l.left.next = req
 		l.serveDue(now)
+		l.left.next = request{}
 	}
 	l.hold(req)
 	served = 1

@@ -320,9 +320,14 @@ func (l *loop) leave(req request, now time.Duration) {
 
 // serveDue serves the lines due at now.
 func (l *loop) serveDue(now time.Duration) {
-	for len(l.waits.due) > 0 && passed(l.waits.due[0].at, now) {
+	for l.waits.dueBy(now) {
 		l.serveLine(l.waits.due[0], now)
 	}
+}
+
+// dueBy reports whether a line is due at now.
+func (w *waiting) dueBy(now time.Duration) bool {
+	return len(w.due) > 0 && passed(w.due[0].at, now)
 }
 
 // serveLine serves ln, due at now or before: it asks the rule about its
@@ -398,8 +403,11 @@ func (l *loop) answer(ln *line, at time.Duration, r reply) {
 func (l *loop) fillQuota(key string, now time.Duration, d *algorithms.Decision, q *keytable.Quota) {
 	ok, err := l.state.Table.Quota(key, now, q)
 	switch {
-	case err != nil:
+	case err != nil: // the rule dropped the key: a line's head may be granted now, as in lineWait
 		q.Policies = q.Policies[:0]
+		if ln := l.waits.lineOf(key); ln != nil && len(ln.queue) > 0 {
+			l.waits.reschedule(ln, now)
+		}
 		return
 	case !ok:
 		q.Policies = q.Policies[:0]

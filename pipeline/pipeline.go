@@ -15,6 +15,12 @@
 // held have come out with ctx's error; no goroutine of the stage outlives
 // the output's close. The reader must read the output until it is closed:
 // a stage waits for room there, as any stage does.
+//
+// The key and Weight functions run on the stage's goroutine. One that
+// panics on an item fails that item alone (its Result's Err wraps
+// ErrPanic). One must not call runtime.Goexit (t.FailNow in a test does):
+// nothing can stop it from ending the stage's goroutine, and then the
+// items the stage holds are lost and its output may never close.
 package pipeline
 
 import (
