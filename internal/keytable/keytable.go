@@ -15,7 +15,7 @@
 // become idle in), lru.go (the order of use, while evicting), keys.go (the
 // keys' bytes), lifecycle.go (idle keys, the cap on keys), snapshot.go
 // (saving and loading), carry.go (moving keys between tables when their
-// policies change).
+// policies change), quota.go (what each policy says a key has left).
 //
 // Words, as README.md defines them: a state is untouched when it decides as
 // a key never seen; a key held whose state is untouched is idle; a table
@@ -294,21 +294,6 @@ type Remote interface {
 // table's. ctx bounds it.
 type Trip interface {
 	Go(ctx context.Context)
-}
-
-// Quota is what a key has under each of the policies it is under, as a
-// partition reports it beside a decision, for the HTTP RateLimit field:
-// each policy's own remaining quota, and the wait until it has more.
-type Quota struct {
-	Set      *Set
-	Policies []PolicyQuota // some or all of Set's policies (see Table.Quota)
-}
-
-// PolicyQuota is what a key has under one policy, taken alone.
-type PolicyQuota struct {
-	Policy    int           // its place in the Set
-	Remaining int           // the requests of one unit it would allow now
-	More      time.Duration // the wait until it allows one more than Remaining; 0 if Remaining is its capacity
 }
 
 // Counts are what a table has done with its keys since it was made, and

@@ -1,0 +1,55 @@
+package keytable
+
+import "time"
+
+// A key's quota under each of its policies (Table.Quota): what each
+// policy, asked alone, says the key has left, and how long until it has
+// more.
+
+// Quota is what a key has under each of the policies it is under, as a
+// partition reports it beside a decision, for the HTTP RateLimit field:
+// each policy's own remaining quota, and the wait until it has more.
+type Quota struct {
+	Set      *Set
+	Policies []PolicyQuota // some or all of Set's policies (see Table.Quota)
+}
+
+// PolicyQuota is what a key has under one policy, taken alone.
+type PolicyQuota struct {
+	Policy    int           // its place in the Set
+	Remaining int           // the requests of one unit it would allow now
+	More      time.Duration // the wait until it allows one more than Remaining; 0 if Remaining is its capacity
+}
+
+// quota asks each policy alone about the key's state at now, changing
+// nothing: a request of one unit gives its Remaining (one more if it is
+// allowed, since Remaining counts after the request), and one of a unit
+// more than that the wait until it has more.
+func (t *table[S]) quota(key string, now time.Duration, fs []PolicyQuota) ([]PolicyQuota, error) {
+	i, held := t.lookup(key)
+	if !held {
+		i = none // the fresh states: what a key never seen has
+	}
+	fs = fs[:0]
+	err := t.ask(i, func() {
+		d := &t.peeked
+		for j, c := range t.cols {
+			c.decide(i, now, 1, d, false)
+			q := PolicyQuota{Policy: j, Remaining: max(d.Remaining, 0)}
+			if d.Allowed {
+				q.Remaining++
+			}
+			if q.Remaining < t.set.capacities[j] {
+				if c.decide(i, now, q.Remaining+1, d, false); !d.Allowed {
+					q.More = d.RetryAfter
+				}
+			}
+			fs = append(fs, q)
+		}
+	})
+	t.clearFresh()
+	if err != nil {
+		return fs[:0], err
+	}
+	return fs, nil
+}
