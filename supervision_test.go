@@ -455,11 +455,15 @@ func TestNewLeavesNoGoroutineWhenItFails(t *testing.T) {
 }
 
 // exitsOnTwo is a fixed window whose AllowN, for 2 units, calls
-// runtime.Goexit, as t.FailNow or a failed require in a rule would.
-type exitsOnTwo struct{ *algorithms.FixedWindow }
+// runtime.Goexit, as t.FailNow or a failed require in a rule would:
+// every time, or with once set, only while once holds true, and once.
+type exitsOnTwo struct {
+	*algorithms.FixedWindow
+	once *atomic.Bool
+}
 
 func (m exitsOnTwo) AllowN(s *algorithms.FixedWindowState, now time.Duration, n int, d *chanlimit.Decision) {
-	if n == 2 {
+	if n == 2 && (m.once == nil || m.once.CompareAndSwap(true, false)) {
 		runtime.Goexit()
 	}
 	m.FixedWindow.AllowN(s, now, n, d)
@@ -469,7 +473,7 @@ func (m exitsOnTwo) AllowN(s *algorithms.FixedWindowState, now time.Duration, n 
 // the partition answers the request as if the rule had panicked, drops the
 // key, counts it, and serves on in a goroutine of its own.
 func TestARuleThatCallsGoexitFailsOnlyItsRequest(t *testing.T) {
-	name := register[algorithms.FixedWindowState](t, func(fw *algorithms.FixedWindow) exitsOnTwo { return exitsOnTwo{fw} })
+	name := register[algorithms.FixedWindowState](t, func(fw *algorithms.FixedWindow) exitsOnTwo { return exitsOnTwo{FixedWindow: fw} })
 	r, _ := newRouter(t, chanlimit.Config{Algorithm: name, Limit: 3, Window: time.Second, Partitions: 1})
 	require.True(t, allowN(t, r, "k", 1).Allowed)
 	_, err := r.AllowN(bg, "k", 2)

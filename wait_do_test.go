@@ -20,7 +20,7 @@ import (
 // key did not change (DESIGN, protocol property 8). Cost is counted here
 // in calls into the rule, which a test can count exactly.
 
-// decisions counts the AllowN and PeekN calls of every test_counting rule.
+// decisions counts the AllowN and PeekN calls of every countingBucket.
 var decisions atomic.Int64
 
 // countingBucket is a token bucket that counts its decisions.
@@ -45,13 +45,6 @@ func (c countingBucket) Adopt(s *algorithms.TokenBucketState, from algorithms.Ma
 	c.TokenBucket.Adopt(s, from, now)
 }
 
-func init() {
-	must(chanlimit.Register[algorithms.TokenBucketState]("test_counting", func(p algorithms.Params) (countingBucket, error) {
-		tb, err := algorithms.NewTokenBucket(p)
-		return countingBucket{tb}, err
-	}))
-}
-
 // decisionsOf returns the calls into the rule that f makes, counting
 // those the partition makes once f has its answer, until it rests.
 func decisionsOf(f func()) int64 {
@@ -65,7 +58,8 @@ func TestDoReDecidesOnlyTheLinesItChanged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const waiters = 1000
 		ctx := context.Background()
-		r, _ := newRouter(t, chanlimit.Config{Algorithm: "test_counting", Limit: 1, Window: time.Hour, Partitions: 1})
+		alg := registerBucketAs(t, func(tb *algorithms.TokenBucket) countingBucket { return countingBucket{tb} })
+		r, _ := newRouter(t, chanlimit.Config{Algorithm: alg, Limit: 1, Window: time.Hour, Partitions: 1})
 		chans := make([]<-chan waited, waiters)
 		for i := range chans {
 			key := fmt.Sprint("k", i)
@@ -75,7 +69,7 @@ func TestDoReDecidesOnlyTheLinesItChanged(t *testing.T) {
 		require.Equal(t, waiters, waiting(t, r))
 		// An override on a key nobody waits on: PoliciesOf asks the
 		// partition from then on.
-		require.NoError(t, r.SetOverride(ctx, "vip", chanlimit.Policy{Algorithm: "test_counting", Limit: 5, Window: time.Hour}))
+		require.NoError(t, r.SetOverride(ctx, "vip", chanlimit.Policy{Algorithm: alg, Limit: 5, Window: time.Hour}))
 
 		steps := []struct {
 			give string
@@ -86,12 +80,12 @@ func TestDoReDecidesOnlyTheLinesItChanged(t *testing.T) {
 			{"PoliciesOf", func() error { _, err := r.PoliciesOf(ctx, "k7"); return err }, 0},
 			{"Policies", func() error { r.Policies(); return nil }, 0},
 			{"SetOverride of a key without waiters", func() error {
-				return r.SetOverride(ctx, "vip", chanlimit.Policy{Algorithm: "test_counting", Limit: 6, Window: time.Hour})
+				return r.SetOverride(ctx, "vip", chanlimit.Policy{Algorithm: alg, Limit: 6, Window: time.Hour})
 			}, 0},
 			{"ClearOverride of a key without waiters", func() error { return r.ClearOverride(ctx, "vip") }, 0},
 			// The head of k3's line is asked again: a few calls, not one a line.
 			{"SetOverride of a key with waiters", func() error {
-				return r.SetOverride(ctx, "k3", chanlimit.Policy{Algorithm: "test_counting", Limit: 1, Window: 2 * time.Hour})
+				return r.SetOverride(ctx, "k3", chanlimit.Policy{Algorithm: alg, Limit: 1, Window: 2 * time.Hour})
 			}, 4},
 		}
 		for i, s := range steps {
@@ -108,7 +102,7 @@ func TestDoReDecidesOnlyTheLinesItChanged(t *testing.T) {
 		// A change of every key's policies re-decides every line: under
 		// a new policy, which every key starts untouched, every waiter is
 		// granted at once.
-		require.NoError(t, r.SetPolicies(ctx, chanlimit.Policy{Name: "new", Algorithm: "test_counting", Limit: 1, Window: time.Hour}))
+		require.NoError(t, r.SetPolicies(ctx, chanlimit.Policy{Name: "new", Algorithm: alg, Limit: 1, Window: time.Hour}))
 		synctest.Wait()
 		for i, ch := range chans {
 			if i == 3 {

@@ -2,8 +2,6 @@ package chanlimit_test
 
 import (
 	"context"
-	"fmt"
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -103,21 +101,6 @@ func TestDueLineIsServedBeforeRequestsOnOtherKeys(t *testing.T) {
 	})
 }
 
-// exitsOnceOnTwo is a fixed window whose AllowN runs runtime.Goexit, as
-// t.FailNow in a rule would, for a request of 2 units while exit is set.
-type exitsOnceOnTwo struct {
-	*algorithms.FixedWindow
-	exit *atomic.Bool
-}
-
-func (m exitsOnceOnTwo) AllowN(s *algorithms.FixedWindowState, now time.Duration, n int, d *chanlimit.Decision) {
-	if n == 2 && m.exit.Load() {
-		m.exit.Store(false)
-		runtime.Goexit()
-	}
-	m.FixedWindow.AllowN(s, now, n, d)
-}
-
 // TestAGoexitServingADueLineLosesNoRequest: the partition serves a due
 // line before a request on another key (or a function run by Do), and the
 // rule ends the goroutine while deciding the line's head. The head is
@@ -125,11 +108,7 @@ func (m exitsOnceOnTwo) AllowN(s *algorithms.FixedWindowState, now time.Duration
 // served, by the goroutine that takes over, as if nothing had happened.
 func TestAGoexitServingADueLineLosesNoRequest(t *testing.T) {
 	exit := new(atomic.Bool)
-	name := fmt.Sprint("test_due_exit_", registrations.Add(1))
-	require.NoError(t, chanlimit.Register[algorithms.FixedWindowState](name, func(p algorithms.Params) (exitsOnceOnTwo, error) {
-		fw, err := algorithms.NewFixedWindow(p)
-		return exitsOnceOnTwo{fw, exit}, err
-	}))
+	name := register[algorithms.FixedWindowState](t, func(fw *algorithms.FixedWindow) exitsOnTwo { return exitsOnTwo{fw, exit} })
 	ctx := context.Background()
 	steps := []struct {
 		give string
@@ -178,11 +157,7 @@ func TestAGoexitServingADueLineLosesNoRequest(t *testing.T) {
 // the timer is set for it, so it is granted at its time.
 func TestAGoexitServingADueLineBeforeAWaitN(t *testing.T) {
 	exit := new(atomic.Bool)
-	name := fmt.Sprint("test_due_exit_wait_", registrations.Add(1))
-	require.NoError(t, chanlimit.Register[algorithms.FixedWindowState](name, func(p algorithms.Params) (exitsOnceOnTwo, error) {
-		fw, err := algorithms.NewFixedWindow(p)
-		return exitsOnceOnTwo{fw, exit}, err
-	}))
+	name := register[algorithms.FixedWindowState](t, func(fw *algorithms.FixedWindow) exitsOnTwo { return exitsOnTwo{fw, exit} })
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		clk := clocktest.NewLate(epoch, time.Millisecond)

@@ -44,10 +44,9 @@ func newPolicyFields(set *keytable.Set) *policyFields {
 // nothing of the deciding policy (its rule panicked while asked), the
 // value is that policy's member alone, from d.
 func (f *policyFields) appendRateLimit(b []byte, d chanlimit.Decision, q *keytable.Quota) ([]byte, int64) {
-	first := -1
-	ps := f.set.Policies()
+	first, deciding := -1, f.set.Index(d.Policy)
 	for k, pq := range q.Policies {
-		if ps[pq.Policy].Name == d.Policy {
+		if pq.Policy == deciding {
 			first = k
 			break
 		}
