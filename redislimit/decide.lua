@@ -2,24 +2,40 @@
 -- atomically, under all its policies at once, by the in-memory rules of
 -- package algorithms applied to whole microseconds.
 --
--- KEYS     one per request: the key's Redis key, a string holding the
---          states of its policies, packed with cmsgpack as {field, state,
---          field, state, ...}: field is "algorithm|name", state
---          {limit, window, capacity, the state's numbers...}
+-- KEYS     one per request: the key's Redis key, a string holding, packed
+--          with cmsgpack as {field, value, field, value, ...}, the states
+--          of its policies (field "algorithm|name", value {limit, window,
+--          capacity, the state's numbers...}) and the records of calls
+--          that changed it (field "#store:call", value {expiry on Redis's
+--          clock in ms, the call's answers...})
 -- ARGV     the grace kept past a key's ResetAfter, in milliseconds, on
---          Redis's clock and on the caller's; the number of sets of
---          policies, then each set: its number of policies, then for each:
---          algorithm (1 token_bucket, 2 gcra, 3 leaky_bucket,
---          4 sliding_window_log, 5 sliding_window_counter, 6 fixed_window),
---          field, limit, window (us), capacity, units refilled per
---          microsecond, units in a token (the buckets'; 0 for the others);
---          then for each request: kind (1 allow, 2 peek, 3 refund,
---          4 reset), n, its set, now in microseconds (-1: Redis's own
---          clock, TIME)
+--          Redis's clock and on the caller's; how long a record is kept
+--          (ms); the store's id; the call's number; the lowest call of the
+--          store's that its client may still send, and the number of
+--          calls below it that Redis may yet run, then those; the number
+--          of sets of policies, then each set: its number of policies,
+--          then for each: algorithm (1 token_bucket, 2 gcra,
+--          3 leaky_bucket, 4 sliding_window_log, 5 sliding_window_counter,
+--          6 fixed_window), field, limit, window (us), capacity, units
+--          refilled per microsecond, units in a token (the buckets'; 0 for
+--          the others); then for each request: kind (1 allow, 2 peek,
+--          3 refund, 4 reset), n, its set, now in microseconds (-1:
+--          Redis's own clock, TIME)
 --
--- Returns, request after request, for an allow or a peek: allowed, then
--- for each policy: allowed, remaining, retry after, reset after, delay
--- (us); nothing for a refund or a reset.
+-- Returns 1 if the call changed a key, else 0; then, request after
+-- request, for an allow or a peek: -1 if the key holds a value the script
+-- did not write (the key is corrupt: its requests fail, the others are
+-- decided), or allowed, then for each policy: allowed, remaining, retry
+-- after, reset after, delay (us); nothing for a refund or a reset.
+--
+-- A call that changes a key leaves its answers in the first key it
+-- changes: a call the client sends again (go-redis retries a pipeline
+-- after a read timeout, and a stalled Redis runs every attempt once it
+-- wakes) finds them and answers as the first time, deciding nothing
+-- twice. A record lasts while the key does, at most its expiry, and the
+-- store's own are let go once its client cannot send their call again.
+-- A key's value keeps the states of policies the call does not name
+-- (another instance's, during a rolling deploy) while they last.
 --
 -- Lua numbers are doubles: every value here is an integer below 2^53
 -- (redislimit's Check bounds the policies so), and every division goes
@@ -459,12 +475,110 @@ local function resetAfter(p, s, now)
 end
 
 
+-- The algorithms by name, as fields name them ("algorithm|name").
+local algs = {
+  token_bucket = 1, gcra = 2, leaky_bucket = 3,
+  sliding_window_log = 4, sliding_window_counter = 5, fixed_window = 6,
+}
+
+-- paramsOf returns the params of a state t stored under field that the
+-- call's sets do not have (another instance's policy), or nil if its
+-- algorithm is not one the script knows.
+local function paramsOf(field, t)
+  local alg = algs[string.match(field, '^([%w_]+)|') or '']
+  if not alg then
+    return nil
+  end
+  local p = {alg = alg, limit = t[1], window = t[2], cap = t[3], perUs = 0, perToken = 0}
+  if alg <= 3 then
+    local a, b = p.limit, p.window
+    while b ~= 0 do a, b = b, a % b end
+    p.perUs, p.perToken = p.limit / a, p.window / a
+  end
+  return p
+end
+
+-- whole reports whether v is an integer the script computes with.
+local function whole(v)
+  return type(v) == 'number' and v >= 0 and v < 9007199254740992 and v == math.floor(v)
+end
+
+-- parse returns the fields of a key's value, blob: states by field, and
+-- records by name; or nil if blob is not what the script writes (another
+-- client's value: the key is corrupt).
+local function parse(blob)
+  local ok, t = pcall(cmsgpack.unpack, blob)
+  if not ok or type(t) ~= 'table' or #t % 2 ~= 0 then
+    return nil
+  end
+  local states, records = {}, {}
+  for i = 1, #t, 2 do
+    local field, v = t[i], t[i + 1]
+    if type(field) ~= 'string' or type(v) ~= 'table' then
+      return nil
+    end
+    if string.byte(field) == 35 then -- '#': a call's record
+      if not whole(v[1]) then
+        return nil
+      end
+      records[field] = v
+    else
+      for k = 1, #v do
+        if not whole(v[k]) then
+          return nil
+        end
+      end
+      local alg = algs[string.match(field, '^([%w_]+)|') or '']
+      if #v < 5 or (alg and (v[1] < 1 or v[2] < 1)) or (alg == 4 and #v % 2 ~= 0)
+          or (alg and alg ~= 4 and #v ~= (alg == 5 and 6 or 5)) then
+        return nil
+      end
+      states[field] = v
+    end
+  end
+  return {states = states, records = records}
+end
+
+local ownGrace, clockGrace, replay = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local me, call, low = ARGV[4], ARGV[5], tonumber(ARGV[6])
+local nkeep = tonumber(ARGV[7])
+local keep = {} -- this store's calls below low that may yet run again: their records stay
+for i = 1, nkeep do
+  keep[ARGV[7 + i]] = true
+end
+local a = 8 + nkeep
+
+-- The keys' values, read at once, by key (two requests of one call may
+-- be on one key).
+local raw = {}
+do
+  local got = redis.call('MGET', unpack(KEYS))
+  for i, key in ipairs(KEYS) do
+    raw[key] = got[i]
+  end
+end
+
+-- A call the client sent again (go-redis retries a pipeline after a read
+-- timeout) finds its record in a key it wrote: its answers are the first
+-- time's, and nothing is decided twice.
+local mine = '#' .. me .. ':'
+local record = mine .. call
+for _, key in ipairs(KEYS) do
+  local blob = raw[key]
+  if blob and string.find(blob, record, 1, true) then
+    local v = parse(blob)
+    local r = v and v.records[record]
+    if r then
+      return {unpack(r, 2)}
+    end
+  end
+end
+
 -- The sets of policies.
-local ownGrace, clockGrace = tonumber(ARGV[1]), tonumber(ARGV[2])
 local sets = {}
-local a = 4
-for i = 1, tonumber(ARGV[3]) do
+for i = 1, tonumber(ARGV[a]) do
   local set = {}
+  a = a + 1
   for j = 1, tonumber(ARGV[a]) do
     local b = a + (j - 1) * 7
     set[j] = {
@@ -473,49 +587,77 @@ for i = 1, tonumber(ARGV[3]) do
       perUs = tonumber(ARGV[b + 6]), perToken = tonumber(ARGV[b + 7]),
     }
   end
-  a = a + 1 + #set * 7
+  a = a + #set * 7
   sets[i] = set
 end
+a = a + 1
 
-local redisNow -- read once, if a request needs it
-local out = {}
+local redisNow -- Redis's clock, in microseconds: read once, if needed
+local function timeNow()
+  if not redisNow then
+    local t = redis.call('TIME')
+    redisNow = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return redisNow
+end
 
--- The keys' states, read at once, and kept as the requests change them
--- (two requests of one call may be on one key).
-local blobs = {}
-do
-  local got = redis.call('MGET', unpack(KEYS))
-  for i, key in ipairs(KEYS) do
-    blobs[key] = got[i]
+-- The keys' values, parsed as the requests need them and kept as they
+-- change them: false for a corrupt one. The keys written, in order, with
+-- for each its set, the time of its latest request, its grace, and the
+-- longest ResetAfter of its writes (nil: a refund's, which keeps the
+-- key's TTL).
+local vals = {}
+local written, wrote = {}, {}
+
+local function value(key)
+  local v = vals[key]
+  if v == nil then
+    if raw[key] then
+      v = parse(raw[key]) or false
+    else
+      v = {states = {}, records = {}}
+    end
+    vals[key] = v
+  end
+  return v
+end
+
+local function note(key, set, now, grace, longest)
+  local w = wrote[key]
+  if not w then
+    w = {}
+    wrote[key] = w
+    written[#written + 1] = key
+  end
+  w.set, w.now, w.grace = set, now, grace
+  if longest then
+    w.longest = math.max(w.longest or 0, longest)
   end
 end
 
--- serve serves one request on key.
+-- serve serves one request on key, and returns its answer:
+-- nil for a refund or a reset; {-1} if the key holds a value the script
+-- did not write; otherwise allowed, then for each policy allowed,
+-- remaining, retry after, reset after, delay.
 local function serve(key, kind, n, set, now)
+  local v = value(key)
   if kind == 4 then
-    redis.call('DEL', key)
-    blobs[key] = false
-    return
+    -- The states go, a corrupt value too; the records stay: they are
+    -- about calls, not the key.
+    vals[key] = {states = {}, records = v and v.records or {}}
+    note(key, set, 0, 0, 0)
+    return nil
+  end
+  if not v then
+    return kind <= 2 and {-1} or nil -- a refund finds nothing of its own to give back
   end
   local grace = clockGrace
   if now < 0 then
-    if not redisNow then
-      local t = redis.call('TIME')
-      redisNow = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    end
-    now, grace = redisNow, ownGrace
-  end
-  local stored = {}
-  local blob = blobs[key]
-  if blob then
-    local t = cmsgpack.unpack(blob)
-    for i = 1, #t, 2 do
-      stored[t[i]] = t[i + 1]
-    end
+    now, grace = timeNow(), ownGrace
   end
   local ss = {}
   for j, p in ipairs(set) do
-    local s = load(p, stored[p.field], now)
+    local s = load(p, v.states[p.field], now)
     if s.fresh then
       s.last = now -- a fresh bucket is full, whenever it was made
     end
@@ -523,10 +665,9 @@ local function serve(key, kind, n, set, now)
   end
 
   if kind == 3 then -- refund
-    if not blob then
-      return
+    if not raw[key] and not wrote[key] then
+      return nil
     end
-    local packed = {}
     for j, p in ipairs(set) do
       local s = ss[j]
       if p.alg <= 3 then
@@ -538,13 +679,10 @@ local function serve(key, kind, n, set, now)
       else
         s.count = s.count - math.min(n, s.count)
       end
-      packed[#packed + 1] = p.field
-      packed[#packed + 1] = pack(p, s)
+      v.states[p.field] = pack(p, s)
     end
-    blob = cmsgpack.pack(packed)
-    redis.call('SET', key, blob, 'KEEPTTL')
-    blobs[key] = blob
-    return
+    note(key, set, now, grace, nil)
+    return nil
   end
 
   local allowed = true
@@ -555,20 +693,7 @@ local function serve(key, kind, n, set, now)
     ds[j] = d
     allowed = allowed and d.allowed
   end
-  if allowed and kind == 1 then
-    local longest = 0
-    local packed = {}
-    for j, p in ipairs(set) do
-      packed[#packed + 1] = p.field
-      packed[#packed + 1] = pack(p, ds[j].commit)
-      longest = math.max(longest, ds[j].reset)
-    end
-    -- Kept no sooner than its ResetAfter, and grace after.
-    blob = cmsgpack.pack(packed)
-    redis.call('SET', key, blob, 'PX', cdiv(longest, 1000) + grace)
-    blobs[key] = blob
-  end
-  out[#out + 1] = allowed and 1 or 0
+  local r = {allowed and 1 or 0}
   for j, p in ipairs(set) do
     local d = ds[j]
     if not allowed and d.allowed then
@@ -577,16 +702,107 @@ local function serve(key, kind, n, set, now)
       d.reset = resetAfter(p, ss[j], now)
       d.delay = 0
     end
-    out[#out + 1] = d.allowed and 1 or 0
-    out[#out + 1] = d.remaining
-    out[#out + 1] = d.retry
-    out[#out + 1] = d.reset
-    out[#out + 1] = d.delay
+    r[#r + 1] = d.allowed and 1 or 0
+    r[#r + 1] = d.remaining
+    r[#r + 1] = d.retry
+    r[#r + 1] = d.reset
+    r[#r + 1] = d.delay
+  end
+  if allowed and kind == 1 then -- last: a key the rules fail on is left as it was
+    local longest = 0
+    for j, p in ipairs(set) do
+      v.states[p.field] = pack(p, ds[j].commit)
+      longest = math.max(longest, ds[j].reset)
+    end
+    note(key, set, now, grace, longest)
+  end
+  return r
+end
+
+local out = {0} -- first: 1 if the call wrote, so that its answers are kept
+for i = 1, #KEYS do
+  local b = a + (i - 1) * 4
+  local kind = tonumber(ARGV[b])
+  local ok, r = pcall(serve, KEYS[i], kind, tonumber(ARGV[b + 1]), sets[tonumber(ARGV[b + 2])], tonumber(ARGV[b + 3]))
+  if not ok then -- the key's value made the rules fail: it is corrupt
+    r = kind <= 2 and {-1} or nil
+  end
+  if r then
+    for k = 1, #r do
+      out[#out + 1] = r[k]
+    end
   end
 end
 
-for i, key in ipairs(KEYS) do
-  local b = a + (i - 1) * 4
-  serve(key, tonumber(ARGV[b]), tonumber(ARGV[b + 1]), sets[tonumber(ARGV[b + 2])], tonumber(ARGV[b + 3]))
+if #written == 0 then
+  return out
+end
+out[1] = 1
+
+-- Each key written is stored once: its states, those of policies the call
+-- does not name (another instance's) while they last, and the records
+-- that may still be asked for.
+local clock = math.floor(timeNow() / 1000)
+local recorded = false
+for _, key in ipairs(written) do
+  local v, w = vals[key], wrote[key]
+  if v then
+    local names = {}
+    for _, p in ipairs(w.set) do
+      names[p.field] = true
+    end
+    local packed = {}
+    local longest = w.longest or 0
+    for field, t in pairs(v.states) do
+      local keepIt = true
+      local p = not names[field] and paramsOf(field, t)
+      if p then -- another instance's policy: kept while it lasts
+        local ok, left = pcall(function() return resetAfter(p, load(p, t, w.now), w.now) end)
+        if ok then
+          keepIt = left > 0
+          longest = math.max(longest, left)
+        end
+      end
+      if keepIt then
+        packed[#packed + 1] = field
+        packed[#packed + 1] = t
+      end
+    end
+    local records = 0
+    for name, r in pairs(v.records) do
+      local own = string.sub(name, 1, #mine) == mine
+      if r[1] > clock and not (own and tonumber(string.sub(name, #mine + 1)) < low and not keep[string.sub(name, #mine + 1)]) then
+        packed[#packed + 1] = name
+        packed[#packed + 1] = r
+        records = records + 1
+      end
+    end
+    if not recorded and #packed > 2 * records then
+      -- The first key the call leaves a state in holds its record (a
+      -- reset alone needs none: dropping a key again is harmless).
+      recorded = true
+      local r = {clock + replay}
+      for j = 1, #out do
+        r[j + 1] = out[j]
+      end
+      packed[#packed + 1] = record
+      packed[#packed + 1] = r
+      records = records + 1
+    end
+    if #packed == 0 then
+      redis.call('DEL', key)
+    elseif not w.longest and raw[key] then -- a refund's: the TTL stays
+      redis.call('SET', key, cmsgpack.pack(packed), 'KEEPTTL')
+    else
+      -- Kept no sooner than its ResetAfter, and grace after; its records
+      -- are kept while the key is: once it has expired, nothing of the
+      -- call's is left to count twice.
+      local px = cdiv(longest, 1000) + w.grace
+      if longest == 0 and records > 0 then
+        px = replay
+      end
+      redis.call('SET', key, cmsgpack.pack(packed), 'PX', math.max(px, 1))
+    end
+  end
 end
 return out

@@ -61,18 +61,19 @@ type server struct {
 	t    testing.TB
 	port int
 	dir  string
+	args []string
 	cmd  *exec.Cmd
 }
 
-// newServer starts a redis-server on a free port of 127.0.0.1, stopped
-// with t.
-func newServer(t testing.TB) *server {
+// newServer starts a redis-server on a free port of 127.0.0.1, with args
+// (redis-server options) if any, stopped with t.
+func newServer(t testing.TB, args ...string) *server {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	port := l.Addr().(*net.TCPAddr).Port
 	require.NoError(t, l.Close())
-	s := &server{t: t, port: port, dir: t.TempDir()}
+	s := &server{t: t, port: port, dir: t.TempDir(), args: args}
 	s.start()
 	t.Cleanup(s.stop)
 	return s
@@ -83,8 +84,9 @@ func (s *server) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 // start starts the server, and returns once it answers.
 func (s *server) start() {
 	s.t.Helper()
-	s.cmd = exec.Command(env(s.t, "REDIS_SERVER"), "--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
-		"--save", "", "--appendonly", "no", "--dir", s.dir)
+	args := append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
+		"--save", "", "--appendonly", "no", "--dir", s.dir}, s.args...)
+	s.cmd = exec.Command(env(s.t, "REDIS_SERVER"), args...)
 	require.NoError(s.t, s.cmd.Start())
 	c := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1})
 	defer c.Close()

@@ -19,9 +19,12 @@ package redislimit
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -97,6 +100,16 @@ type Store struct {
 	args   sync.Map     // the script's arguments for a set of policies, by its first policy's address: see policyArgs
 	cached atomic.Int64 // sets in args
 
+	// Each call of the script that changes a key leaves a record of its
+	// answers in the first key it changes, in case the client sends the
+	// call again (see Decide): named by the store's id and the call's
+	// number, kept for replay, and let go by the store's later calls
+	// once no retry of it can come (flights).
+	id      string
+	cluster bool
+	replay  time.Duration
+	flights flights
+
 	// pausedUntil is when the pause after a failed round trip ends, on
 	// the wall clock (UnixNano; 0: none), and failure the error that
 	// started it.
@@ -125,7 +138,13 @@ func NewStore(client redis.UniversalClient, opts Options) (*Store, error) {
 	if pause == 0 {
 		pause = DefaultPause
 	}
-	return &Store{client: client, prefix: prefix, mode: opts.FailMode, pause: pause}, nil
+	id := make([]byte, 8)
+	_, _ = rand.Read(id) // never fails
+	_, cluster := client.(*redis.ClusterClient)
+	return &Store{
+		client: client, prefix: prefix, mode: opts.FailMode, pause: pause,
+		id: hex.EncodeToString(id), cluster: cluster, replay: replayWindow(client),
+	}, nil
 }
 
 // FailMode returns the store's FailMode.
@@ -175,6 +194,11 @@ func check(p chanlimit.Policy) error {
 		capacity = uint64(p.Burst)
 	}
 	switch alg {
+	case 4, 6:
+		// The counts, as the log's entries, are at most the Limit.
+		if limit > exact {
+			return fmt.Errorf("its Limit %d is too large for Redis's arithmetic (at most 2^50)", limit)
+		}
 	case 1, 2, 3:
 		// A full bucket holds capacity × perToken units.
 		if _, perToken := perUnits(limit, w); capacity > exact/perToken {
@@ -232,23 +256,61 @@ func (s *Store) policyArgs(args []any, policies []chanlimit.Policy) []any {
 // no call holds Redis long.
 const MaxPerCall = 128
 
-// call is one EVALSHA of a pipeline: the requests it decides, by their
-// index in the burst.
+// call is one script call of a pipeline: the requests it decides, by
+// their index in the burst, and its number among the store's calls.
 type call struct {
-	ops []int
-	cmd *redis.Cmd
+	ops  []int
+	seq  uint64
+	keys []string
+	args []any
+	cmd  *redis.Cmd
+}
+
+// ReplayWindow is the least time Redis keeps the answers of a call the
+// store gave up on (its round trip failed, but Redis may have run it,
+// and may yet run an attempt of it it got late), so that the call is not
+// decided twice: go-redis sends a pipeline again after a read timeout,
+// and a stalled Redis runs every attempt once it wakes. The store keeps
+// them as long as its client could retry (its attempts' timeouts and
+// backoffs), if that is longer. The answers of a call whose round trip
+// succeeded are let go by the store's next call on the key.
+const ReplayWindow = time.Minute
+
+// replayWindow returns how long client may send a call again after it
+// first sent it: its retries, each bounded by its dial, write and read
+// timeouts, and the backoffs between them; at least ReplayWindow.
+func replayWindow(client redis.UniversalClient) time.Duration {
+	var retries int
+	var dial, write, read, backoff time.Duration
+	switch c := client.(type) {
+	case *redis.Client:
+		o := c.Options()
+		retries, dial, write, read, backoff = o.MaxRetries, o.DialTimeout, o.WriteTimeout, o.ReadTimeout, o.MaxRetryBackoff
+	case *redis.ClusterClient:
+		o := c.Options()
+		retries, dial, write, read, backoff = o.MaxRetries, o.DialTimeout, o.WriteTimeout, o.ReadTimeout, o.MaxRetryBackoff
+	default:
+		return ReplayWindow
+	}
+	attempt := max(dial, 0) + max(write, 0) + max(read, 0)
+	retries = max(retries, 0)
+	return max(ReplayWindow, time.Duration(retries+1)*attempt+time.Duration(retries)*max(backoff, 0))
 }
 
 // Key returns the Redis key that holds key's state: Prefix, then key.
 func (s *Store) Key(key string) string { return s.prefix + key }
 
-// Decide serves ops as one pipeline of EVALSHA calls, each deciding up
-// to MaxPerCall of them whose keys share a hash slot (on a Cluster; all
-// of them on a single node). Calls whose script Redis did not have
-// (NOSCRIPT: a node restarted, failed over, or never saw it) are sent
-// again once the script is loaded on every node; an op whose round trip
-// failed otherwise gets an error wrapping ErrStoreUnavailable, since
-// Redis may or may not have run it.
+// Decide serves ops as one pipeline of script calls, each deciding up to
+// MaxPerCall of them whose keys share a hash slot (on a Cluster; all of
+// them on a single node). Each call is decided once however often the
+// client sends it: a call that changes a key leaves its answers there,
+// for an attempt of it that comes again to find. Calls whose script Redis
+// did not have (NOSCRIPT: a node restarted, failed over, or had its
+// scripts flushed) are sent again with the script itself. An op whose
+// round trip failed otherwise gets an error wrapping ErrStoreUnavailable,
+// since Redis may or may not have run it; so does an op whose key holds
+// a value the script did not write, alone: the other keys of its call
+// are decided.
 func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 	if err := s.paused(); err != nil {
 		for i := range ops {
@@ -257,37 +319,25 @@ func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 		return
 	}
 	calls := s.calls(ops)
-	s.send(ctx, ops, calls)
+	s.build(ops, calls)
+	s.send(ctx, calls, false)
 	s.notePause(calls)
-	retry := false
+	again := 0
 	for _, c := range calls {
 		if isNoScript(c.cmd.Err()) {
-			retry = true
+			calls[again] = c
+			again++
 			continue
 		}
 		s.answer(ops, c)
 	}
-	if !retry {
-		return
-	}
-	again := calls[:0]
-	for _, c := range calls {
-		if isNoScript(c.cmd.Err()) {
-			again = append(again, c)
+	if again > 0 {
+		s.send(ctx, calls[:again], true) // EVAL: no NOSCRIPT, however often scripts are flushed
+		for _, c := range calls[:again] {
+			s.answer(ops, c)
 		}
 	}
-	if err := decideScript.Load(ctx, s.client).Err(); err != nil {
-		for _, c := range again {
-			for _, i := range c.ops {
-				ops[i].Err = unavailable(err)
-			}
-		}
-		return
-	}
-	s.send(ctx, ops, again)
-	for _, c := range again {
-		s.answer(ops, c)
-	}
+	s.flights.land(calls, s.replay)
 }
 
 // paused returns the error that paused the store, while the pause lasts,
@@ -328,7 +378,7 @@ func (s *Store) notePause(calls []call) {
 // Cluster, at most MaxPerCall a call.
 func (s *Store) calls(ops []chanlimit.StoreOp) []call {
 	var calls []call
-	if _, cluster := s.client.(*redis.ClusterClient); !cluster {
+	if !s.cluster {
 		for i := range ops { // one node holds every key: in order, MaxPerCall a call
 			if i%MaxPerCall == 0 {
 				calls = append(calls, call{})
@@ -352,23 +402,43 @@ func (s *Store) calls(ops []chanlimit.StoreOp) []call {
 	return calls
 }
 
-// send sends calls as one pipeline.
-func (s *Store) send(ctx context.Context, ops []chanlimit.StoreOp, calls []call) {
+// send sends calls as one pipeline: by the script's hash (EVALSHA), or,
+// if eval, with the script itself (EVAL).
+func (s *Store) send(ctx context.Context, calls []call, eval bool) {
 	pipe := s.client.Pipeline()
 	for k := range calls {
 		c := &calls[k]
-		keys := make([]string, len(c.ops))
-		args := []any{Grace.Milliseconds(), ClockGrace.Milliseconds(), 0}
+		if eval {
+			c.cmd = pipe.Eval(ctx, decideLua, c.keys, c.args...)
+		} else {
+			c.cmd = pipe.EvalSha(ctx, decideScript.Hash(), c.keys, c.args...)
+		}
+	}
+	_, _ = pipe.Exec(ctx) // each command holds its own error
+}
+
+// build numbers calls, and writes into each its keys and the script's
+// arguments.
+func (s *Store) build(ops []chanlimit.StoreOp, calls []call) {
+	first, low, keep := s.flights.take(len(calls))
+	for k := range calls {
+		c := &calls[k]
+		c.seq = first + uint64(k)
+		c.keys = make([]string, len(c.ops))
+		args := []any{Grace.Milliseconds(), ClockGrace.Milliseconds(), s.replay.Milliseconds(), s.id, c.seq, low, len(keep)}
+		args = append(args, keep...)
+		args = append(args, 0)
+		nsets := len(args) - 1
 		sets := map[*chanlimit.Policy]int{}
 		for j, i := range c.ops {
 			op := &ops[i]
-			keys[j] = s.Key(op.Key)
+			c.keys[j] = s.Key(op.Key)
 			if _, ok := sets[&op.Policies[0]]; !ok {
 				sets[&op.Policies[0]] = len(sets) + 1
 				args = s.policyArgs(args, op.Policies)
 			}
 		}
-		args[2] = len(sets)
+		args[nsets] = len(sets)
 		for _, i := range c.ops {
 			op := &ops[i]
 			now := int64(-1)
@@ -377,23 +447,31 @@ func (s *Store) send(ctx context.Context, ops []chanlimit.StoreOp, calls []call)
 			}
 			args = append(args, int(op.Kind), op.N, sets[&op.Policies[0]], now)
 		}
-		c.cmd = pipe.EvalSha(ctx, decideScript.Hash(), keys, args...)
+		c.args = args
 	}
-	_, _ = pipe.Exec(ctx) // each command holds its own error
 }
 
 // answer writes the answers of c's ops into them.
 func (s *Store) answer(ops []chanlimit.StoreOp, c call) {
 	vals, err := c.cmd.Int64Slice()
+	if err == nil && len(vals) == 0 {
+		err = errors.New("redislimit: the script answered nothing")
+	}
 	if err != nil {
 		for _, i := range c.ops {
 			ops[i].Err = unavailable(err)
 		}
 		return
 	}
+	vals = vals[1:] // whether the call changed a key
 	for _, i := range c.ops {
 		op := &ops[i]
 		if op.Kind == chanlimit.StoreRefund || op.Kind == chanlimit.StoreReset {
+			continue
+		}
+		if len(vals) > 0 && vals[0] == -1 {
+			op.Err = unavailable(fmt.Errorf("redislimit: the Redis key %q holds a value that is not a state the script wrote (Reset drops it)", s.Key(op.Key)))
+			vals = vals[1:]
 			continue
 		}
 		size := 1 + 5*len(op.Policies)
@@ -403,6 +481,77 @@ func (s *Store) answer(ops []chanlimit.StoreOp, c call) {
 		}
 		op.Decision = combine(op.Policies, vals[0] == 1, vals[1:size])
 		vals = vals[size:]
+	}
+}
+
+// flights numbers a store's calls and knows which of them the client
+// may still send again: those out (their pipeline has not returned), and
+// for ReplayWindow those it gave up on, which Redis may yet run. The
+// script lets go of the store's records of the others. The mutex guards
+// this bookkeeping of the client's calls, never a key's state, which is
+// Redis's.
+type flights struct {
+	mu   sync.Mutex
+	next uint64
+	out  []uint64  // the calls out, oldest first
+	kept []givenUp // the calls given up on, oldest first
+	args []any     // kept's numbers, as the script's arguments
+}
+
+type givenUp struct {
+	seq   uint64
+	until time.Time
+}
+
+// maxKept is the most calls given up on whose records are kept.
+const maxKept = 256
+
+// take numbers n calls, first to first+n-1, and returns with them the
+// lowest call out (theirs included) and the calls given up on below it.
+func (f *flights) take(n int) (first, low uint64, keep []any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	first = f.next + 1
+	for k := range n {
+		f.out = append(f.out, first+uint64(k))
+	}
+	f.next += uint64(n)
+	now := time.Now() // the client's retries are on the wall clock
+	drop := 0
+	for drop < len(f.kept) && now.After(f.kept[drop].until) {
+		drop++
+	}
+	if drop > 0 {
+		f.kept = append(f.kept[:0], f.kept[drop:]...)
+		f.args = nil
+	}
+	if f.args == nil && len(f.kept) > 0 {
+		for _, g := range f.kept {
+			f.args = append(f.args, g.seq)
+		}
+	}
+	return first, f.out[0], f.args // f.args is replaced, never changed: the caller may keep it
+}
+
+// land notes that the pipeline of calls has returned: their client sends
+// them no more, but a call that failed without an answer from Redis may
+// have run, and an attempt of it may run late, for replay.
+func (f *flights) land(calls []call, replay time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	until := time.Now().Add(replay)
+	for _, c := range calls {
+		if k := slices.Index(f.out, c.seq); k >= 0 {
+			f.out = slices.Delete(f.out, k, k+1)
+		}
+		var redisErr redis.Error
+		if err := c.cmd.Err(); err != nil && !errors.As(err, &redisErr) {
+			f.kept = append(f.kept, givenUp{seq: c.seq, until: until})
+			f.args = nil
+		}
+	}
+	if len(f.kept) > maxKept {
+		f.kept = append(f.kept[:0], f.kept[len(f.kept)-maxKept:]...)
 	}
 }
 

@@ -1,0 +1,303 @@
+package redislimit_test
+
+import (
+	"context"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/redislimit"
+)
+
+// stall makes srv sleep for d (DEBUG SLEEP), and returns once it sleeps:
+// a PING on a client of its own goes unanswered. The returned channel is
+// closed when it wakes.
+func stall(t *testing.T, srv *server, d time.Duration) <-chan struct{} {
+	t.Helper()
+	ctx := context.Background()
+	sleeper := redis.NewClient(&redis.Options{Addr: srv.addr(), ReadTimeout: -1, MaxRetries: -1})
+	probe := redis.NewClient(&redis.Options{Addr: srv.addr(), ReadTimeout: 20 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { sleeper.Close(); probe.Close() })
+	require.NoError(t, probe.Ping(ctx).Err())
+	woke := make(chan struct{})
+	go func() {
+		defer close(woke)
+		assert.NoError(t, sleeper.Do(ctx, "DEBUG", "SLEEP", d.Seconds()).Err())
+	}()
+	// Asleep once a PING times out: the wall clock here watches the
+	// server, it moves no limiter's time.
+	for range 1000 {
+		if probe.Ping(ctx).Err() != nil {
+			return woke
+		}
+	}
+	t.Fatal("redis-server did not go to sleep")
+	return nil
+}
+
+// TestRetryDecidesOnce: a Redis stall longer than the client's read
+// timeout makes go-redis send the script's pipeline again (its default
+// MaxRetries, 3); a stalled Redis runs every attempt once it wakes. Each
+// request is still decided once: a request allowed took one unit, a
+// request that failed at most one.
+func TestRetryDecidesOnce(t *testing.T) {
+	srv := newServer(t, "--enable-debug-command", "yes")
+	client := redis.NewClient(&redis.Options{Addr: srv.addr(), ReadTimeout: 150 * time.Millisecond}) // retries as go-redis does by default
+	defer client.Close()
+	st, err := redislimit.NewStore(client, redislimit.Options{Prefix: prefix(t), Pause: -1})
+	require.NoError(t, err)
+	r, err := chanlimit.New(chanlimit.Config{Limit: 10, Window: time.Hour, Store: st, Partitions: 4})
+	require.NoError(t, err)
+	defer r.Close()
+	ctx := context.Background()
+	keys := []string{"a", "b", "c", "d", "e", "f"}
+	for _, k := range keys {
+		require.True(t, r.Allow(k)) // the script loaded, the connections open
+	}
+
+	woke := stall(t, srv, 800*time.Millisecond)
+	ds, errs := make([]chanlimit.Decision, len(keys)), make([]error, len(keys))
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		wg.Go(func() { ds[i], errs[i] = r.AllowN(ctx, k, 1) })
+	}
+	wg.Wait()
+	<-woke
+
+	answered := 0
+	for i, k := range keys {
+		d, err := r.Peek(ctx, k, 1)
+		require.NoError(t, err)
+		left := d.Remaining + 1 // a Peek of 1 says what an Allow of 1 would leave
+		taken := 10 - left - 1  // beside the first Allow's
+		if errs[i] == nil {
+			answered++
+			require.True(t, ds[i].Allowed, k)
+			assert.Equal(t, 1, taken, "%s: an allowed request takes one unit, however often it was sent", k)
+			assert.Equal(t, left, ds[i].Remaining, k)
+		} else {
+			require.ErrorIs(t, errs[i], redislimit.ErrStoreUnavailable, k)
+			assert.LessOrEqual(t, taken, 1, "%s: a request that failed took at most one unit: %v", k, errs[i])
+		}
+	}
+	t.Logf("%d of %d requests answered after the stall", answered, len(keys))
+}
+
+// corruptValues are values another client could leave at a key: not
+// msgpack, msgpack of another shape, or a state's shape with numbers the
+// script never writes.
+var corruptValues = []string{
+	"garbage",
+	"\x93\x01\x02",                      // [1, 2]: no field names
+	"\x92\xb4token_bucket|default\xa1x", // a state that is a string
+	"\x92\xb4token_bucket|default\x95\x0a\xcb\x3f\xe0\x00\x00\x00\x00\x00\x00\x0a\xff\x00", // 0.5 and -1
+	"\x92\xb4token_bucket|default\x92\x0a\x0a",                                             // too few numbers
+}
+
+// TestCorruptKeyAlone: a key whose value another client wrote fails its
+// own requests, with ErrStoreUnavailable, and leaves the value as it is;
+// the other keys of the same script call are decided and answered. Reset
+// drops the value.
+func TestCorruptKeyAlone(t *testing.T) {
+	for _, name := range []string{"single", "cluster"} {
+		t.Run(name, func(t *testing.T) {
+			var client redis.UniversalClient = single(t)
+			if name == "cluster" {
+				client = cluster(t)
+			}
+			ctx := context.Background()
+			for v, value := range corruptValues {
+				st, err := redislimit.NewStore(client, redislimit.Options{Prefix: prefix(t)})
+				require.NoError(t, err)
+				r, err := chanlimit.New(chanlimit.Config{Limit: 2, Window: time.Hour, Store: st})
+				require.NoError(t, err)
+				defer r.Close()
+				// One hash tag: one slot, one script call on the Cluster too.
+				good1, bad, good2 := "{t}good1", "{t}bad", "{t}good2"
+				require.NoError(t, client.Set(ctx, st.Key(bad), value, time.Hour).Err())
+
+				out := make([]chanlimit.Decision, 3)
+				err = r.AllowBatch(ctx, []chanlimit.Request{{Key: good1, N: 1}, {Key: bad, N: 1}, {Key: good2, N: 1}}, out)
+				require.ErrorIs(t, err, redislimit.ErrStoreUnavailable, "value %d", v)
+				assert.ErrorContains(t, err, st.Key(bad))
+				for _, i := range []int{0, 2} {
+					assert.True(t, out[i].Allowed, "value %d: item %d", v, i)
+					assert.Equal(t, 1, out[i].Remaining, "value %d: item %d", v, i)
+				}
+				assert.False(t, out[1].Allowed)
+				d, err := r.AllowN(ctx, good1, 1)
+				require.NoError(t, err)
+				assert.True(t, d.Allowed)
+				assert.Zero(t, d.Remaining, "value %d: good1's unit was taken once", v)
+				_, err = r.AllowN(ctx, bad, 1)
+				require.ErrorIs(t, err, redislimit.ErrStoreUnavailable)
+				got, err := client.Get(ctx, st.Key(bad)).Result()
+				require.NoError(t, err)
+				assert.Equal(t, value, got, "value %d: left as it was", v)
+
+				require.NoError(t, r.Reset(ctx, bad))
+				d, err = r.AllowN(ctx, bad, 1)
+				require.NoError(t, err, "value %d", v)
+				assert.True(t, d.Allowed)
+				assert.Equal(t, 1, d.Remaining)
+			}
+		})
+	}
+}
+
+// TestUnknownPoliciesKept: during a rolling deploy, instance A has added
+// an hourly cap of 5 and B has not yet; with requests alternating between
+// them, B keeps A's hourly state, so A grants 5 of its 20. The cap's state
+// lasts as long as it would on A alone: its TTL is the hour's.
+func TestUnknownPoliciesKept(t *testing.T) {
+	for _, name := range []string{"single", "cluster"} {
+		t.Run(name, func(t *testing.T) {
+			var client redis.UniversalClient = single(t)
+			if name == "cluster" {
+				client = cluster(t)
+			}
+			ctx := context.Background()
+			pre := prefix(t)
+			burst := chanlimit.Policy{Name: "burst", Algorithm: "token_bucket", Limit: 1000, Window: time.Second}
+			hourly := chanlimit.Policy{Name: "hourly", Algorithm: "fixed_window", Limit: 5, Window: time.Hour}
+			newRouter := func(policies ...chanlimit.Policy) *chanlimit.Router {
+				st, err := redislimit.NewStore(client, redislimit.Options{Prefix: pre})
+				require.NoError(t, err)
+				r, err := chanlimit.New(chanlimit.Config{Policies: policies, Store: st})
+				require.NoError(t, err)
+				t.Cleanup(func() { r.Close() })
+				return r
+			}
+			a, b := newRouter(burst, hourly), newRouter(burst)
+			grantedA, grantedB := 0, 0
+			for range 20 {
+				if a.Allow("k") {
+					grantedA++
+				}
+				if b.Allow("k") {
+					grantedB++
+				}
+			}
+			assert.Equal(t, 5, grantedA, "A's hourly cap holds though B writes the key")
+			assert.Equal(t, 20, grantedB, "B knows no cap")
+			ttl, err := client.PTTL(ctx, pre+"k").Result()
+			require.NoError(t, err)
+			assert.Greater(t, ttl, 59*time.Minute, "B keeps the key as long as A's hourly state lasts")
+		})
+	}
+}
+
+// TestCheckBoundsEveryAlgorithm: Check refuses every policy whose
+// arithmetic Lua's doubles could not keep exact (integers above 2^53),
+// whatever its algorithm: a count of 2^53+1 would round to 2^53.
+func TestCheckBoundsEveryAlgorithm(t *testing.T) {
+	st, err := redislimit.NewStore(single(t), redislimit.Options{})
+	require.NoError(t, err)
+	for _, alg := range []string{"token_bucket", "gcra", "leaky_bucket", "sliding_window_log", "sliding_window_counter", "fixed_window"} {
+		for _, limit := range []int{1<<53 + 10, math.MaxInt64} {
+			p := chanlimit.Policy{Algorithm: alg, Limit: limit, Window: time.Hour}
+			_, err := chanlimit.New(chanlimit.Config{Policies: []chanlimit.Policy{p}, Store: st})
+			require.ErrorIs(t, err, chanlimit.ErrInvalidConfig, "%s at Limit %d", alg, limit)
+			assert.ErrorContains(t, err, "too large")
+		}
+	}
+	// The largest Limit fixed_window takes is decided exactly.
+	client := single(t)
+	st, err = redislimit.NewStore(client, redislimit.Options{Prefix: prefix(t)})
+	require.NoError(t, err)
+	r, err := chanlimit.New(chanlimit.Config{Policies: []chanlimit.Policy{{Algorithm: "fixed_window", Limit: 1 << 50, Window: time.Hour}}, Store: st})
+	require.NoError(t, err)
+	defer r.Close()
+	ctx := context.Background()
+	d, err := r.AllowN(ctx, "k", 1<<50-1)
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	assert.Equal(t, 1, d.Remaining)
+	d, err = r.AllowN(ctx, "k", 2)
+	require.NoError(t, err)
+	assert.False(t, d.Allowed)
+	assert.Equal(t, 1, d.Remaining)
+}
+
+// TestScriptFlushUnderLoad: every master of the Cluster flushes its
+// scripts over and over while 16 goroutines take a quota (AllowN and
+// WaitN): no request fails, and exactly the quota is granted.
+func TestScriptFlushUnderLoad(t *testing.T) {
+	cc := cluster(t)
+	ctx := context.Background()
+	st, err := redislimit.NewStore(cc, redislimit.Options{Prefix: prefix(t)})
+	require.NoError(t, err)
+	r, err := chanlimit.New(chanlimit.Config{Limit: 50, Window: time.Hour, Store: st})
+	require.NoError(t, err)
+	defer r.Close()
+
+	var masters []*redis.Client
+	for _, addr := range strings.Split(env(t, "REDIS_CLUSTER_ADDRS"), ",") {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		defer c.Close()
+		masters = append(masters, c)
+	}
+	stop := make(chan struct{})
+	var flushes atomic.Int64
+	var flusher sync.WaitGroup
+	flusher.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, c := range masters {
+				if c.ScriptFlush(ctx).Err() == nil {
+					flushes.Add(1)
+				}
+			}
+		}
+	})
+
+	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	granted := make([]atomic.Int64, len(keys))
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 40 {
+				k := (g + i) % len(keys)
+				if i%10 == 0 { // on keys of their own, within their quota: granted at once
+					_, err := r.WaitN(ctx, "wait-"+keys[k], 1)
+					if !assert.NoError(t, err) {
+						return
+					}
+					continue
+				}
+				d, err := r.AllowN(ctx, keys[k], 1)
+				if !assert.NoError(t, err) {
+					return
+				}
+				if d.Allowed {
+					granted[k].Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	flusher.Wait()
+	for k := range keys {
+		assert.EqualValues(t, 50, granted[k].Load(), "key %s: exactly its quota", keys[k])
+		d, err := r.Peek(ctx, "wait-"+keys[k], 1)
+		require.NoError(t, err)
+		assert.Equal(t, 50-8-1, d.Remaining, "key wait-%s: its 8 waits took 8 units", keys[k])
+	}
+	t.Logf("%d flushes", flushes.Load())
+	s, err := r.Stats(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, s.StoreErrors)
+}
