@@ -193,6 +193,8 @@ func (t *storeTable) Prepare(items []keytable.Item, now time.Duration) keytable.
 			}
 		case keytable.OpReset:
 			op.Kind, op.N = StoreReset, 0
+		case keytable.OpRefund:
+			op.Kind = StoreRefund
 		}
 		op.Policies = t.policiesOf(set)
 		if tr == nil {
@@ -211,7 +213,7 @@ func (t *storeTable) Finish(trip keytable.Trip, items []keytable.Item, now time.
 	tr := trip.(*storeTrip)
 	for k := range tr.ops {
 		op, it := &tr.ops[k], &items[tr.at[k]]
-		it.D, it.Err = op.Decision, nil
+		it.D, it.Err, it.By = op.Decision, nil, keytable.FromStore
 		if op.Kind == StoreReset {
 			t.local.Reset(it.Key) // its local state, if FailLocal decided on it
 		}
@@ -221,27 +223,23 @@ func (t *storeTable) Finish(trip keytable.Trip, items []keytable.Item, now time.
 	}
 }
 
-// decideEach serves items at once, as a partition's Prepare, round trip
-// and Finish do.
-func (t *storeTable) decideEach(ctx context.Context, items []keytable.Item, now time.Duration) {
-	if tr := t.Prepare(items, now); tr != nil {
-		tr.Go(ctx)
-		t.Finish(tr, items, now)
-	}
-}
-
 // failed answers it, whose op the store could not answer, as the router's
-// FailMode says.
+// FailMode says, noting where its grant came from. A refund the store
+// could not take is lost to it: its grant was the store's, and giving it
+// to the local keys, which never granted it, would count it twice.
 func (t *storeTable) failed(it *keytable.Item, op *StoreOp, now time.Duration) {
 	t.errors++
+	if op.Kind == StoreRefund {
+		return
+	}
 	switch t.mode {
 	case FailOpen:
-		it.D, it.Err = Decision{}, nil
+		it.D, it.Err, it.By = Decision{}, nil, keytable.FromNowhere
 		if op.Kind != StoreReset {
 			it.D = t.open(it.Key, it.N)
 		}
 	case FailLocal:
-		it.D, it.Err = Decision{}, nil
+		it.D, it.Err, it.By = Decision{}, nil, keytable.FromLocal
 		switch op.Kind {
 		case StoreAllow:
 			it.Err = t.local.AllowN(it.Key, now, it.N, &it.D)
@@ -268,45 +266,45 @@ func unavailable(err error) error {
 	return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 }
 
-// one serves one item at once.
-func (t *storeTable) one(key string, op keytable.Op, now time.Duration, n int, d *Decision) error {
-	items := [1]keytable.Item{{Key: key, N: n, Op: op}}
-	t.decideEach(context.Background(), items[:], now)
-	*d = items[0].D
-	return items[0].Err
-}
+// A partition asks the store only through Prepare and Finish, with the
+// round trip off its goroutine: it never decides a key of a store's table
+// at once.
 
 func (t *storeTable) AllowN(key string, now time.Duration, n int, d *Decision) error {
-	return t.one(key, keytable.OpAllow, now, n, d)
+	return errTrips
 }
 
 func (t *storeTable) PeekN(key string, now time.Duration, n int, d *Decision) error {
-	return t.one(key, keytable.OpPeek, now, n, d)
+	return errTrips
 }
 
 func (t *storeTable) AllowEach(items []keytable.Item, now time.Duration) {
 	for i := range items {
-		items[i].Op = keytable.OpAllow
-	}
-	t.decideEach(context.Background(), items, now)
-}
-
-// Refund gives the units back to the store, or, if it cannot answer, to
-// the local table under FailLocal (which decided them, most likely).
-func (t *storeTable) Refund(key string, now time.Duration, n int) {
-	ops := [1]StoreOp{{Kind: StoreRefund, Key: key, N: n, Now: t.now(now), Policies: t.policiesOf(t.setOf(key))}}
-	t.store.Decide(context.Background(), ops[:])
-	if ops[0].Err != nil {
-		t.errors++
-		if t.mode == FailLocal {
-			t.local.Refund(key, now, n)
-		}
+		items[i].D, items[i].Err = Decision{}, errTrips
 	}
 }
 
-func (t *storeTable) Reset(key string) {
-	var d Decision
-	_ = t.one(key, keytable.OpReset, 0, 0, &d) // the router resets through Prepare and Finish, which answer its error
+// errTrips is what a store's table answers a request made at once.
+var errTrips = errors.New("chanlimit: a Store's keys are decided through round trips, never at once")
+
+// Refund gives n units back to the local keys, which granted them
+// (FailLocal, keytable.FromLocal); the store's grants go back to the
+// store, through Prepare and Finish (keytable.OpRefund).
+func (t *storeTable) Refund(key string, now time.Duration, n int) { t.local.Refund(key, now, n) }
+
+// Reset drops key's local state; the store's goes through Prepare and
+// Finish (keytable.OpReset).
+func (t *storeTable) Reset(key string) { t.local.Reset(key) }
+
+// Hint tells what the set of key's policies says: whether n is above its
+// capacity, and its tightest policy's Limit and name.
+func (t *storeTable) Hint(key string, n int) (Decision, error) {
+	set := t.setOf(key)
+	if err := set.Exceeds(n); err != nil {
+		return Decision{}, err
+	}
+	p := set.Policies()[set.Smallest()]
+	return Decision{Limit: p.Params.Limit, Policy: p.Name}, nil
 }
 
 // The rest is the local table's: a store's keys have no lifecycle here.

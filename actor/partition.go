@@ -212,7 +212,10 @@ type loop struct {
 	landed    chan *trip // where trips come back; room for maxTrips
 	landing   *trip      // the trip whose answers are being delivered
 	landingAt int        // the first of its requests not yet delivered
+	choreAt   int        // the first of its chores not yet served
 	spare     []*trip    // trips to reuse
+	chores    []chore    // work for the table that is no caller's request, to send (flush)
+	unparked  []request  // requests held behind a line's head, to serve now that it waits (remote_lines.go)
 }
 
 // inflight is what the goroutine must know of the request it serves to
@@ -221,7 +224,8 @@ type inflight struct {
 	reply  chan reply // nil: none
 	op     op
 	batch  *[]keytable.Item
-	refund int // a batch's refund mark: the items before it are still to be given back, latest first
+	refund int           // a batch's refund mark: the items before it are still to be given back, latest first
+	by     keytable.From // where a remote table's grant came from (AllowN's; a batch's are in its items)
 }
 
 // The errors a partition returns are chanlimit's: ErrClosed below is
@@ -476,6 +480,8 @@ func (p *Partition) run() {
 			continue
 		case gotTrip: // a remote table's round trip is back
 			served := l.land(tr)
+			l.flush()
+			l.arm(l.state.Now)
 			l.state.Table.Expire(l.state.Now-grace, expireBase+expirePerRequest*served)
 			continue
 		}
@@ -504,7 +510,10 @@ func (p *Partition) run() {
 			if err == nil {
 				l.serveDue(now)
 			}
+			l.flush()
 			l.arm(l.state.Now)
+		} else {
+			l.flush()
 		}
 		// Expiring comes after the burst's answers, so no caller in it
 		// waits for it.
@@ -566,6 +575,7 @@ func (l *loop) wake() {
 	if err == nil {
 		l.serveDue(now)
 	}
+	l.flush()
 	l.arm(l.state.Now)
 	l.state.Table.Expire(now-grace, expireBase)
 }
@@ -574,13 +584,21 @@ func (l *loop) wake() {
 // reading, taken before any of them, or its error, and then every waiter
 // still in line with ErrClosed.
 func (p *Partition) drain(now time.Duration, clockErr error) {
-	p.loop.landAll()
+	l := p.loop
 	for {
+		l.landAll()
 		select {
 		case req := <-p.mailbox:
-			p.loop.serve(req, now, clockErr)
+			l.serve(req, now, clockErr)
+			continue
 		default:
-			p.loop.closeLines(errs.ErrClosed)
+		}
+		if l.flush() {
+			continue // a remote table's work went out, or requests were unparked
+		}
+		lines := len(l.waits.due) > 0
+		l.closeLines(errs.ErrClosed) // a remote table's requests held behind the lines are unparked, to serve
+		if !lines {
 			return
 		}
 	}
@@ -595,6 +613,9 @@ func (p *Partition) drain(now time.Duration, clockErr error) {
 func (l *loop) serve(req request, now time.Duration, clockErr error) (served int) {
 	if len(req.reply) > 0 {
 		return 0 // the caller gave up before its turn: apply nothing
+	}
+	if l.remote != nil && clockErr == nil && l.together(req) {
+		return l.dispatch([]request{req}, now) // a remote table decides through trips alone
 	}
 	if clockErr == nil && req.op != opLeave && l.waits.dueBy(now) {
 		// What is due comes first: a line due by now is served on its
@@ -633,6 +654,11 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 	case clockErr != nil && (req.op == opAllow || req.op == opPeek):
 		r.err = clockErr
 	case (req.op == opAllow || req.op == opPeek) && l.waits.lineOf(req.key) != nil:
+		if ln := l.waits.lineOf(req.key); ln.asking {
+			l.inflight.reply = nil
+			ln.parked = append(ln.parked, req) // behind its head, out to a remote table (remote_lines.go)
+			return 0
+		}
 		r.d, r.err = l.inLine(req.key, req.n, now, l.waits.lineOf(req.key)) // no barging
 	case req.op == opAllow:
 		r.err = t.AllowN(req.key, now, req.n, &l.d)
@@ -673,8 +699,9 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 // at now: 0 if that is above the key's capacity, or if the peek fails (a
 // rule's panic, which the table has dealt with; the allowance stands).
 func (l *loop) untilMore(key string, now time.Duration, remaining int) time.Duration {
-	// l.d is free: the allowance was copied out of it.
-	if remaining == math.MaxInt || l.state.Table.PeekN(key, now, remaining+1, &l.d) != nil {
+	// l.d is free: the allowance was copied out of it. A remote table's
+	// wait comes in a trip of its own (remote_lines.go), never at once.
+	if l.remote != nil || remaining == math.MaxInt || l.state.Table.PeekN(key, now, remaining+1, &l.d) != nil {
 		return 0
 	}
 	return l.d.RetryAfter
@@ -709,10 +736,22 @@ func (l *loop) deliver(req request, now time.Duration, r reply) {
 	switch req.op {
 	case opAllow:
 		if r.d.Allowed {
-			l.state.Table.Refund(req.key, now, req.n)
+			l.refund(req.key, now, req.n, l.inflight.by)
 		}
 	case opBatch, opTry:
 		l.giveBack(now)
+	}
+}
+
+// refund gives back n units on key, granted at now, to where the grant
+// came from: the table, or for a remote one, its store (through a trip),
+// its local keys, or nowhere.
+func (l *loop) refund(key string, now time.Duration, n int, by keytable.From) {
+	switch {
+	case l.remote == nil || by == keytable.FromLocal:
+		l.state.Table.Refund(key, now, n)
+	case by == keytable.FromStore:
+		l.chores = append(l.chores, chore{at: now, item: keytable.Item{Key: key, N: n, Op: keytable.OpRefund}})
 	}
 }
 
@@ -726,7 +765,7 @@ func (l *loop) giveBack(now time.Duration) {
 	for l.inflight.refund > 0 {
 		l.inflight.refund--
 		if it := &items[l.inflight.refund]; it.D.Allowed && !it.Gone {
-			l.state.Table.Refund(it.Key, now, it.N)
+			l.refund(it.Key, now, it.N, it.By)
 		}
 	}
 }

@@ -20,6 +20,13 @@ import (
 // policy's alone, from d; one whose rule panics (the table has dealt with
 // it), none: the decision stands.
 func (l *loop) fillQuota(key string, now time.Duration, d *algorithms.Decision, q *keytable.Quota) {
+	l.fillQuotaMore(key, now, d, q, -1)
+}
+
+// fillQuotaMore is fillQuota, with more, if it is not below 0, the wait
+// of one more unit than an allowed d left, as a remote table's peek
+// answered it (remote_lines.go).
+func (l *loop) fillQuotaMore(key string, now time.Duration, d *algorithms.Decision, q *keytable.Quota, more time.Duration) {
 	ok, err := l.state.Table.Quota(key, now, q)
 	switch {
 	case err != nil: // the rule dropped the key: a line's head may be granted now, as in lineWait
@@ -31,8 +38,10 @@ func (l *loop) fillQuota(key string, now time.Duration, d *algorithms.Decision, 
 	case !ok:
 		q.Policies = q.Policies[:0]
 		if j := q.Set.Index(d.Policy); j >= 0 {
-			more := d.RetryAfter
-			if d.Allowed {
+			switch {
+			case !d.Allowed:
+				more = d.RetryAfter
+			case more < 0:
 				more = l.untilMore(key, now, d.Remaining)
 			}
 			q.Policies = append(q.Policies, keytable.PolicyQuota{Policy: j, Remaining: d.Remaining, More: more})

@@ -38,14 +38,16 @@ import (
 // maxTrips is the most round trips a partition has out at once.
 const maxTrips = 4
 
-// trip is a run of requests out to the remote table.
+// trip is a run of requests out to the remote table, or chores
+// (remote_lines.go): their items follow the requests'.
 type trip struct {
-	run   []request
-	sent  []int // for each request of run, its first item in items, or -1: not sent
-	items []keytable.Item
-	now   time.Duration
-	out   keytable.Trip // nil: nothing to send
-	ctx   context.Context
+	run    []request
+	sent   []int // for each request of run, its first item in items, or -1: not sent
+	chores []chore
+	items  []keytable.Item
+	now    time.Duration
+	out    keytable.Trip // nil: nothing to send
+	ctx    context.Context
 }
 
 // serveRemote serves req and the queued requests behind it, in order, at
@@ -59,6 +61,14 @@ func (p *Partition) serveRemote(req request, queued int, now time.Duration, cloc
 		burst = append(burst, <-p.mailbox) // there: only this goroutine receives
 	}
 	l.burst = burst
+	served, stop = l.serveRun(burst, now, clockErr)
+	clear(burst) // no reference to a caller's channel or batch is kept
+	return served, stop
+}
+
+// serveRun serves the requests of burst, in order, at now: in runs handed
+// to the remote table together, and one by one between them.
+func (l *loop) serveRun(burst []request, now time.Duration, clockErr error) (served int, stop bool) {
 	start := 0 // the run to hand over at once starts here
 	for i := 0; ; i++ {
 		if i < len(burst) && clockErr == nil && l.together(burst[i]) {
@@ -78,7 +88,6 @@ func (p *Partition) serveRemote(req request, queued int, now time.Duration, cloc
 		served += l.serve(burst[i], now, clockErr)
 	}
 	l.left.rest = nil
-	clear(burst) // no reference to a caller's channel or batch is kept
 	return served, stop
 }
 
@@ -87,7 +96,7 @@ func (l *loop) together(req request) bool {
 	switch req.op {
 	case opAllow, opPeek:
 		return l.waits.lineOf(req.key) == nil // in line: inLine answers it
-	case opBatch, opReset:
+	case opBatch, opTry, opReset:
 		return true
 	}
 	return false
@@ -104,19 +113,12 @@ func (l *loop) dispatch(run []request, now time.Duration) (served int) {
 	l.serveDue(now) // as serve does: a batch's item on a key whose line is due is decided after the line
 	tr := l.newTrip()
 	tr.now = now
-	var deadline time.Time
-	bounded := true // every request sent has a deadline
 	for _, req := range run {
-		if len(req.reply) > 0 { // the caller left: not sent
+		if len(req.reply) > 0 || l.parks(req) { // the caller left: not sent; or it waits behind a line's head
 			continue
 		}
 		tr.run = append(tr.run, req)
 		tr.sent = append(tr.sent, len(tr.items))
-		if dl, ok := req.ctx.Deadline(); !ok {
-			bounded = false
-		} else if dl.After(deadline) {
-			deadline = dl
-		}
 		switch req.op {
 		case opAllow:
 			tr.items = append(tr.items, keytable.Item{Key: req.key, N: req.n})
@@ -124,7 +126,7 @@ func (l *loop) dispatch(run []request, now time.Duration) (served int) {
 			tr.items = append(tr.items, keytable.Item{Key: req.key, N: req.n, Op: keytable.OpPeek})
 		case opReset:
 			tr.items = append(tr.items, keytable.Item{Key: req.key, Op: keytable.OpReset})
-		case opBatch:
+		case opBatch, opTry:
 			if len(l.waits.lines) > 0 {
 				l.inLineEach(*req.batch, now)
 			}
@@ -132,14 +134,32 @@ func (l *loop) dispatch(run []request, now time.Duration) (served int) {
 		}
 	}
 	if len(tr.items) == 0 {
-		l.spare = append(l.spare, tr)
+		l.recycle(tr)
 		return 0
 	}
-	if tr.out = l.remote.Prepare(tr.items, now); tr.out == nil {
+	return l.send(tr)
+}
+
+// send sends tr, whose items are filled, to the remote table on a
+// goroutine of its own, waiting for room if maxTrips are out, and returns
+// how many requests the trips that landed meanwhile answered. A trip
+// ends with the latest deadline of its callers, or none if one has none;
+// a trip of chores alone has none.
+func (l *loop) send(tr *trip) (served int) {
+	if tr.out = l.remote.Prepare(tr.items, tr.now); tr.out == nil {
 		return l.land(tr) // answered without a trip: every item refused
 	}
 	for l.trips == maxTrips {
 		served += l.land(<-l.landed) // room for one more
+	}
+	var deadline time.Time
+	bounded := len(tr.chores) == 0 // every request sent has a deadline
+	for _, req := range tr.run {
+		if dl, ok := req.ctx.Deadline(); !ok {
+			bounded = false
+		} else if dl.After(deadline) {
+			deadline = dl
+		}
 	}
 	tr.ctx = context.Background()
 	var cancel context.CancelFunc = func() {}
@@ -185,34 +205,68 @@ func (l *loop) land(tr *trip) (served int) {
 		case opAllow, opPeek:
 			it := &tr.items[at]
 			r.d, r.err = it.D, it.Err
-			if req.quota != nil && r.err == nil {
-				l.fillQuota(req.key, tr.now, &r.d, req.quota)
-			}
+			l.inflight.by = it.By
 			served++
+			if req.quota != nil && r.err == nil && r.d.Allowed {
+				// Its answer waits for its key's wait of one more unit.
+				l.chores = append(l.chores, l.quotaChore(req.key, tr.now, it, chore{req: req, r: r}))
+				l.inflight.reply = nil
+				continue
+			}
+			if req.quota != nil && r.err == nil {
+				l.fillQuota(req.key, tr.now, &r.d, req.quota) // a denial's: nothing to ask the table
+			}
 		case opReset:
 			r.err = tr.items[at].Err
 			if ln := l.waits.lineOf(req.key); ln != nil {
 				l.waits.reschedule(ln, tr.now) // its head may be granted now
 			}
 			served++
-		case opBatch:
+		case opBatch, opTry:
 			batch := *req.batch
 			copy(batch, tr.items[at:at+len(batch)])
 			served += len(batch)
+			if req.op == opTry && l.turnsToCome(batch, tr.now) {
+				// Its answer waits for its refunds, so that what its
+				// caller asks next finds them made.
+				l.chores[len(l.chores)-1].req = req
+				l.inflight.reply = nil
+				continue
+			}
 		}
 		l.deliver(req, tr.now, r)
 		l.inflight.reply = nil
 	}
+	l.landChores(tr, len(tr.items)-len(tr.chores))
 	l.landing = nil
 	l.recycle(tr)
 	return served
+}
+
+// turnsToCome gives back, as tryEach does, the grants of a try's items
+// that come with a Delay (leaky_bucket's turn is to come: they would
+// wait), leaving them not Allowed, and reports whether a refund to the
+// store is among them, the last chore. Those on keys with a line were
+// answered as in line, and not sent (Skip).
+func (l *loop) turnsToCome(items []keytable.Item, now time.Duration) (sent bool) {
+	for k := range items {
+		it := &items[k]
+		if it.Skip || it.Err != nil || !it.D.Allowed || it.D.Delay <= 0 {
+			continue
+		}
+		it.D.Allowed = false // first: if the refund ends the goroutine, giveBack passes it by
+		l.refund(it.Key, now, it.N, it.By)
+		sent = sent || it.By == keytable.FromStore
+	}
+	return sent
 }
 
 // recycle keeps tr for another run, without the references it held.
 func (l *loop) recycle(tr *trip) {
 	clear(tr.run)
 	clear(tr.items)
-	tr.run, tr.sent, tr.items = tr.run[:0], tr.sent[:0], tr.items[:0]
+	clear(tr.chores)
+	tr.run, tr.sent, tr.items, tr.chores = tr.run[:0], tr.sent[:0], tr.items[:0], tr.chores[:0]
 	tr.out, tr.ctx = nil, nil
 	if len(l.spare) < maxTrips {
 		l.spare = append(l.spare, tr)
@@ -235,10 +289,31 @@ func (l *loop) answerLanding() {
 		return
 	}
 	l.landing = nil
+	exited := reply{err: supervise.Exited(errs.ErrAlgorithmPanic)}
 	for _, req := range tr.run[l.landingAt:] {
 		select {
-		case req.reply <- reply{err: supervise.Exited(errs.ErrAlgorithmPanic)}:
+		case req.reply <- exited:
 		default: // the caller gave up
+		}
+	}
+	from := l.choreAt
+	l.choreAt = 0
+	for k := from; k < len(tr.chores); k++ {
+		c := &tr.chores[k]
+		switch {
+		case c.ask != nil: // its head is answered: asking again could grant twice
+			if ln := c.ask; l.waits.lineOf(ln.key) == ln && len(ln.queue) > 0 && ln.queue[0].reply == c.who {
+				ln.asking = false
+				l.answer(ln, c.at, exited)
+				l.askNext(ln, c.at)
+			}
+		case c.waiter:
+			c.w.reply <- exited // never blocks: a waiter's channel gets one answer
+		case c.req.reply != nil:
+			select {
+			case c.req.reply <- exited:
+			default:
+			}
 		}
 	}
 	l.recycle(tr)

@@ -68,13 +68,28 @@ type line struct {
 	queue []waiter
 	at    time.Duration // when its head is to be asked again
 	index int           // its place in due
+
+	// A remote table's (remote_lines.go):
+	asking bool                // its head is out in a trip: at is the largest Duration meanwhile
+	asked  time.Duration       // when it was asked
+	seen   algorithms.Decision // its head's latest denial, for the answers of requests that do not join it
+	parked []request           // requests on its key that came while its head was out
+}
+
+// next returns when ln's head is to be asked, or was, if it is out.
+func (ln *line) next() time.Duration {
+	if ln.asking {
+		return ln.asked
+	}
+	return ln.at
 }
 
 // waiter is one WaitN call in a line.
 type waiter struct {
-	reply chan reply
-	n     int
-	quota *keytable.Quota // WaitQuota's: written with the grant
+	reply  chan reply
+	n      int
+	quota  *keytable.Quota // WaitQuota's: written with the grant
+	budget time.Duration   // a remote table's first waiter's: the time to its deadline, checked when its head is first decided; -1: none
 }
 
 // errLeft answers a leave message: the waiter left its line, taking
@@ -190,6 +205,9 @@ func (w *waiting) lineOf(key string) *line {
 // the key's line (queued), unless the line is full or ctx's deadline
 // comes first.
 func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
+	if l.remote != nil {
+		return l.waitRemote(req, now) // remote_lines.go
+	}
 	t := l.state.Table
 	ln := l.waits.lineOf(req.key)
 	if ln == nil {
@@ -243,6 +261,9 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 // for a smaller request). Its errors are AllowN's.
 func (l *loop) inLine(key string, n int, now time.Duration, ln *line) (algorithms.Decision, error) {
 	var d algorithms.Decision
+	if l.remote != nil {
+		return l.inRemoteLine(key, n, now, ln) // remote_lines.go
+	}
 	if err := l.state.Table.PeekN(key, now, n, &d); err != nil {
 		return algorithms.Decision{}, err
 	}
@@ -263,7 +284,7 @@ func (l *loop) lineWait(key string, n int, now time.Duration, ln *line, d *algor
 	l.waits.ns = ns
 	from := now
 	if ln != nil {
-		from = min(from, ln.at) // a line late to be served is served on its schedule
+		from = min(from, ln.next()) // a line late to be served is served on its schedule
 	}
 	at, free, ok, err := t.Ahead(key, from, ns)
 	if err != nil {
@@ -275,7 +296,7 @@ func (l *loop) lineWait(key string, n int, now time.Duration, ln *line, d *algor
 	if !ok { // the rule cannot tell: the head's wait is the least of it
 		at, free = now+1, after(now, d.ResetAfter)
 		if ln != nil {
-			at = max(at, ln.at)
+			at = max(at, ln.next())
 		}
 	}
 	remaining := 0
@@ -313,7 +334,7 @@ func (l *loop) leave(req request, now time.Duration) {
 	switch {
 	case len(ln.queue) == 0:
 		l.closeLine(ln)
-	case k == 0:
+	case k == 0 && !ln.asking: // out, its trip asks the next when it lands
 		l.waits.reschedule(ln, min(ln.at, now)) // the next may be granted now: served after the burst
 	}
 }
@@ -336,6 +357,10 @@ func (w *waiting) dueBy(now time.Duration) bool {
 // that wait has passed by now too, it goes on from there. A line left
 // empty is closed.
 func (l *loop) serveLine(ln *line, now time.Duration) {
+	if l.remote != nil {
+		l.ask(ln) // remote_lines.go
+		return
+	}
 	t := l.state.Table
 	for len(ln.queue) > 0 {
 		w, at := ln.queue[0], ln.at
@@ -360,10 +385,12 @@ func (l *loop) serveLine(ln *line, now time.Duration) {
 	l.closeLine(ln)
 }
 
-// closeLine closes ln, which is empty.
+// closeLine closes ln, which is empty; a remote table's requests held
+// behind it are served next.
 func (l *loop) closeLine(ln *line) {
 	l.waits.close(ln)
 	l.state.Table.Unpin(ln.key)
+	l.unpark(ln)
 }
 
 // schedule sets ln due when its head, decided d at now (a denial, or a
@@ -416,7 +443,7 @@ func (l *loop) dropWaiter(ch chan reply, now time.Duration) {
 			l.state.Waiting--
 			if len(ln.queue) == 0 {
 				l.closeLine(ln)
-			} else {
+			} else if !ln.asking {
 				l.waits.reschedule(ln, now)
 			}
 			return

@@ -301,3 +301,87 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, s.StoreErrors)
 }
+
+// TestFailOpenGivesRedisNothing: a spent key, Redis stalled longer than
+// the client's read timeouts (with its default retries), callers with
+// short deadlines: FailOpen allows their requests locally, and when the
+// callers have left, nothing goes back to Redis, which granted nothing.
+// Before, each left caller's grant was refunded to Redis, and the spent
+// key had its units again.
+func TestFailOpenGivesRedisNothing(t *testing.T) {
+	srv := newServer(t, "--enable-debug-command", "yes")
+	client := redis.NewClient(&redis.Options{Addr: srv.addr(), ReadTimeout: 150 * time.Millisecond})
+	defer client.Close()
+	st, err := redislimit.NewStore(client, redislimit.Options{Prefix: prefix(t), FailMode: redislimit.FailOpen, Pause: -1})
+	require.NoError(t, err)
+	r, err := chanlimit.New(chanlimit.Config{Limit: 5, Window: time.Hour, Store: st})
+	require.NoError(t, err)
+	defer r.Close()
+	ctx := context.Background()
+	d, err := r.AllowN(ctx, "k", 5)
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+
+	woke := stall(t, srv, 1500*time.Millisecond)
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			_, _ = r.AllowN(ctx, "k", 1) // it leaves before the store answers
+		})
+	}
+	wg.Wait()
+	<-woke
+	require.Eventually(t, func() bool { // the trips land, once the client gives up
+		s, err := r.Stats(ctx)
+		return err == nil && s.StoreErrors >= 5
+	}, 10*time.Second, 10*time.Millisecond)
+	d, err = r.Peek(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.False(t, d.Allowed, "the key is still spent in Redis: %+v", d)
+	assert.Zero(t, d.Remaining)
+}
+
+// TestSlowRedisSparesOtherKeys: while a WaitN's round trip is stuck in a
+// stalled Redis, the partition goes on serving what needs no Redis: Stats
+// (a function run by Do), a request above the capacity, on other keys.
+// Before, the WaitN's round trip ran on the partition's goroutine, and
+// they waited behind it until Redis woke.
+func TestSlowRedisSparesOtherKeys(t *testing.T) {
+	srv := newServer(t, "--enable-debug-command", "yes")
+	client := redis.NewClient(&redis.Options{Addr: srv.addr()}) // go-redis's defaults
+	defer client.Close()
+	st, err := redislimit.NewStore(client, redislimit.Options{Prefix: prefix(t), Pause: -1})
+	require.NoError(t, err)
+	r, err := chanlimit.New(chanlimit.Config{Limit: 5, Window: time.Hour, Store: st, Partitions: 1})
+	require.NoError(t, err)
+	defer r.Close()
+	ctx := context.Background()
+	require.True(t, r.Allow("warm")) // the script loaded, a connection open
+
+	woke := stall(t, srv, time.Second)
+	waited := make(chan error, 1)
+	go func() {
+		_, err := r.WaitN(ctx, "slow", 1) // its trip waits for Redis
+		waited <- err
+	}()
+	for { // until the WaitN is in: Stats counts it waiting, or waits behind it
+		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		s, err := r.Stats(short)
+		cancel()
+		require.NoError(t, err, "Stats is answered while Redis sleeps")
+		if s.Waiting == 1 {
+			break
+		}
+	}
+	_, err = r.AllowN(ctx, "fast", 6)
+	require.ErrorIs(t, err, chanlimit.ErrExceedsCapacity)
+	select {
+	case <-woke:
+		t.Fatal("the partition waited for Redis")
+	default:
+	}
+	<-woke
+	require.NoError(t, <-waited)
+}

@@ -250,8 +250,15 @@ type Item struct {
 
 	// Op is what a Remote table does with the item: decide
 	// it (OpAllow, the zero Op), peek (OpPeek: what AllowN would answer,
-	// changing nothing) or drop its key (OpReset). AllowEach ignores it.
+	// changing nothing), give N back (OpRefund) or drop its key (OpReset).
+	// AllowEach ignores it.
 	Op Op
+
+	// By is where a Remote table's grant came from, set by Finish: the
+	// store (the zero From), the table's own local keys (FromLocal), or
+	// nowhere (FromNowhere: FailOpen). A grant is given back only to where
+	// it came from.
+	By From
 
 	// Hashed says that Hash is Hash(Key), set by the caller so that the
 	// table need not hash the key again. Any other Hash would make the
@@ -267,6 +274,16 @@ const (
 	OpAllow Op = iota
 	OpPeek
 	OpReset
+	OpRefund
+)
+
+// From is where a Remote table's grant came from.
+type From uint8
+
+const (
+	FromStore   From = iota // the store decided it: a refund goes to the store
+	FromLocal               // the local keys decided it (FailLocal): a refund goes to them (Refund)
+	FromNowhere             // nobody decided it (FailOpen): nothing to give back
 )
 
 // Remote is a Table whose keys' states live elsewhere (a Store, over the
@@ -277,16 +294,21 @@ type Remote interface {
 	Table
 
 	// Prepare readies items for the store, on the partition's goroutine,
-	// to be served in order as AllowN, PeekN or Reset (by their Op) would
-	// serve them one by one, passing by those with Skip. It answers at
-	// once those it can (an n above the capacity), and returns the round
-	// trip that takes the others, or nil if none is left.
+	// to be served in order by their Op, passing by those with Skip. It
+	// answers at once those it can (an n above the capacity), and returns
+	// the round trip that takes the others, or nil if none is left.
 	Prepare(items []Item, now time.Duration) Trip
 
 	// Finish writes the answers trip brought back into items, on the
 	// partition's goroutine, deciding those the store could not answer
-	// as the table's FailMode says.
+	// as the table's FailMode says, and noting in By where each grant
+	// came from.
 	Finish(trip Trip, items []Item, now time.Duration)
+
+	// Hint returns what a denial of n units on key can say without the
+	// store: the error AllowN would return before asking it (n above the
+	// capacity), or the Limit and Policy of the key's tightest policy.
+	Hint(key string, n int) (algorithms.Decision, error)
 }
 
 // Trip is a round trip to a remote store. Go takes it and returns once it

@@ -1,0 +1,313 @@
+package actor
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/chanlimit/chanlimit/algorithms"
+	"github.com/chanlimit/chanlimit/internal/errs"
+	"github.com/chanlimit/chanlimit/internal/keytable"
+)
+
+// Lines and the rest of a remote table's work, off the partition's
+// goroutine. A remote table is never asked at once: what the lines need
+// of it (their heads' decisions), the grants given back, and the quota a
+// granted request asks for (its key's wait for one more unit) are chores,
+// gathered while the partition serves and sent at the end of its turn
+// (flush) as trips, which land as the callers' do. Meanwhile the partition
+// goes on serving the other keys.
+//
+// A line whose head is out (asking) is its key's: a request on that key
+// that does not join the line (AllowN, PeekN, Reset, a batch or a try
+// with an item on it) is parked behind it, and served once the line
+// waits again or is closed, so that what is due is still served before
+// anything after it (property 7). A waiter joins the line as it would in
+// memory; the first waiter of a key opens its line, and its deadline is
+// checked when its head's first decision lands.
+
+// chore is a remote table's work that is not a request from the mailbox:
+// its item, decided at at, and what to do with the answer.
+type chore struct {
+	at   time.Duration
+	item keytable.Item
+
+	ask *line      // the line whose head this asks, if it does
+	who chan reply // that head, when it was asked
+
+	// A grant whose answer waits for its key's quota (the item is a peek
+	// of one more unit than it left): the request, or the waiter, and
+	// its answer; or a try whose answer waits for its refunds (the last).
+	req    request
+	w      waiter
+	r      reply
+	by     keytable.From
+	waiter bool
+}
+
+// flush sends the chores and serves the requests unparked, until none is
+// left, and reports whether there were any. Trips that land meanwhile (a
+// trip waits for room) may add to them.
+func (l *loop) flush() (worked bool) {
+	if l.remote == nil {
+		return false
+	}
+	for len(l.chores) > 0 || len(l.unparked) > 0 || l.waits.dueBy(l.state.Now) {
+		worked = true
+		if l.waits.dueBy(l.state.Now) {
+			l.serveDue(l.state.Now) // their heads, as chores
+			continue
+		}
+		if len(l.unparked) > 0 {
+			run := l.unparked
+			l.unparked = nil
+			l.serveRun(run, l.state.Now, nil)
+			continue
+		}
+		// One trip for the chores of one instant, in their order.
+		at := l.chores[0].at
+		tr := l.newTrip()
+		tr.now = at
+		rest := l.chores[:0]
+		for _, c := range l.chores {
+			if c.at != at {
+				rest = append(rest, c)
+				continue
+			}
+			tr.chores = append(tr.chores, c)
+			tr.items = append(tr.items, c.item)
+		}
+		clear(l.chores[len(rest):])
+		l.chores = rest
+		l.send(tr)
+	}
+	return worked
+}
+
+// ask sends ln's head out to the table, as a chore, at the instant ln is
+// due. ln is due no more until the answer lands (heard).
+func (l *loop) ask(ln *line) {
+	w := ln.queue[0]
+	ln.asking, ln.asked = true, ln.at
+	l.chores = append(l.chores, chore{at: ln.at, item: keytable.Item{Key: ln.key, N: w.n}, ask: ln, who: w.reply})
+	l.waits.reschedule(ln, math.MaxInt64)
+}
+
+// heard serves the answer to c, a chore, decided at c.at.
+func (l *loop) heard(c *chore, it *keytable.Item) {
+	switch {
+	case c.ask != nil:
+		l.heardHead(c, it)
+	case c.item.Op == keytable.OpPeek: // a grant's quota
+		more := time.Duration(0)
+		if it.Err == nil && !it.D.Allowed {
+			more = it.D.RetryAfter
+		}
+		if c.waiter {
+			l.fillQuotaMore(c.item.Key, c.at, &c.r.d, c.w.quota, more)
+			c.w.reply <- c.r // never blocks: a waiter's channel gets one answer
+			l.state.Counts.note(&c.r.d, c.r.err)
+			return
+		}
+		l.hold(c.req)
+		l.inflight.by = c.by
+		l.fillQuotaMore(c.req.key, c.at, &c.r.d, c.req.quota, more)
+		l.deliver(c.req, c.at, c.r)
+		l.inflight.reply = nil
+	case c.req.reply != nil: // a try whose answer waited for its refunds
+		l.hold(c.req)
+		l.deliver(c.req, c.at, reply{})
+		l.inflight.reply = nil
+	}
+	// A refund's answer is nothing to deliver; its failure is counted.
+}
+
+// heardHead serves the decision it of the head of the line c asked.
+func (l *loop) heardHead(c *chore, it *keytable.Item) {
+	ln, at := c.ask, c.at
+	granted := it.Err == nil && it.D.Allowed
+	if l.waits.lineOf(ln.key) != ln { // closed while its head was out: its waiters left
+		if granted {
+			l.refund(ln.key, at, c.item.N, it.By)
+		}
+		return
+	}
+	ln.asking = false
+	if len(ln.queue) == 0 || ln.queue[0].reply != c.who { // the head left while it was out
+		if granted {
+			l.refund(ln.key, at, c.item.N, it.By)
+		}
+		l.waits.reschedule(ln, at) // the next, at the same instant
+		return
+	}
+	w := &ln.queue[0]
+	budget := w.budget
+	w.budget = -1 // checked once
+	switch {
+	case it.Err != nil:
+		l.answer(ln, at, reply{err: it.Err})
+		l.askNext(ln, at)
+	case granted && it.D.Delay <= 0:
+		l.grant(ln, at, it)
+	default:
+		if granted { // leaky_bucket: its turn is to come
+			l.refund(ln.key, at, c.item.N, it.By)
+		}
+		ln.seen = it.D
+		wait := it.D.RetryAfter
+		if granted {
+			wait = it.D.Delay
+		}
+		if budget >= 0 && wait > budget { // the first waiter's deadline comes first
+			l.tooLate(ln, at, it.D, wait, budget)
+			l.askNext(ln, at)
+			return
+		}
+		l.schedule(ln, at, &it.D)
+		l.unpark(ln) // it waits: what came behind its head is served
+	}
+}
+
+// askNext has ln's next waiter asked at at, the instant its head was
+// answered, or closes ln if nobody is left.
+func (l *loop) askNext(ln *line, at time.Duration) {
+	if len(ln.queue) == 0 {
+		l.closeLine(ln)
+		return
+	}
+	l.waits.reschedule(ln, at)
+}
+
+// tooLate answers ln's head that its wait, decided d at at, passes its
+// deadline, budget: a denial, counted as one, as WaitN's at once is.
+func (l *loop) tooLate(ln *line, at time.Duration, d algorithms.Decision, wait, budget time.Duration) {
+	w := ln.queue[0]
+	ln.queue[0] = waiter{}
+	ln.queue = ln.queue[1:]
+	l.state.Waiting--
+	d.Allowed, d.Delay, d.RetryAfter = false, 0, wait
+	if w.quota != nil {
+		l.fillQuota(ln.key, at, &d, w.quota) // a denial's: nothing to ask the table
+	}
+	w.reply <- reply{d: d, err: &tooLate{wait: wait, budget: budget}} // never blocks
+	l.state.Counts.Denied++
+}
+
+// grant answers ln's head, granted it at at; if it asked for its key's
+// quota, the answer waits for a peek of one more unit (a chore).
+func (l *loop) grant(ln *line, at time.Duration, it *keytable.Item) {
+	w := ln.queue[0]
+	if w.quota == nil {
+		l.answer(ln, at, reply{d: it.D})
+	} else {
+		ln.queue[0] = waiter{}
+		ln.queue = ln.queue[1:]
+		l.state.Waiting--
+		l.chores = append(l.chores, l.quotaChore(ln.key, at, it, chore{w: w, waiter: true, r: reply{d: it.D}}))
+	}
+	l.askNext(ln, at)
+}
+
+// quotaChore returns c, for a grant it on key at at, as the peek of one
+// more unit than the grant left.
+func (l *loop) quotaChore(key string, at time.Duration, it *keytable.Item, c chore) chore {
+	c.at, c.by = at, it.By
+	c.item = keytable.Item{Key: key, N: it.D.Remaining + 1, Op: keytable.OpPeek}
+	if it.D.Remaining == math.MaxInt {
+		c.item.N = math.MaxInt // above any capacity: the peek fails, and the wait is 0
+	}
+	return c
+}
+
+// unpark moves the requests parked behind ln to be served next.
+func (l *loop) unpark(ln *line) {
+	if len(ln.parked) == 0 {
+		return
+	}
+	l.unparked = append(l.unparked, ln.parked...)
+	clear(ln.parked)
+	ln.parked = ln.parked[:0]
+}
+
+// parks reports whether req, a request for a remote table, must wait
+// behind a line whose head is out, and if so parks it there.
+func (l *loop) parks(req request) bool {
+	if len(l.waits.lines) == 0 {
+		return false
+	}
+	var ln *line
+	switch req.op {
+	case opAllow, opPeek, opReset:
+		ln = l.waits.lineOf(req.key)
+	case opBatch, opTry:
+		for i := range *req.batch {
+			if ln = l.waits.lineOf((*req.batch)[i].Key); ln != nil && ln.asking {
+				break
+			}
+		}
+	}
+	if ln == nil || !ln.asking {
+		return false
+	}
+	ln.parked = append(ln.parked, req)
+	return true
+}
+
+// waitRemote is wait for a remote table: the request joins its key's
+// line, opening it if there is none, to be decided when its turn comes.
+// Its errors come first, in the order of every entry point: an n above
+// the capacity, a full line, then a deadline that the wait in line
+// passes (for the first waiter, once its first decision lands).
+func (l *loop) waitRemote(req request, now time.Duration) (r reply, queued bool) {
+	if _, r.err = l.remote.Hint(req.key, req.n); r.err != nil {
+		return r, false
+	}
+	ln := l.waits.lineOf(req.key)
+	budget := req.budget
+	if ln != nil {
+		if l.waits.max > 0 && len(ln.queue) >= l.waits.max {
+			r.err = fmt.Errorf("%w: %d callers wait on this key, MaxWaiters is %d", errs.ErrTooManyWaiters, len(ln.queue), l.waits.max)
+			return r, false
+		}
+		if budget >= 0 {
+			d, err := l.inRemoteLine(req.key, req.n, now, ln)
+			if err != nil {
+				return reply{err: err}, false
+			}
+			if d.RetryAfter > budget {
+				return reply{d: d, err: &tooLate{wait: d.RetryAfter, budget: budget}}, false
+			}
+		}
+		budget = -1
+	} else {
+		ln = l.waits.open(req.key, now) // due: its head is asked at the end of the turn
+		l.state.Table.Pin(req.key)
+	}
+	ln.queue = append(ln.queue, waiter{reply: req.reply, n: req.n, quota: req.quota, budget: budget})
+	l.state.Waiting++
+	return reply{}, true
+}
+
+// inRemoteLine is inLine for a remote table, which cannot be asked at
+// once: the wait is the line's, and Limit and Policy are its head's
+// latest denial's, or the key's tightest policy's before any.
+func (l *loop) inRemoteLine(key string, n int, now time.Duration, ln *line) (algorithms.Decision, error) {
+	d, err := l.remote.Hint(key, n)
+	if err != nil {
+		return algorithms.Decision{}, err
+	}
+	if ln.seen.Policy != "" {
+		d.Limit, d.Policy, d.ResetAfter = ln.seen.Limit, ln.seen.Policy, ln.seen.ResetAfter
+	}
+	return l.lineWait(key, n, now, ln, &d)
+}
+
+// landChores serves the answers to tr's chores, whose items follow those
+// of its requests from first on.
+func (l *loop) landChores(tr *trip, first int) {
+	for k := range tr.chores {
+		l.choreAt = k + 1 // first: if this one ends the goroutine, takeOver answers the rest (answerLanding)
+		l.heard(&tr.chores[k], &tr.items[first+k])
+	}
+	l.choreAt = 0
+}
