@@ -139,6 +139,7 @@ func write(w io.Writer, all []*sample) {
 	waitTable(w, all)
 	httpTable(w, all)
 	redisTable(w, all)
+	redisCostTable(w, all)
 	expiryTable(w, all)
 	defaultsTable(w, all)
 }
@@ -394,6 +395,40 @@ func redisTable(w io.Writer, all []*sample) {
 			continue
 		}
 		fmt.Fprintf(w, "| %s %s | %s | %.0f | %s |\n", c.impl, c.mode, ns(v), at("RedisBatch", "decisions/s", conf), ratio(v, seq))
+	}
+	fmt.Fprintln(w)
+}
+
+// redisCostTable writes BenchmarkRedisCost: what a decision costs Redis
+// and the client, chanlimit beside redis_rate, by concurrent callers.
+func redisCostTable(w io.Writer, all []*sample) {
+	at := func(unit string, conf map[string]string) float64 {
+		v, _ := find(all, "RedisCost", unit, conf)
+		return v
+	}
+	if _, ok := find(all, "RedisCost", "redis-us/decision", map[string]string{"impl": "chanlimit"}); !ok {
+		return
+	}
+	fmt.Fprintf(w, "### What a decision costs through Redis (µs per decision)\n\n")
+	fmt.Fprintf(w, "As above, after CONFIG RESETSTAT: `Redis` is the time Redis's commandstats\n")
+	fmt.Fprintf(w, "count in the scripts' calls, `Redis CPU` its main thread's CPU (user and\n")
+	fmt.Fprintf(w, "sys: the calls and their networking), `client CPU` the benchmark process's\n")
+	fmt.Fprintf(w, "(getrusage: callers, router, client); `per call` is chanlimit's decisions\n")
+	fmt.Fprintf(w, "per script call (redis_rate's is 1). Redis's one thread is the bound for\n")
+	fmt.Fprintf(w, "every instance that shares it.\n\n")
+	fmt.Fprintf(w, "| callers | chanlimit Redis | redis_rate Redis | ratio | chanlimit Redis CPU | redis_rate Redis CPU | ratio | chanlimit client CPU | redis_rate client CPU | per call | decisions/s ratio |\n")
+	fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, n := range []string{"1", "8", "64", "256"} {
+		c := map[string]string{"impl": "chanlimit", "callers": n}
+		r := map[string]string{"impl": "redis_rate", "callers": n}
+		cu, ru := at("redis-us/decision", c), at("redis-us/decision", r)
+		if cu == 0 && ru == 0 {
+			continue
+		}
+		cc, rc := at("redis-cpu-us/decision", c), at("redis-cpu-us/decision", r)
+		fmt.Fprintf(w, "| %s | %.1f | %.1f | %s | %.1f | %.1f | %s | %.1f | %.1f | %.1f | %s |\n", n, cu, ru, ratio(cu, ru), cc, rc, ratio(cc, rc),
+			at("client-cpu-us/decision", c), at("client-cpu-us/decision", r), at("decisions/call", c),
+			ratio(at("decisions/s", c), at("decisions/s", r)))
 	}
 	fmt.Fprintln(w)
 }

@@ -10,6 +10,38 @@ import (
 	"testing"
 )
 
+// TestRedisCostTable: the cost table from raw results: medians per
+// decision, ratios of chanlimit to redis_rate, decisions per call.
+func TestRedisCostTable(t *testing.T) {
+	procs := fmt.Sprint(runtime.GOMAXPROCS(0))
+	var raw strings.Builder
+	raw.WriteString("goos: linux\ngoarch: amd64\npkg: github.com/chanlimit/chanlimit/bench\n")
+	for _, line := range []string{
+		"BenchmarkRedisCost/impl=chanlimit/callers=64-P 60000 20000 ns/op 4.0 client-cpu-us/decision 5.0 decisions/call 50000 decisions/s 5.0 decisions/trip 1000000 p50-ns 2000000 p99-ns 6.0 redis-cpu-us/decision 5.0 redis-us/decision",
+		"BenchmarkRedisCost/impl=redis_rate/callers=64-P 60000 40000 ns/op 8.0 client-cpu-us/decision 1.0 decisions/call 25000 decisions/s 2000000 p50-ns 4000000 p99-ns 30.0 redis-cpu-us/decision 20.0 redis-us/decision",
+	} {
+		raw.WriteString(strings.Replace(line, "-P ", "-"+procs+" ", 1) + "\n")
+	}
+	path := filepath.Join(t.TempDir(), "redis-cost.txt")
+	if err := os.WriteFile(path, []byte(raw.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	all, err := load([]string{path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	redisCostTable(&out, all)
+	if want := "| 64 | 5.0 | 20.0 | 0.25 | 6.0 | 30.0 | 0.20 | 4.0 | 8.0 | 5.0 | 2.00 |"; !strings.Contains(out.String(), want) {
+		t.Errorf("the table lacks %q:\n%s", want, out.String())
+	}
+	out.Reset()
+	redisCostTable(&out, nil)
+	if out.Len() != 0 {
+		t.Errorf("a table without results:\n%s", out.String())
+	}
+}
+
 // TestRedisTable: the Redis tables from raw results, as bench/run writes
 // them: medians, the ratio of decisions/s, latency in µs, and the ratio of
 // p50 latency at 1 caller.
