@@ -75,6 +75,7 @@ func (p *Partition) takeOver() {
 	l.answerLanding() // after the request in flight, which may be one of its trip's
 	l.serveNext()     // after the waiter in flight, whose line was served before it
 	l.serveRest()     // after that request, which came before them
+	l.flush()         // a remote table's work these left: nothing else would send it
 	if len(l.waits.due) > 0 {
 		l.arm(l.state.Now) // a line may be due, or opened just now: nothing else would wake it
 	}

@@ -296,23 +296,45 @@ func (l *loop) answerLanding() {
 		default: // the caller gave up
 		}
 	}
-	from := l.choreAt
+	// Its chores: a head asked is answered with the error, and its line
+	// goes on; a grant whose answer waited is answered so, and given back
+	// to the store (a grant of the local keys is not: that would call the
+	// rule again, while it ends goroutines).
+	first, from := len(tr.items)-len(tr.chores), l.choreAt
 	l.choreAt = 0
 	for k := from; k < len(tr.chores); k++ {
-		c := &tr.chores[k]
+		c, it := &tr.chores[k], &tr.items[first+k]
 		switch {
-		case c.ask != nil: // its head is answered: asking again could grant twice
-			if ln := c.ask; l.waits.lineOf(ln.key) == ln && len(ln.queue) > 0 && ln.queue[0].reply == c.who {
+		case c.ask != nil:
+			if ln := c.ask; l.waits.lineOf(ln.key) == ln && ln.asking && ln.asks == c.no {
 				ln.asking = false
-				l.answer(ln, c.at, exited)
+				if len(ln.queue) > 0 && ln.queue[0].asked == c.no {
+					l.answer(ln, c.at, exited)
+				}
 				l.askNext(ln, c.at)
+			}
+			if it.Err == nil && it.D.Allowed && it.By == keytable.FromStore {
+				l.refund(c.item.Key, c.at, c.item.N, it.By)
 			}
 		case c.waiter:
 			c.w.reply <- exited // never blocks: a waiter's channel gets one answer
+			if c.by == keytable.FromStore {
+				l.refund(c.item.Key, c.at, c.w.n, c.by)
+			}
 		case c.req.reply != nil:
 			select {
 			case c.req.reply <- exited:
 			default:
+			}
+			switch {
+			case c.req.op == opAllow && c.r.d.Allowed && c.by == keytable.FromStore:
+				l.refund(c.req.key, c.at, c.req.n, c.by)
+			case c.req.op == opTry:
+				for i := range *c.req.batch {
+					if it := &(*c.req.batch)[i]; it.D.Allowed && it.By == keytable.FromStore {
+						l.refund(it.Key, c.at, it.N, it.By)
+					}
+				}
 			}
 		}
 	}

@@ -32,8 +32,8 @@ type chore struct {
 	at   time.Duration
 	item keytable.Item
 
-	ask *line      // the line whose head this asks, if it does
-	who chan reply // that head, when it was asked
+	ask *line  // the line whose head this asks, if it does
+	no  uint64 // which of its asks this is
 
 	// A grant whose answer waits for its key's quota (the item is a peek
 	// of one more unit than it left): the request, or the waiter, and
@@ -45,52 +45,63 @@ type chore struct {
 	waiter bool
 }
 
-// flush sends the chores and serves the requests unparked, until none is
-// left, and reports whether there were any. Trips that land meanwhile (a
-// trip waits for room) may add to them.
+// flush asks the heads of the lines due, serves the requests unparked,
+// and sends the chores, in trips of one instant each, while there is room
+// for a trip; the chores left wait for a trip to land (the partition's
+// loop flushes after each). It reports whether it did anything, or left
+// chores to send.
 func (l *loop) flush() (worked bool) {
 	if l.remote == nil {
 		return false
 	}
-	for len(l.chores) > 0 || len(l.unparked) > 0 || l.waits.dueBy(l.state.Now) {
-		worked = true
-		if l.waits.dueBy(l.state.Now) {
+	for {
+		switch {
+		case l.waits.dueBy(l.state.Now):
 			l.serveDue(l.state.Now) // their heads, as chores
-			continue
-		}
-		if len(l.unparked) > 0 {
+		case len(l.unparked) > 0:
 			run := l.unparked
 			l.unparked = nil
 			l.serveRun(run, l.state.Now, nil)
+		case len(l.chores) == 0:
+			return worked
+		case l.trips == maxTrips:
+			return true // no room: sent when a trip lands
+		default:
+			l.send(l.choresOf(l.chores[0].at))
+		}
+		worked = true
+	}
+}
+
+// choresOf takes the chores of the instant at, in their order, into a
+// trip.
+func (l *loop) choresOf(at time.Duration) *trip {
+	tr := l.newTrip()
+	tr.now = at
+	rest := l.chores[:0]
+	for _, c := range l.chores {
+		if c.at != at {
+			rest = append(rest, c)
 			continue
 		}
-		// One trip for the chores of one instant, in their order.
-		at := l.chores[0].at
-		tr := l.newTrip()
-		tr.now = at
-		rest := l.chores[:0]
-		for _, c := range l.chores {
-			if c.at != at {
-				rest = append(rest, c)
-				continue
-			}
-			tr.chores = append(tr.chores, c)
-			tr.items = append(tr.items, c.item)
-		}
-		clear(l.chores[len(rest):])
-		l.chores = rest
-		l.send(tr)
+		tr.chores = append(tr.chores, c)
+		tr.items = append(tr.items, c.item)
 	}
-	return worked
+	clear(l.chores[len(rest):])
+	l.chores = rest
+	return tr
 }
 
 // ask sends ln's head out to the table, as a chore, at the instant ln is
 // due. ln is due no more until the answer lands (heard).
 func (l *loop) ask(ln *line) {
 	w := ln.queue[0]
-	ln.asking, ln.asked = true, ln.at
-	l.chores = append(l.chores, chore{at: ln.at, item: keytable.Item{Key: ln.key, N: w.n}, ask: ln, who: w.reply})
+	at := ln.at
 	l.waits.reschedule(ln, math.MaxInt64)
+	ln.asks++
+	ln.asking, ln.asked, ln.again = true, at, math.MaxInt64
+	ln.queue[0].asked = ln.asks
+	l.chores = append(l.chores, chore{at: at, item: keytable.Item{Key: ln.key, N: w.n}, ask: ln, no: ln.asks})
 }
 
 // heard serves the answer to c, a chore, decided at c.at.
@@ -122,22 +133,26 @@ func (l *loop) heard(c *chore, it *keytable.Item) {
 	// A refund's answer is nothing to deliver; its failure is counted.
 }
 
-// heardHead serves the decision it of the head of the line c asked.
+// heardHead serves the decision it of the head of the line c asked. The
+// line is set right (due, or waiting) before any rule is called (a refund
+// to the local keys): if the rule ends the goroutine, the next finds it
+// so.
 func (l *loop) heardHead(c *chore, it *keytable.Item) {
 	ln, at := c.ask, c.at
 	granted := it.Err == nil && it.D.Allowed
-	if l.waits.lineOf(ln.key) != ln { // closed while its head was out: its waiters left
+	if l.waits.lineOf(ln.key) != ln || !ln.asking || ln.asks != c.no { // closed while its head was out: its waiters left
 		if granted {
 			l.refund(ln.key, at, c.item.N, it.By)
 		}
 		return
 	}
 	ln.asking = false
-	if len(ln.queue) == 0 || ln.queue[0].reply != c.who { // the head left while it was out
+	again := ln.again
+	if len(ln.queue) == 0 || ln.queue[0].asked != c.no { // the head left while it was out
+		l.waits.reschedule(ln, at) // the next, at the same instant
 		if granted {
 			l.refund(ln.key, at, c.item.N, it.By)
 		}
-		l.waits.reschedule(ln, at) // the next, at the same instant
 		return
 	}
 	w := &ln.queue[0]
@@ -150,9 +165,6 @@ func (l *loop) heardHead(c *chore, it *keytable.Item) {
 	case granted && it.D.Delay <= 0:
 		l.grant(ln, at, it)
 	default:
-		if granted { // leaky_bucket: its turn is to come
-			l.refund(ln.key, at, c.item.N, it.By)
-		}
 		ln.seen = it.D
 		wait := it.D.RetryAfter
 		if granted {
@@ -161,10 +173,16 @@ func (l *loop) heardHead(c *chore, it *keytable.Item) {
 		if budget >= 0 && wait > budget { // the first waiter's deadline comes first
 			l.tooLate(ln, at, it.D, wait, budget)
 			l.askNext(ln, at)
-			return
+		} else {
+			l.schedule(ln, at, &it.D)
+			if again < ln.at { // it was set due while out: what decided it may have changed
+				l.waits.reschedule(ln, max(again, at))
+			}
+			l.unpark(ln) // it waits: what came behind its head is served
 		}
-		l.schedule(ln, at, &it.D)
-		l.unpark(ln) // it waits: what came behind its head is served
+		if granted { // leaky_bucket: its turn is to come
+			l.refund(ln.key, at, c.item.N, it.By)
+		}
 	}
 }
 

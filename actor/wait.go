@@ -72,6 +72,8 @@ type line struct {
 	// A remote table's (remote_lines.go):
 	asking bool                // its head is out in a trip: at is the largest Duration meanwhile
 	asked  time.Duration       // when it was asked
+	asks   uint64              // the asks sent: the one out is the latest
+	again  time.Duration       // while it is out, the earliest it was set due: asked again then, if it must wait
 	seen   algorithms.Decision // its head's latest denial, for the answers of requests that do not join it
 	parked []request           // requests on its key that came while its head was out
 }
@@ -90,6 +92,7 @@ type waiter struct {
 	n      int
 	quota  *keytable.Quota // WaitQuota's: written with the grant
 	budget time.Duration   // a remote table's first waiter's: the time to its deadline, checked when its head is first decided; -1: none
+	asked  uint64          // a remote table's: the line's ask that asked it last (remote_lines.go)
 }
 
 // errLeft answers a leave message: the waiter left its line, taking
@@ -461,7 +464,11 @@ func (l *loop) retryChanged(now time.Duration) {
 	switch {
 	case all:
 		for _, ln := range l.waits.due {
-			ln.at = now
+			if ln.asking {
+				ln.again = min(ln.again, now)
+			} else {
+				ln.at = now
+			}
 		}
 		heap.Init(&l.waits.due)
 	case len(l.waits.lines) > 0:
@@ -541,8 +548,16 @@ func (w *waiting) close(ln *line) {
 	heap.Remove(&w.due, ln.index)
 }
 
-// reschedule sets ln due at at.
+// reschedule sets ln due at at. While a remote table's line has its head
+// out, it notes at instead: the answer that lands may have been decided
+// before what made the line due (a Reset, new policies), so the head is
+// asked again then, if it must wait (heardHead). A line has one ask out
+// at most.
 func (w *waiting) reschedule(ln *line, at time.Duration) {
+	if ln.asking {
+		ln.again = min(ln.again, at)
+		return
+	}
 	ln.at = at
 	heap.Fix(&w.due, ln.index)
 }

@@ -569,7 +569,11 @@ for _, key in ipairs(KEYS) do
     local v = parse(blob)
     local r = v and v.records[record]
     if r then
-      return {unpack(r, 2)}
+      local answers = {}
+      for k = 2, #r do -- not unpack: a large call answers more numbers than Lua moves at once
+        answers[k - 1] = r[k]
+      end
+      return answers
     end
   end
 end
@@ -777,10 +781,11 @@ for _, key in ipairs(written) do
         records = records + 1
       end
     end
+    local holds = false
     if not recorded and #packed > 2 * records then
       -- The first key the call leaves a state in holds its record (a
       -- reset alone needs none: dropping a key again is harmless).
-      recorded = true
+      recorded, holds = true, true
       local r = {clock + replay}
       for j = 1, #out do
         r[j + 1] = out[j]
@@ -791,15 +796,17 @@ for _, key in ipairs(written) do
     end
     if #packed == 0 then
       redis.call('DEL', key)
-    elseif not w.longest and raw[key] then -- a refund's: the TTL stays
+    elseif not w.longest and raw[key] and not holds then -- a refund's: the TTL stays
       redis.call('SET', key, cmsgpack.pack(packed), 'KEEPTTL')
+    elseif not w.longest and raw[key] then -- a refund's, holding the record
+      redis.call('SET', key, cmsgpack.pack(packed), 'PX', math.max(redis.call('PTTL', key), replay))
     else
-      -- Kept no sooner than its ResetAfter, and grace after; its records
-      -- are kept while the key is: once it has expired, nothing of the
-      -- call's is left to count twice.
+      -- Kept no sooner than its ResetAfter, and grace after; the key
+      -- that holds this call's record, as long as the client may send
+      -- the call again.
       local px = cdiv(longest, 1000) + w.grace
-      if longest == 0 and records > 0 then
-        px = replay
+      if holds or (longest == 0 and records > 0) then
+        px = math.max(px, replay) -- the record outlives any attempt of its call
       end
       redis.call('SET', key, cmsgpack.pack(packed), 'PX', math.max(px, 1))
     end

@@ -256,29 +256,43 @@ func (s *Store) policyArgs(args []any, policies []chanlimit.Policy) []any {
 // no call holds Redis long.
 const MaxPerCall = 128
 
+// maxAnswers is the most numbers one call answers (1 + 5 per policy for
+// each allow or peek): Lua moves at most about 8,000 values at once.
+const maxAnswers = 4096
+
+// answers returns how many numbers the script answers op with.
+func answers(op *chanlimit.StoreOp) int {
+	if op.Kind == chanlimit.StoreRefund || op.Kind == chanlimit.StoreReset {
+		return 0
+	}
+	return 1 + 5*len(op.Policies)
+}
+
 // call is one script call of a pipeline: the requests it decides, by
 // their index in the burst, and its number among the store's calls.
 type call struct {
-	ops  []int
-	seq  uint64
-	keys []string
-	args []any
-	cmd  *redis.Cmd
+	ops     []int
+	answers int // the numbers the script answers them with
+	seq     uint64
+	keys    []string
+	args    []any
+	cmd     *redis.Cmd
 }
 
-// ReplayWindow is the least time Redis keeps the answers of a call the
-// store gave up on (its round trip failed, but Redis may have run it,
-// and may yet run an attempt of it it got late), so that the call is not
-// decided twice: go-redis sends a pipeline again after a read timeout,
-// and a stalled Redis runs every attempt once it wakes. The store keeps
-// them as long as its client could retry (its attempts' timeouts and
-// backoffs), if that is longer. The answers of a call whose round trip
-// succeeded are let go by the store's next call on the key.
+// ReplayWindow is how long Redis keeps a call's answers, in case the
+// client sends the call again (go-redis sends a pipeline again after a
+// read timeout, and a stalled Redis runs every attempt once it wakes),
+// for a client whose options the store cannot read. For a redis.Client
+// or redis.ClusterClient it is as long as the client could send a call
+// again after it first sent it: its attempts' timeouts and the backoffs
+// between them (58 s with go-redis's defaults). The key that holds a
+// call's answers lives at least that long; the answers go with the
+// store's next call on the key once no attempt of theirs can come.
 const ReplayWindow = time.Minute
 
 // replayWindow returns how long client may send a call again after it
-// first sent it: its retries, each bounded by its dial, write and read
-// timeouts, and the backoffs between them; at least ReplayWindow.
+// first sent it: its first attempt's write and read timeouts, then for
+// each retry a backoff and a dial, write and read; at least a second.
 func replayWindow(client redis.UniversalClient) time.Duration {
 	var retries int
 	var dial, write, read, backoff time.Duration
@@ -292,9 +306,10 @@ func replayWindow(client redis.UniversalClient) time.Duration {
 	default:
 		return ReplayWindow
 	}
-	attempt := max(dial, 0) + max(write, 0) + max(read, 0)
+	dial, write, read, backoff = max(dial, 0), max(write, 0), max(read, 0), max(backoff, 0)
 	retries = max(retries, 0)
-	return max(ReplayWindow, time.Duration(retries+1)*attempt+time.Duration(retries)*max(backoff, 0))
+	window := write + read + time.Duration(retries)*(backoff+dial+write+read)
+	return max(window, time.Second)
 }
 
 // Key returns the Redis key that holds key's state: Prefix, then key.
@@ -312,6 +327,9 @@ func (s *Store) Key(key string) string { return s.prefix + key }
 // a value the script did not write, alone: the other keys of its call
 // are decided.
 func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
+	if len(ops) == 0 {
+		return
+	}
 	if err := s.paused(); err != nil {
 		for i := range ops {
 			ops[i].Err = err
@@ -322,19 +340,20 @@ func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 	s.build(ops, calls)
 	s.send(ctx, calls, false)
 	s.notePause(calls)
-	again := 0
-	for _, c := range calls {
+	var again []call // those answered NOSCRIPT, by value: calls keeps every call, for land
+	var at []int
+	for k, c := range calls {
 		if isNoScript(c.cmd.Err()) {
-			calls[again] = c
-			again++
+			again, at = append(again, c), append(at, k)
 			continue
 		}
 		s.answer(ops, c)
 	}
-	if again > 0 {
-		s.send(ctx, calls[:again], true) // EVAL: no NOSCRIPT, however often scripts are flushed
-		for _, c := range calls[:again] {
+	if len(again) > 0 {
+		s.send(ctx, again, true) // EVAL: no NOSCRIPT, however often scripts are flushed
+		for k, c := range again {
 			s.answer(ops, c)
+			calls[at[k]] = c
 		}
 	}
 	s.flights.land(calls, s.replay)
@@ -375,29 +394,23 @@ func (s *Store) notePause(calls []call) {
 }
 
 // calls groups ops into the script's calls: in order, by hash slot on a
-// Cluster, at most MaxPerCall a call.
+// Cluster, at most MaxPerCall a call, and at most maxAnswers numbers.
 func (s *Store) calls(ops []chanlimit.StoreOp) []call {
 	var calls []call
-	if !s.cluster {
-		for i := range ops { // one node holds every key: in order, MaxPerCall a call
-			if i%MaxPerCall == 0 {
-				calls = append(calls, call{})
-			}
-			c := &calls[len(calls)-1]
-			c.ops = append(c.ops, i)
-		}
-		return calls
-	}
-	open := map[uint16]int{} // the call of each slot still open to more ops
+	open := map[uint16]int{} // the call of each slot still open to more ops; one slot on a single node
 	for i := range ops {
-		slot := hashSlot(s.Key(ops[i].Key))
+		var slot uint16
+		if s.cluster {
+			slot = hashSlot(s.Key(ops[i].Key))
+		}
 		c, ok := open[slot]
-		if !ok || len(calls[c].ops) == MaxPerCall {
+		if !ok || len(calls[c].ops) == MaxPerCall || calls[c].answers+answers(&ops[i]) > maxAnswers {
 			c = len(calls)
 			calls = append(calls, call{})
 			open[slot] = c
 		}
 		calls[c].ops = append(calls[c].ops, i)
+		calls[c].answers += answers(&ops[i])
 	}
 	return calls
 }
@@ -530,7 +543,11 @@ func (f *flights) take(n int) (first, low uint64, keep []any) {
 			f.args = append(f.args, g.seq)
 		}
 	}
-	return first, f.out[0], f.args // f.args is replaced, never changed: the caller may keep it
+	low = first
+	if len(f.out) > 0 {
+		low = f.out[0]
+	}
+	return first, low, f.args // f.args is replaced, never changed: the caller may keep it
 }
 
 // land notes that the pipeline of calls has returned: their client sends

@@ -273,22 +273,28 @@ func TestCheck(t *testing.T) {
 }
 
 // TestExpiry: a key's state lives in Redis at least its ResetAfter, and
-// not much more (Grace).
+// not much more (Grace); the key that holds a call's answers, as long as
+// the client may send the call again. Reset deletes the state.
 func TestExpiry(t *testing.T) {
 	client := single(t)
 	st, err := redislimit.NewStore(client, redislimit.Options{Prefix: prefix(t)})
 	require.NoError(t, err)
-	r, err := chanlimit.New(chanlimit.Config{Limit: 10, Window: 10 * time.Second, Store: st})
+	r, err := chanlimit.New(chanlimit.Config{Limit: 10, Window: 10 * time.Second, Store: st, Partitions: 1})
 	require.NoError(t, err)
 	defer r.Close()
-	d, err := r.AllowN(context.Background(), "k", 4)
-	require.NoError(t, err)
-	ttl, err := client.PTTL(context.Background(), st.Key("k")).Result()
+	ctx := context.Background()
+	out := make([]chanlimit.Decision, 2)
+	require.NoError(t, r.AllowBatch(ctx, []chanlimit.Request{{Key: "first", N: 4}, {Key: "k", N: 4}}, out)) // one call
+	d := out[1]
+	ttl, err := client.PTTL(ctx, st.Key("k")).Result()
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, ttl, d.ResetAfter-100*time.Millisecond, "the TTL counts down from when it was set")
 	assert.LessOrEqual(t, ttl, d.ResetAfter+redislimit.Grace+time.Millisecond)
-	require.NoError(t, r.Reset(context.Background(), "k"))
-	n, err := client.Exists(context.Background(), st.Key("k")).Result()
+	ttl, err = client.PTTL(ctx, st.Key("first")).Result()
+	require.NoError(t, err)
+	assert.Greater(t, ttl, 20*time.Second, "the call's answers, kept for the client's retries")
+	require.NoError(t, r.Reset(ctx, "k"))
+	n, err := client.Exists(ctx, st.Key("k")).Result()
 	require.NoError(t, err)
 	assert.Zero(t, n, "Reset deletes the key's state")
 }

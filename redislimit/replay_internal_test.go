@@ -1,0 +1,166 @@
+package redislimit
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chanlimit/chanlimit"
+)
+
+// These tests send a call again as go-redis's retries do (the same
+// command, arguments and all), on the single node .ci/redis starts.
+
+func singleNode(t *testing.T) *redis.Client {
+	t.Helper()
+	addr := os.Getenv("REDIS_ADDR")
+	if addr == "" {
+		t.Fatal("REDIS_ADDR is not set: run these tests through .ci/redis")
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func newTestStore(t *testing.T, c redis.UniversalClient) *Store {
+	t.Helper()
+	s, err := NewStore(c, Options{Prefix: fmt.Sprintf("test:%s:%d:", t.Name(), rand.Uint64())})
+	require.NoError(t, err)
+	return s
+}
+
+// TestReplayOfALargeCall: 128 requests under 13 policies each, sent
+// twice: the second answers as the first, taking nothing more. Before, a
+// call answered more numbers than Lua moves at once, and its replay
+// failed as a whole.
+func TestReplayOfALargeCall(t *testing.T) {
+	s := newTestStore(t, singleNode(t))
+	var p []chanlimit.Policy
+	for i := range 13 {
+		p = append(p, chanlimit.Policy{Name: fmt.Sprint("p", i), Algorithm: "token_bucket", Limit: 100, Window: time.Minute})
+	}
+	ops := make([]chanlimit.StoreOp, MaxPerCall)
+	for i := range ops {
+		ops[i] = chanlimit.StoreOp{Kind: chanlimit.StoreAllow, Key: fmt.Sprint("k", i%7), N: 1, Policies: p}
+	}
+	calls := s.calls(ops)
+	require.Greater(t, len(calls), 1, "split: at most maxAnswers numbers a call")
+	s.build(ops, calls)
+	ctx := context.Background()
+	s.send(ctx, calls, true)
+	first := make([][]int64, len(calls))
+	for k, c := range calls {
+		vals, err := c.cmd.Int64Slice()
+		require.NoError(t, err)
+		first[k] = vals
+	}
+	s.send(ctx, calls, true) // the client's retry of the same calls
+	for k, c := range calls {
+		vals, err := c.cmd.Int64Slice()
+		require.NoError(t, err, "the retry replays")
+		assert.Equal(t, first[k], vals, "call %d: the first time's answers", k)
+	}
+	peek := []chanlimit.StoreOp{{Kind: chanlimit.StorePeek, Key: "k0", N: 1, Policies: p}}
+	s.Decide(ctx, peek)
+	require.NoError(t, peek[0].Err)
+	assert.Equal(t, 100-19-1, peek[0].Decision.Remaining, "k0's 19 requests, taken once")
+}
+
+// TestRecordOutlivesItsAttempts: the key that holds a call's answers
+// lives as long as the client may send the call again, though its state
+// would expire sooner (fixed_window, 1 per 100 ms): a retry that comes
+// late finds the answers, and a later request is decided as if the call
+// had been sent once. Before, the key lived 1.1 s, and a retry after that
+// was decided again, in the new window.
+func TestRecordOutlivesItsAttempts(t *testing.T) {
+	c := singleNode(t)
+	s := newTestStore(t, c)
+	ctx := context.Background()
+	p := []chanlimit.Policy{{Name: "default", Algorithm: "fixed_window", Limit: 1, Window: 100 * time.Millisecond}}
+	ops := []chanlimit.StoreOp{{Kind: chanlimit.StoreAllow, Key: "k", N: 1, Policies: p}}
+	calls := s.calls(ops)
+	s.build(ops, calls)
+	s.send(ctx, calls, true)
+	require.NoError(t, calls[0].cmd.Err())
+	ttl, err := c.PTTL(ctx, s.Key("k")).Result()
+	require.NoError(t, err)
+	assert.Greater(t, ttl, s.replay-time.Second, "kept for the client's retries (%v)", s.replay)
+	def := redis.NewClient(&redis.Options{})
+	defer def.Close()
+	o := def.Options()
+	assert.Greater(t, replayWindow(def), time.Duration(o.MaxRetries+1)*o.ReadTimeout, "go-redis's defaults: every attempt's read timeout, and more")
+}
+
+// noScriptOnce answers NOSCRIPT for the second script call of the first
+// pipeline, as a Cluster node whose scripts were flushed would.
+type noScriptOnce struct{ done bool }
+
+type noScriptErr struct{}
+
+func (noScriptErr) Error() string { return "NOSCRIPT No matching script. Please use EVAL." }
+func (noScriptErr) RedisError()   {}
+
+func (h *noScriptOnce) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *noScriptOnce) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *noScriptOnce) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if !h.done && len(cmds) == 2 && cmds[1].Name() == "evalsha" {
+			h.done = true
+			cmds[1].SetErr(noScriptErr{})
+		}
+		return err
+	}
+}
+
+// TestNoScriptLandsEveryCall: a pipeline whose second call is answered
+// NOSCRIPT lands every call once sent again, so the store's calls out go
+// back to none, and its records on a key are let go. Before, the call
+// answered before it was lost: the lowest call out stuck there, and a
+// hot key's value grew with every call.
+func TestNoScriptLandsEveryCall(t *testing.T) {
+	c := singleNode(t)
+	require.NoError(t, decideScript.Load(context.Background(), c).Err())
+	c.AddHook(&noScriptOnce{})
+	s := newTestStore(t, c)
+	p := []chanlimit.Policy{{Name: "default", Algorithm: "token_bucket", Limit: 100, Window: time.Minute}}
+	ops := make([]chanlimit.StoreOp, MaxPerCall+1) // two calls on one node
+	for i := range ops {
+		ops[i] = chanlimit.StoreOp{Kind: chanlimit.StoreAllow, Key: fmt.Sprint("k", i), N: 1, Policies: p}
+	}
+	ctx := context.Background()
+	s.Decide(ctx, ops)
+	for i := range ops {
+		require.NoError(t, ops[i].Err)
+	}
+	s.flights.mu.Lock()
+	out := len(s.flights.out)
+	s.flights.mu.Unlock()
+	assert.Zero(t, out, "no call left out")
+	var sizes []int
+	for range 20 {
+		op := []chanlimit.StoreOp{{Kind: chanlimit.StoreAllow, Key: "hot", N: 1, Policies: p}}
+		s.Decide(ctx, op)
+		require.NoError(t, op[0].Err)
+		blob, err := c.Get(ctx, s.Key("hot")).Bytes()
+		require.NoError(t, err)
+		sizes = append(sizes, len(blob))
+	}
+	assert.LessOrEqual(t, sizes[19], sizes[1]+2, "one record at a time (a call's number grows a digit): the value does not grow")
+}
+
+// TestDecideNothing: Decide with no ops asks Redis nothing, and returns.
+func TestDecideNothing(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	s, err := NewStore(c, Options{})
+	require.NoError(t, err)
+	require.NotPanics(t, func() { s.Decide(context.Background(), nil) })
+}
