@@ -26,7 +26,8 @@
 -- request, for an allow or a peek: -1 if the key holds a value the script
 -- did not write (the key is corrupt: its requests fail, the others are
 -- decided), or allowed, then for each policy: allowed, remaining, retry
--- after, reset after, delay (us); nothing for a refund or a reset.
+-- after, reset after, delay (us), and by how many ns its retry after was
+-- rounded up; nothing for a refund or a reset.
 --
 -- A call that changes a key leaves its answers in the first key it
 -- changes: a call the client sends again (go-redis retries a pipeline
@@ -61,6 +62,41 @@ local function cdiv(a, b)
   end
   return q
 end
+
+-- atLeast reports whether c * p >= 1000 * b, exactly, for integers
+-- 0 <= c <= 1001 and 0 <= b, p < 2^53: each product is taken in limbs of
+-- 2^26, whose partial products stay below 2^53.
+local LIMB = 67108864 -- 2^26
+local function atLeast(c, p, b)
+  local ph, pl = math.floor(p / LIMB), p % LIMB
+  local bh, bl = math.floor(b / LIMB), b % LIMB
+  local xh, xl = c * ph, c * pl
+  local yh, yl = 1000 * bh, 1000 * bl
+  xh, xl = xh + math.floor(xl / LIMB), xl % LIMB
+  yh, yl = yh + math.floor(yl / LIMB), yl % LIMB
+  return xh > yh or (xh == yh and xl >= yl)
+end
+
+-- ceilMilli returns ceil(1000 * b / p) for integers 0 <= b < p < 2^53:
+-- in [0, 1000], exactly, though 1000 * b may pass 2^53.
+local function ceilMilli(b, p)
+  if b == 0 then
+    return 0
+  end
+  local c = math.min(math.ceil(1000 * (b / p)), 1000) -- within one of it
+  while not atLeast(c, p, b) do
+    c = c + 1
+  end
+  while c > 1 and atLeast(c - 1, p, b) do
+    c = c - 1
+  end
+  return c
+end
+
+-- The waits are whole microseconds, rounded up from the in-memory rules'
+-- nanoseconds; a wait's sub tells by how many nanoseconds it was (in
+-- [0, 999]), so that the caller picks the policy with the longest wait as
+-- memory does, however close.
 
 -- extend lengthens a wait by ahead, as algorithms' extend does.
 local function extend(wait, ahead)
@@ -100,7 +136,10 @@ local function bucketDecide(p, s, now, n, d)
   if free < need then
     d.allowed = false
     d.remaining = idiv(free, p.perToken)
-    d.retry = cdiv(used + need - full, p.perUs)
+    local deficit = used + need - full
+    d.retry = cdiv(deficit, p.perUs)
+    local r = deficit - idiv(deficit, p.perUs) * p.perUs
+    d.sub = r > 0 and 1000 - ceilMilli(r, p.perUs) or 0
     d.reset = cdiv(used, p.perUs)
     d.delay = 0
   else
@@ -222,17 +261,19 @@ end
 
 -- fitsAt returns the first elapsed (us, rounded up from the nanosecond)
 -- at which weigh(prev, elapsed) <= room, as algorithms' firstFit.
+-- It returns too the wait's sub: by how many nanoseconds it was rounded.
 local function firstFit(p, prev, room)
   if prev <= room then
-    return 0
+    return 0, 0
   end
+  -- In nanoseconds, Window - ceil((room + 1) * Window / prev).
   local x = (room + 1) * p.window
   local q = idiv(x, prev)
-  local r = x - q * prev
-  if 1000 * r >= 999 * prev + 1 then
-    q = q + 1
+  local k = ceilMilli(x - q * prev, prev)
+  if k == 1000 then
+    return p.window - q - 1, 0
   end
-  return p.window - q
+  return p.window - q, k
 end
 
 local function counterDecide(p, s, now, n, d)
@@ -246,9 +287,11 @@ local function counterDecide(p, s, now, n, d)
     d.remaining = math.max(fits, 0)
     local room = p.limit - w.cur - n
     if room >= 0 then
-      d.retry = firstFit(p, w.prev, room) - el
+      local ff, sub = firstFit(p, w.prev, room)
+      d.retry, d.sub = ff - el, sub
     else
-      d.retry = p.window - el + firstFit(p, w.cur, p.limit - n)
+      local ff, sub = firstFit(p, w.cur, p.limit - n)
+      d.retry, d.sub = p.window - el + ff, sub
     end
   else
     d.allowed = true
@@ -711,6 +754,7 @@ local function serve(key, kind, n, set, now)
     r[#r + 1] = d.retry
     r[#r + 1] = d.reset
     r[#r + 1] = d.delay
+    r[#r + 1] = d.sub or 0
   end
   if allowed and kind == 1 then -- last: a key the rules fail on is left as it was
     local longest = 0

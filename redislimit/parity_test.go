@@ -207,3 +207,65 @@ func TestParityCounterWaits(t *testing.T) {
 		}
 	}
 }
+
+// TestParityTies: two policies whose waits round up to the same
+// microsecond name, as in memory, the one whose wait is longer in
+// nanoseconds. A bucket with a token every 2.5 µs and a window of 3 µs,
+// both spent: their waits, 2.5 µs and 3 µs, both say 3 µs; memory names
+// the window. The same for a sliding_window_counter's waits, rounded up
+// from the nanosecond, beside other algorithms'. Before, Redis named the
+// first policy on such a tie ("bucket, window" and "counter, log"
+// failed).
+func TestParityTies(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name     string
+		policies []chanlimit.Policy
+	}{
+		{"bucket, window", []chanlimit.Policy{
+			{Name: "bucket", Algorithm: "token_bucket", Limit: 2, Window: 5 * time.Microsecond, Burst: 1},
+			{Name: "window", Algorithm: "fixed_window", Limit: 1, Window: 3 * time.Microsecond},
+		}},
+		{"window, bucket", []chanlimit.Policy{
+			{Name: "window", Algorithm: "fixed_window", Limit: 1, Window: 3 * time.Microsecond},
+			{Name: "bucket", Algorithm: "token_bucket", Limit: 2, Window: 5 * time.Microsecond, Burst: 1},
+		}},
+		{"bucket, counter", []chanlimit.Policy{
+			{Name: "bucket", Algorithm: "gcra", Limit: 3, Window: 10 * time.Microsecond, Burst: 1},
+			{Name: "counter", Algorithm: "sliding_window_counter", Limit: 3, Window: 7 * time.Microsecond},
+		}},
+		{"counter, window", []chanlimit.Policy{
+			{Name: "counter", Algorithm: "sliding_window_counter", Limit: 3, Window: 7 * time.Microsecond},
+			{Name: "window", Algorithm: "fixed_window", Limit: 2, Window: 5 * time.Microsecond},
+		}},
+		{"counter, log", []chanlimit.Policy{
+			{Name: "counter", Algorithm: "sliding_window_counter", Limit: 5, Window: 11 * time.Microsecond},
+			{Name: "log", Algorithm: "sliding_window_log", Limit: 3, Window: 6 * time.Microsecond},
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+			mem, err := chanlimit.New(chanlimit.Config{Policies: c.policies, Clock: clk})
+			require.NoError(t, err)
+			defer mem.Close()
+			st, err := redislimit.NewStore(single(t), redislimit.Options{Prefix: prefix(t)})
+			require.NoError(t, err)
+			red, err := chanlimit.New(chanlimit.Config{Policies: c.policies, Clock: clk, Store: st})
+			require.NoError(t, err)
+			defer red.Close()
+			denials := 0
+			for i := range 200 {
+				a, aerr := mem.AllowN(ctx, "k", 1)
+				b, berr := red.AllowN(ctx, "k", 1)
+				require.NoError(t, aerr)
+				require.NoError(t, berr)
+				same(t, a, b, "request %d", i)
+				if !a.Allowed {
+					denials++
+				}
+				clk.Advance(time.Duration(i%3) * time.Microsecond)
+			}
+			require.Positive(t, denials)
+		})
+	}
+}

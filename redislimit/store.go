@@ -256,7 +256,7 @@ func (s *Store) policyArgs(args []any, policies []chanlimit.Policy) []any {
 // no call holds Redis long.
 const MaxPerCall = 128
 
-// maxAnswers is the most numbers one call answers (1 + 5 per policy for
+// maxAnswers is the most numbers one call answers (1 + 6 per policy for
 // each allow or peek): Lua moves at most about 8,000 values at once.
 const maxAnswers = 4096
 
@@ -265,8 +265,13 @@ func answers(op *chanlimit.StoreOp) int {
 	if op.Kind == chanlimit.StoreRefund || op.Kind == chanlimit.StoreReset {
 		return 0
 	}
-	return 1 + 5*len(op.Policies)
+	return 1 + perPolicy*len(op.Policies)
 }
+
+// perPolicy is how many numbers the script answers for each policy of a
+// request: allowed, remaining, retry after, reset after, delay (µs), and
+// by how many ns the retry after was rounded up.
+const perPolicy = 6
 
 // call is one script call of a pipeline: the requests it decides, by
 // their index in the burst, and its number among the store's calls.
@@ -487,7 +492,7 @@ func (s *Store) answer(ops []chanlimit.StoreOp, c call) {
 			vals = vals[1:]
 			continue
 		}
-		size := 1 + 5*len(op.Policies)
+		size := 1 + perPolicy*len(op.Policies)
 		if len(vals) < size {
 			op.Err = unavailable(fmt.Errorf("redislimit: the script answered too few numbers for %d requests", len(c.ops)))
 			continue
@@ -573,35 +578,47 @@ func (f *flights) land(calls []call, replay time.Duration) {
 }
 
 // combine returns the decision of the policies whose decisions are vals
-// (five numbers each: allowed, remaining, retry after, reset after, delay,
-// in µs), as chanlimit combines them: Remaining the smallest, ResetAfter
-// (and, allowed, Delay) the largest, RetryAfter the largest wait of the
-// policies that denied; the policy that decided is, on a denial, the
-// denying one with the longest wait, and otherwise the one with the fewest
-// Remaining, the first on a tie.
+// (perPolicy numbers each), as chanlimit combines them: Remaining the
+// smallest, ResetAfter (and, allowed, Delay) the largest, RetryAfter the
+// largest wait of the policies that denied; the policy that decided is,
+// on a denial, the denying one with the longest wait, and otherwise the
+// one with the fewest Remaining, the first on a tie. The longest wait is
+// the in-memory rules' (their nanoseconds), not the microseconds they
+// round up to: waits of 2.5 µs and 3 µs both say 3 µs, and the second is
+// the longer.
 func combine(policies []chanlimit.Policy, allowed bool, vals []int64) chanlimit.Decision {
 	d := chanlimit.Decision{Allowed: allowed, Remaining: int(vals[1])}
 	by := -1
 	for j := range policies {
-		v := vals[5*j : 5*j+5]
+		v := vals[perPolicy*j : perPolicy*j+perPolicy]
 		remaining, reset := int(v[1]), micro(v[3])
 		d.Remaining = min(d.Remaining, remaining)
 		d.ResetAfter = max(d.ResetAfter, reset)
 		switch {
 		case allowed:
 			d.Delay = max(d.Delay, micro(v[4]))
-			if by < 0 || remaining < int(vals[5*by+1]) {
+			if by < 0 || remaining < int(vals[perPolicy*by+1]) {
 				by = j
 			}
-		case v[0] == 0 && (by < 0 || v[2] > vals[5*by+2]):
+		case v[0] == 0 && (by < 0 || longer(v, vals[perPolicy*by:])):
 			by = j
 		}
 	}
 	if !allowed {
-		d.RetryAfter = micro(vals[5*by+2])
+		d.RetryAfter = micro(vals[perPolicy*by+2])
 	}
 	d.Limit, d.Policy = policies[by].Limit, policies[by].Name
 	return d
+}
+
+// longer reports whether the wait a policy answered in a is longer than
+// the one in b, in nanoseconds: its microseconds, less what was rounded
+// up.
+func longer(a, b []int64) bool {
+	if a[2] != b[2] {
+		return a[2] > b[2]
+	}
+	return a[5] < b[5]
 }
 
 // micro returns us microseconds as a Duration.
