@@ -2,25 +2,30 @@
 -- atomically, under all its policies at once, by the in-memory rules of
 -- package algorithms applied to whole microseconds.
 --
--- KEYS     one per request: the key's Redis key, a string holding, packed
---          with cmsgpack as {field, value, field, value, ...}, the states
---          of its policies (field "algorithm|name", value {limit, window,
---          capacity, the state's numbers...}) and the records of calls
---          that changed it (field "#store:call", value {expiry on Redis's
---          clock in ms, the call's answers...})
--- ARGV     the grace kept past a key's ResetAfter, in milliseconds, on
---          Redis's clock and on the caller's; how long a record is kept
---          (ms); the store's id; the call's number; the lowest call of the
---          store's that its client may still send, and the number of
+-- KEYS     one per request: the key's Redis key, a string holding the
+--          states of its policies (field "algorithm|name", numbers
+--          {limit, window, capacity, the state's numbers...}) and the
+--          records of calls that changed it (field "#store:call", numbers
+--          {expiry on Redis's clock in ms, the call's answers...}): a byte
+--          0xC2, then for each field its length (2 bytes), its bytes, its
+--          count of numbers (2 bytes) and the numbers, little-endian
+--          doubles (struct packs and unpacks them in C). A value an earlier
+--          script wrote with cmsgpack ({field, numbers, ...}) is read too.
+-- ARGV     1: the numbers, little-endian doubles: the grace kept past a
+--          key's ResetAfter, in milliseconds, on Redis's clock and on the
+--          caller's; how long a record is kept (ms); the lowest call of
+--          the store's that its client may still send, and the number of
 --          calls below it that Redis may yet run, then those; the number
 --          of sets of policies, then each set: its number of policies,
 --          then for each: algorithm (1 token_bucket, 2 gcra,
 --          3 leaky_bucket, 4 sliding_window_log, 5 sliding_window_counter,
---          6 fixed_window), field, limit, window (us), capacity, units
---          refilled per microsecond, units in a token (the buckets'; 0 for
---          the others); then for each request: kind (1 allow, 2 peek,
+--          6 fixed_window), limit, window (us), capacity, units refilled
+--          per microsecond, units in a token (the buckets'; 0 for the
+--          others); then for each request: kind (1 allow, 2 peek,
 --          3 refund, 4 reset), n, its set, now in microseconds (-1:
---          Redis's own clock, TIME)
+--          Redis's own clock, TIME).
+--          2: the store's id; 3: the call's number; then the fields of
+--          the sets' policies, in order.
 --
 -- Returns 1 if the call changed a key, else 0; then, request after
 -- request, for an allow or a peek: -1 if the key holds a value the script
@@ -30,21 +35,28 @@
 -- rounded up; nothing for a refund or a reset.
 --
 -- A call that changes a key leaves its answers in the first key it
--- changes: a call the client sends again (go-redis retries a pipeline
--- after a read timeout, and a stalled Redis runs every attempt once it
--- wakes) finds them and answers as the first time, deciding nothing
--- twice. A record lasts while the key does, at most its expiry, and the
--- store's own are let go once its client cannot send their call again.
--- A key's value keeps the states of policies the call does not name
--- (another instance's, during a rolling deploy) while they last.
+-- leaves a state in, which lives as long as the client may send the call
+-- again: a call the client sends again (go-redis retries a pipeline after
+-- a read timeout, and a stalled Redis runs every attempt once it wakes)
+-- finds them and answers as the first time, deciding nothing twice. The
+-- store's own records are let go once its client cannot send their call
+-- again. A key's value keeps the states of policies the call does not
+-- name (another instance's, during a rolling deploy) while they last.
 --
 -- Lua numbers are doubles: every value here is an integer below 2^53
 -- (redislimit's Check bounds the policies so), and every division goes
 -- through idiv, which is exact.
 
+-- The library functions, as locals: a local is found at once, a global
+-- through two tables.
+local floor, max, min = math.floor, math.max, math.min
+local sub, byte, find, match, rep, char = string.sub, string.byte, string.find, string.match, string.rep, string.char
+local spack, sunpack = struct.pack, struct.unpack
+local rcall = redis.call
+
 -- floor(a / b) for integers 0 <= a < 2^53, 0 < b.
 local function idiv(a, b)
-  local q = math.floor(a / b)
+  local q = floor(a / b)
   local r = a - q * b
   if r < 0 then
     q = q - 1
@@ -162,7 +174,7 @@ local function bucketResetAfter(p, s, now)
 end
 
 local function bucketRefund(p, s, n)
-  s.used = math.max(s.used - n * p.perToken, 0)
+  s.used = max(s.used - n * p.perToken, 0)
 end
 
 -- bucketAdopt carries a state saved under other params (old: limit,
@@ -173,7 +185,7 @@ local function bucketAdopt(p, s, old, now)
   while b ~= 0 do a, b = b, a % b end
   local perUs, perToken = old.limit / a, old.window / a
   local used = bucketUsed({perUs = perUs}, s, now)
-  local at = math.max(now, s.last)
+  local at = max(now, s.last)
   local free = old.cap * perToken - used
   local q = idiv(free, perToken)
   local r = free - q * perToken
@@ -284,7 +296,7 @@ local function counterDecide(p, s, now, n, d)
   d.delay, d.retry, d.reset = 0, 0, 0
   if n > fits then
     d.allowed = false
-    d.remaining = math.max(fits, 0)
+    d.remaining = max(fits, 0)
     local room = p.limit - w.cur - n
     if room >= 0 then
       local ff, sub = firstFit(p, w.prev, room)
@@ -392,7 +404,7 @@ local function logRefund(s, n)
     return
   end
   local last = s.entries[k]
-  n = math.min(n, last[2])
+  n = min(n, last[2])
   last[2] = last[2] - n
   s.total = s.total - n
   if last[2] == 0 then
@@ -439,7 +451,7 @@ local function load(p, t, now)
     return bucketAdopt(p, s, old, now)
   elseif p.alg == 4 then
     local at = logAt(s, now)
-    local first, expired = logExpired(math.min(old.window, p.window), s, at)
+    local first, expired = logExpired(min(old.window, p.window), s, at)
     local total = s.total - expired
     local excess = total - p.limit
     while excess > 0 do
@@ -455,10 +467,10 @@ local function load(p, t, now)
     for i = first, #s.entries do
       entries[#entries + 1] = s.entries[i]
     end
-    return {total = math.min(total, p.limit), entries = entries}
+    return {total = min(total, p.limit), entries = entries}
   elseif p.alg == 5 then
     local w = roll({window = old.window}, s, now)
-    s = {start = w.start, prev = math.min(w.prev, p.limit), cur = math.min(w.cur, p.limit)}
+    s = {start = w.start, prev = min(w.prev, p.limit), cur = min(w.cur, p.limit)}
     w = roll(p, s, now)
     if w.prev == 0 and w.cur == 0 then
       return fresh(p)
@@ -468,7 +480,7 @@ local function load(p, t, now)
   if fixedResetAfter(old, s, now) == 0 then
     return fresh(p)
   end
-  s.count = math.min(s.count, p.limit)
+  s.count = min(s.count, p.limit)
   if fixedResetAfter(p, s, now) == 0 then
     return fresh(p)
   end
@@ -527,8 +539,18 @@ local algs = {
 -- paramsOf returns the params of a state t stored under field that the
 -- call's sets do not have (another instance's policy), or nil if its
 -- algorithm is not one the script knows.
+local algOfField = {} -- the algorithm of each field met, false for one the script does not know
+local function algOf(field)
+  local alg = algOfField[field]
+  if alg == nil then
+    alg = algs[match(field, '^([%w_]+)|') or ''] or false
+    algOfField[field] = alg
+  end
+  return alg or nil
+end
+
 local function paramsOf(field, t)
-  local alg = algs[string.match(field, '^([%w_]+)|') or '']
+  local alg = algOf(field)
   if not alg then
     return nil
   end
@@ -541,15 +563,51 @@ local function paramsOf(field, t)
   return p
 end
 
--- whole reports whether v is an integer the script computes with.
+-- whole reports whether v is an integer the script computes with (NaN is
+-- not: it compares false).
 local function whole(v)
-  return type(v) == 'number' and v >= 0 and v < 9007199254740992 and v == math.floor(v)
+  return type(v) == 'number' and v >= 0 and v < 9007199254740992 and v % 1 == 0
 end
 
--- parse returns the fields of a key's value, blob: states by field, and
--- records by name; or nil if blob is not what the script writes (another
--- client's value: the key is corrupt).
-local function parse(blob)
+-- valid reports whether t, numbers stored under field, is a state the
+-- script writes: whole numbers, as many as its algorithm keeps.
+local function valid(field, t)
+  for k = 1, #t do
+    local v = t[k]
+    if not (v >= 0 and v < 9007199254740992 and v % 1 == 0) then
+      return false
+    end
+  end
+  local alg = algOf(field)
+  if #t < 5 or (alg and (t[1] < 1 or t[2] < 1)) or (alg == 4 and #t % 2 ~= 0)
+      or (alg and alg ~= 4 and #t ~= (alg == 5 and 6 or 5)) then
+    return false
+  end
+  return true
+end
+
+-- A key's value is a byte 0xC2, then entries: a field (its length, two
+-- bytes, then its bytes) and its numbers (their count, two bytes, then
+-- each a little-endian double). struct packs and unpacks them in C.
+local MARK = char(0xC2)
+local dfmt = {} -- '<' and k 'd's, by k
+local function dfmtOf(k)
+  local f = dfmt[k]
+  if not f then
+    f = '<' .. rep('d', k)
+    dfmt[k] = f
+  end
+  return f
+end
+
+-- entry returns the bytes of field's entry, holding the numbers t.
+local function entry(field, t)
+  return spack('<H', #field) .. field .. spack('<H', #t) .. spack(dfmtOf(#t), unpack(t))
+end
+
+-- parseOld parses a value an earlier version of the script wrote, packed
+-- with cmsgpack as {field, numbers, ...}.
+local function parseOld(blob)
   local ok, t = pcall(cmsgpack.unpack, blob)
   if not ok or type(t) ~= 'table' or #t % 2 ~= 0 then
     return nil
@@ -560,42 +618,82 @@ local function parse(blob)
     if type(field) ~= 'string' or type(v) ~= 'table' then
       return nil
     end
-    if string.byte(field) == 35 then -- '#': a call's record
+    if byte(field) == 35 then
       if not whole(v[1]) then
         return nil
       end
-      records[field] = v
-    else
-      for k = 1, #v do
-        if not whole(v[k]) then
-          return nil
-        end
-      end
-      local alg = algs[string.match(field, '^([%w_]+)|') or '']
-      if #v < 5 or (alg and (v[1] < 1 or v[2] < 1)) or (alg == 4 and #v % 2 ~= 0)
-          or (alg and alg ~= 4 and #v ~= (alg == 5 and 6 or 5)) then
-        return nil
-      end
+      records[field] = {v[1], entry(field, v)}
+    elseif valid(field, v) then
       states[field] = v
+    else
+      return nil
     end
   end
   return {states = states, records = records}
 end
 
-local ownGrace, clockGrace, replay = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local me, call, low = ARGV[4], ARGV[5], tonumber(ARGV[6])
-local nkeep = tonumber(ARGV[7])
+-- parseNew parses blob, or raises an error if it ends short.
+local function parseNew(blob)
+  local states, records = {}, {}
+  local n, pos = #blob, 2
+  while pos <= n do
+    local start = pos
+    local len
+    len, pos = sunpack('<H', blob, pos)
+    local field = sub(blob, pos, pos + len - 1)
+    if #field ~= len then
+      return nil
+    end
+    local k
+    k, pos = sunpack('<H', blob, pos + len)
+    if pos + 8 * k - 1 > n then
+      return nil
+    end
+    if byte(field) == 35 then -- '#': a call's record, kept as its bytes
+      local expiry = sunpack('<d', blob, pos)
+      pos = pos + 8 * k
+      records[field] = {expiry, sub(blob, start, pos - 1)}
+    else
+      local t = {sunpack(dfmtOf(k), blob, pos)}
+      pos = t[k + 1]
+      t[k + 1] = nil
+      if not valid(field, t) then
+        return nil
+      end
+      states[field] = t
+    end
+  end
+  return {states = states, records = records}
+end
+
+-- parse returns the fields of a key's value, blob: states by field, and
+-- records by name ({expiry, bytes}); or nil if blob is not what the
+-- script writes (another client's value: the key is corrupt).
+local function parse(blob)
+  local ok, v = pcall(sub(blob, 1, 1) == MARK and parseNew or parseOld, blob)
+  if ok then
+    return v
+  end
+  return nil
+end
+
+-- The arguments: the numbers, packed as doubles in ARGV[1]; the store's
+-- id, the call's number and the policies' fields, strings.
+local args = {sunpack(dfmtOf(#ARGV[1] / 8), ARGV[1])}
+local ownGrace, clockGrace, replay, low = args[1], args[2], args[3], args[4]
+local me, call = ARGV[2], ARGV[3]
+local nkeep = args[5]
 local keep = {} -- this store's calls below low that may yet run again: their records stay
 for i = 1, nkeep do
-  keep[ARGV[7 + i]] = true
+  keep[args[5 + i]] = true
 end
-local a = 8 + nkeep
+local a = 6 + nkeep
 
 -- The keys' values, read at once, by key (two requests of one call may
 -- be on one key).
 local raw = {}
 do
-  local got = redis.call('MGET', unpack(KEYS))
+  local got = rcall('MGET', unpack(KEYS))
   for i, key in ipairs(KEYS) do
     raw[key] = got[i]
   end
@@ -608,13 +706,17 @@ local mine = '#' .. me .. ':'
 local record = mine .. call
 for _, key in ipairs(KEYS) do
   local blob = raw[key]
-  if blob and string.find(blob, record, 1, true) then
+  if blob and find(blob, record, 1, true) then
     local v = parse(blob)
     local r = v and v.records[record]
     if r then
+      local bytes = r[2]
+      local len = sunpack('<H', bytes, 1)
+      local k, pos = sunpack('<H', bytes, 3 + len)
+      local t = {sunpack(dfmtOf(k), bytes, pos)}
       local answers = {}
-      for k = 2, #r do -- not unpack: a large call answers more numbers than Lua moves at once
-        answers[k - 1] = r[k]
+      for j = 2, k do -- not unpack: a large call answers more numbers than Lua moves at once
+        answers[j - 1] = t[j]
       end
       return answers
     end
@@ -623,18 +725,25 @@ end
 
 -- The sets of policies.
 local sets = {}
-for i = 1, tonumber(ARGV[a]) do
+local f = 4 -- the next field in ARGV
+for i = 1, args[a] do
   local set = {}
   a = a + 1
-  for j = 1, tonumber(ARGV[a]) do
-    local b = a + (j - 1) * 7
+  for j = 1, args[a] do
+    local b = a + (j - 1) * 6
     set[j] = {
-      alg = tonumber(ARGV[b + 1]), field = ARGV[b + 2], limit = tonumber(ARGV[b + 3]),
-      window = tonumber(ARGV[b + 4]), cap = tonumber(ARGV[b + 5]),
-      perUs = tonumber(ARGV[b + 6]), perToken = tonumber(ARGV[b + 7]),
+      alg = args[b + 1], field = ARGV[f], limit = args[b + 2], window = args[b + 3],
+      cap = args[b + 4], perUs = args[b + 5], perToken = args[b + 6],
     }
+    f = f + 1
   end
-  a = a + #set * 7
+  a = a + #set * 6
+  local p = set[1]
+  if #set == 1 and (p.alg <= 3 or p.alg == 6) then
+    -- The common case, served without decoding (serveFast): the bytes its
+    -- state starts with, in a value the script wrote.
+    set.fast = MARK .. spack('<H', #p.field) .. p.field .. spack('<Hddd', 5, p.limit, p.window, p.cap)
+  end
   sets[i] = set
 end
 a = a + 1
@@ -642,7 +751,7 @@ a = a + 1
 local redisNow -- Redis's clock, in microseconds: read once, if needed
 local function timeNow()
   if not redisNow then
-    local t = redis.call('TIME')
+    local t = rcall('TIME')
     redisNow = tonumber(t[1]) * 1000000 + tonumber(t[2])
   end
   return redisNow
@@ -655,9 +764,19 @@ end
 -- key's TTL).
 local vals = {}
 local written, wrote = {}, {}
+local fast = {} -- serveFast's writes, by key: the state's two numbers, the records after, grace, ResetAfter, set
+local out = {0} -- first: 1 if the call wrote, so that its answers are kept
 
 local function value(key)
   local v = vals[key]
+  local f = fast[key]
+  if v == nil and f then -- serveFast's write, as serve keeps it
+    local p = f[6][1]
+    v = {states = {[p.field] = {p.limit, p.window, p.cap, f[1], f[2]}}, records = {}, rest = f[3]}
+    vals[key], fast[key] = v, nil
+    wrote[key] = {set = f[6], now = 0, grace = f[4], longest = f[5]}
+    return v
+  end
   if v == nil then
     if raw[key] then
       v = parse(raw[key]) or false
@@ -678,8 +797,125 @@ local function note(key, set, now, grace, longest)
   end
   w.set, w.now, w.grace = set, now, grace
   if longest then
-    w.longest = math.max(w.longest or 0, longest)
+    w.longest = max(w.longest or 0, longest)
   end
+end
+
+-- allRecords reports whether rest, a value's bytes after its states, is
+-- whole records, and nothing else.
+local function allRecords(rest)
+  local n, pos = #rest, 1
+  while pos <= n do
+    if pos + 1 > n then
+      return false
+    end
+    local len = sunpack('<H', rest, pos)
+    if byte(rest, pos + 2) ~= 35 or pos + 3 + len > n then
+      return false
+    end
+    pos = pos + 4 + len + 8 * sunpack('<H', rest, pos + 2 + len)
+    if pos - 1 > n then
+      return false
+    end
+  end
+  return true
+end
+
+-- serveFast serves an allow or a peek on key, not touched yet in this
+-- call, under set, a single bucket or fixed window, whose value holds its
+-- state alone, first, then records or nothing: as serve would, reading
+-- the two numbers of its state in place. It returns nil for any other
+-- value, for serve.
+local function serveFast(key, kind, n, set, now)
+  local p, head = set[1], set.fast
+  local blob = raw[key]
+  local x, y, rest -- the state's numbers (a bucket's used and last, a window's start and count); the records after
+  local f = fast[key]
+  if f then -- written earlier in this call
+    x, y, rest, blob = f[1], f[2], f[3], nil
+  elseif blob then
+    if sub(blob, 1, #head) ~= head or #blob < #head + 16 then
+      return nil
+    end
+    x, y = sunpack('<dd', blob, #head + 1)
+    if not (x >= 0 and x % 1 == 0 and y >= 0 and y % 1 == 0 and x < 9007199254740992 and y < 9007199254740992) then
+      return nil
+    end
+    rest = sub(blob, #head + 17)
+    if rest ~= '' and not allRecords(rest) then -- another entry than a record follows, or a broken one: serve's
+      return nil
+    end
+  end
+  local grace = clockGrace
+  if now < 0 then
+    now, grace = timeNow(), ownGrace
+  end
+  local allowed, remaining, retry, reset, delay, rounded = false, 0, 0, 0, 0, 0
+  if p.alg <= 3 then -- bucketDecide's
+    local used, last = x or 0, y or now -- a fresh bucket is full, whenever it was made
+    local at, ahead = now, 0
+    if now < last then
+      at, ahead = last, last - now
+    end
+    local el = at - last
+    if el > 0 and used > 0 then
+      if el >= cdiv(used, p.perUs) then
+        used = 0
+      else
+        used = used - el * p.perUs
+      end
+    end
+    local full, need = p.cap * p.perToken, n * p.perToken
+    local free = full - used
+    if free < need then
+      remaining = idiv(free, p.perToken)
+      local deficit = used + need - full
+      retry = cdiv(deficit, p.perUs)
+      local r = deficit - idiv(deficit, p.perUs) * p.perUs
+      rounded = r > 0 and 1000 - ceilMilli(r, p.perUs) or 0
+      reset = cdiv(used, p.perUs)
+    else
+      allowed = true
+      remaining = idiv(free - need, p.perToken)
+      reset = cdiv(used + need, p.perUs)
+      if p.alg == 3 then
+        delay = cdiv(used, p.perUs) + ahead -- leaky_bucket: its turn, once the units queued ahead have drained
+      end
+      x, y = used + need, at
+    end
+    retry, reset = extend(retry, ahead), extend(reset, ahead)
+  else -- fixedDecide's
+    local start, count = x or 0, y or 0
+    local at, ahead = now, 0
+    if count > 0 and now < start then
+      at, ahead = start, start - now
+    end
+    local c = 0
+    if count > 0 and at - start < p.window then
+      c = count
+    else
+      start = at
+    end
+    local left = p.window - (at - start)
+    reset = left
+    if n > p.limit - c then
+      remaining, retry = p.limit - c, left
+    else
+      allowed, remaining = true, p.limit - c - n
+      x, y = start, c + n
+    end
+    retry, reset = extend(retry, ahead), extend(reset, ahead)
+  end
+  if allowed and kind == 1 then
+    if not fast[key] then
+      written[#written + 1] = key
+    end
+    fast[key] = {x, y, rest or '', grace, reset, set}
+  end
+  local a = allowed and 1 or 0
+  local o = #out
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] = a, a, remaining, retry, reset, delay, rounded
+  return true -- answered, in out
 end
 
 -- serve serves one request on key, and returns its answer:
@@ -687,11 +923,17 @@ end
 -- did not write; otherwise allowed, then for each policy allowed,
 -- remaining, retry after, reset after, delay.
 local function serve(key, kind, n, set, now)
+  if kind <= 2 and set.fast and vals[key] == nil and (not fast[key] or fast[key][6] == set) then
+    local r = serveFast(key, kind, n, set, now)
+    if r then
+      return r
+    end
+  end
   local v = value(key)
   if kind == 4 then
     -- The states go, a corrupt value too; the records stay: they are
     -- about calls, not the key.
-    vals[key] = {states = {}, records = v and v.records or {}}
+    vals[key] = {states = {}, records = v and v.records or {}, rest = v and v.rest}
     note(key, set, 0, 0, 0)
     return nil
   end
@@ -722,9 +964,9 @@ local function serve(key, kind, n, set, now)
       elseif p.alg == 4 then
         logRefund(s, n)
       elseif p.alg == 5 then
-        s.cur = s.cur - math.min(n, s.cur)
+        s.cur = s.cur - min(n, s.cur)
       else
-        s.count = s.count - math.min(n, s.count)
+        s.count = s.count - min(n, s.count)
       end
       v.states[p.field] = pack(p, s)
     end
@@ -760,22 +1002,21 @@ local function serve(key, kind, n, set, now)
     local longest = 0
     for j, p in ipairs(set) do
       v.states[p.field] = pack(p, ds[j].commit)
-      longest = math.max(longest, ds[j].reset)
+      longest = max(longest, ds[j].reset)
     end
     note(key, set, now, grace, longest)
   end
   return r
 end
 
-local out = {0} -- first: 1 if the call wrote, so that its answers are kept
 for i = 1, #KEYS do
   local b = a + (i - 1) * 4
-  local kind = tonumber(ARGV[b])
-  local ok, r = pcall(serve, KEYS[i], kind, tonumber(ARGV[b + 1]), sets[tonumber(ARGV[b + 2])], tonumber(ARGV[b + 3]))
+  local kind = args[b]
+  local ok, r = pcall(serve, KEYS[i], kind, args[b + 1], sets[args[b + 2]], args[b + 3])
   if not ok then -- the key's value made the rules fail: it is corrupt
     r = kind <= 2 and {-1} or nil
   end
-  if r then
+  if r and r ~= true then -- true: serveFast answered in out
     for k = 1, #r do
       out[#out + 1] = r[k]
     end
@@ -787,72 +1028,143 @@ if #written == 0 then
 end
 out[1] = 1
 
--- Each key written is stored once: its states, those of policies the call
--- does not name (another instance's) while they last, and the records
--- that may still be asked for.
-local clock = math.floor(timeNow() / 1000)
+-- keeps reports whether a record, name, that expires at expiry (ms,
+-- Redis's clock), stays: until it expires, and for the store's own, while
+-- its client may send its call again.
+local clock = floor(timeNow() / 1000)
+local function keeps(name, expiry)
+  if expiry <= clock then
+    return false
+  end
+  local seq = sub(name, 1, #mine) == mine and tonumber(sub(name, #mine + 1))
+  return not (seq and seq < low and not keep[seq])
+end
+
+-- keepRest appends to parts the entries of rest (a value's records, as
+-- bytes) that stay, and returns how many.
+local function keepRest(rest, parts)
+  local n, pos, kept = #rest, 1, 0
+  while pos <= n do
+    local len = sunpack('<H', rest, pos)
+    local name = sub(rest, pos + 2, pos + 1 + len)
+    local k = sunpack('<H', rest, pos + 2 + len)
+    local stop = pos + 4 + len + 8 * k
+    if byte(name) ~= 35 or keeps(name, sunpack('<d', rest, pos + 4 + len)) then
+      parts[#parts + 1] = sub(rest, pos, stop - 1)
+      kept = kept + 1
+    end
+    pos = stop
+  end
+  return kept
+end
+
+local function inSet(set, field)
+  for _, p in ipairs(set) do
+    if p.field == field then
+      return true
+    end
+  end
+  return false
+end
+
+-- Each key written is stored once: its set's states first, in order (so
+-- that serveFast reads the next), those of policies the call does not
+-- name (another instance's) while they last, and the records that may
+-- still be asked for; the first key the call leaves a state in also holds
+-- this call's record (a reset alone needs none: dropping a key again is
+-- harmless).
 local recorded = false
 for _, key in ipairs(written) do
-  local v, w = vals[key], wrote[key]
-  if v then
-    local names = {}
-    for _, p in ipairs(w.set) do
-      names[p.field] = true
+  local f = fast[key]
+  if f then -- serveFast's: its state, then the records that stay, as bytes
+    local parts = {f[6].fast, spack('<dd', f[1], f[2])}
+    local ok, kept = pcall(keepRest, f[3], parts)
+    if not ok then
+      parts = {parts[1], parts[2]}
     end
-    local packed = {}
+    local px = cdiv(f[5], 1000) + f[4]
+    if not recorded then
+      recorded = true
+      local r = {clock + replay}
+      for j = 1, #out do
+        r[j + 1] = out[j]
+      end
+      parts[#parts + 1] = entry(record, r)
+      px = max(px, replay) -- the record outlives any attempt of its call
+    end
+    rcall('SET', key, table.concat(parts), 'PX', max(px, 1))
+  end
+  local v, w = vals[key], wrote[key]
+  if v and not f then
+    local parts = {MARK}
+    local states, records = 0, 0
     local longest = w.longest or 0
+    for _, p in ipairs(w.set) do
+      local t = v.states[p.field]
+      if t then
+        parts[#parts + 1] = entry(p.field, t)
+        states = states + 1
+      end
+    end
     for field, t in pairs(v.states) do
-      local keepIt = true
-      local p = not names[field] and paramsOf(field, t)
-      if p then -- another instance's policy: kept while it lasts
-        local ok, left = pcall(function() return resetAfter(p, load(p, t, w.now), w.now) end)
-        if ok then
-          keepIt = left > 0
-          longest = math.max(longest, left)
+      if not inSet(w.set, field) then
+        local keepIt = true
+        local p = paramsOf(field, t)
+        if p then -- another instance's policy: kept while it lasts
+          local ok, left = pcall(function() return resetAfter(p, load(p, t, w.now), w.now) end)
+          if ok then
+            keepIt = left > 0
+            longest = max(longest, left)
+          end
+        end
+        if keepIt then
+          parts[#parts + 1] = entry(field, t)
+          states = states + 1
         end
       end
-      if keepIt then
-        packed[#packed + 1] = field
-        packed[#packed + 1] = t
-      end
     end
-    local records = 0
     for name, r in pairs(v.records) do
-      local own = string.sub(name, 1, #mine) == mine
-      if r[1] > clock and not (own and tonumber(string.sub(name, #mine + 1)) < low and not keep[string.sub(name, #mine + 1)]) then
-        packed[#packed + 1] = name
-        packed[#packed + 1] = r
+      if keeps(name, r[1]) then
+        parts[#parts + 1] = r[2]
         records = records + 1
       end
     end
+    if v.rest and v.rest ~= '' then
+      local mark = #parts
+      local ok, kept = pcall(keepRest, v.rest, parts)
+      if ok then
+        records = records + kept
+      else -- a tail the script cannot walk: its records go
+        for k = #parts, mark + 1, -1 do
+          parts[k] = nil
+        end
+      end
+    end
     local holds = false
-    if not recorded and #packed > 2 * records then
-      -- The first key the call leaves a state in holds its record (a
-      -- reset alone needs none: dropping a key again is harmless).
+    if not recorded and states > 0 then
       recorded, holds = true, true
       local r = {clock + replay}
       for j = 1, #out do
         r[j + 1] = out[j]
       end
-      packed[#packed + 1] = record
-      packed[#packed + 1] = r
+      parts[#parts + 1] = entry(record, r)
       records = records + 1
     end
-    if #packed == 0 then
-      redis.call('DEL', key)
+    if states + records == 0 then
+      rcall('DEL', key)
     elseif not w.longest and raw[key] and not holds then -- a refund's: the TTL stays
-      redis.call('SET', key, cmsgpack.pack(packed), 'KEEPTTL')
+      rcall('SET', key, table.concat(parts), 'KEEPTTL')
     elseif not w.longest and raw[key] then -- a refund's, holding the record
-      redis.call('SET', key, cmsgpack.pack(packed), 'PX', math.max(redis.call('PTTL', key), replay))
+      rcall('SET', key, table.concat(parts), 'PX', max(rcall('PTTL', key), replay))
     else
       -- Kept no sooner than its ResetAfter, and grace after; the key
       -- that holds this call's record, as long as the client may send
       -- the call again.
       local px = cdiv(longest, 1000) + w.grace
       if holds or (longest == 0 and records > 0) then
-        px = math.max(px, replay) -- the record outlives any attempt of its call
+        px = max(px, replay) -- the record outlives any attempt of its call
       end
-      redis.call('SET', key, cmsgpack.pack(packed), 'PX', math.max(px, 1))
+      rcall('SET', key, table.concat(parts), 'PX', max(px, 1))
     end
   end
 end

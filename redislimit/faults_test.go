@@ -2,6 +2,7 @@ package redislimit_test
 
 import (
 	"context"
+	"encoding/binary"
 	"math"
 	"strings"
 	"sync"
@@ -100,6 +101,26 @@ var corruptValues = []string{
 	"\x92\xb4token_bucket|default\xa1x", // a state that is a string
 	"\x92\xb4token_bucket|default\x95\x0a\xcb\x3f\xe0\x00\x00\x00\x00\x00\x00\x0a\xff\x00", // 0.5 and -1
 	"\x92\xb4token_bucket|default\x92\x0a\x0a",                                             // too few numbers
+	// The script's own layout (a byte 0xC2, then entries), broken:
+	"\xc2\x14\x00token_bucket|def", // an entry cut short
+	"\xc2" + binEntry("token_bucket|default", 10, 3600000000, 10, math.NaN(), 1),      // not a number
+	"\xc2" + binEntry("token_bucket|default", 10, 3600000000, 10, -1, 1),              // below 0
+	"\xc2" + binEntry("token_bucket|default", 10, 3600000000, 10, 0.5, 1),             // not whole
+	"\xc2" + binEntry("token_bucket|default", 10, 3600000000),                         // too few numbers
+	"\xc2" + binEntry("token_bucket|default", 2, 3600000000, 2, 0, 1) + "\x05\x00#ab", // a record cut short, after a state the fast path reads
+}
+
+// binEntry returns the bytes of an entry of the script's layout: the
+// field's length and bytes, then its numbers' count and the numbers,
+// little-endian doubles.
+func binEntry(field string, nums ...float64) string {
+	b := binary.LittleEndian.AppendUint16(nil, uint16(len(field)))
+	b = append(b, field...)
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(nums)))
+	for _, v := range nums {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+	}
+	return string(b)
 }
 
 // TestCorruptKeyAlone: a key whose value another client wrote fails its

@@ -21,10 +21,13 @@ import (
 	"context"
 	"crypto/rand"
 	_ "embed"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -222,18 +225,24 @@ func perUnits(limit, w uint64) (perUs, perToken uint64) {
 	return limit / a, w / a
 }
 
-// policyArgs appends to args the script's arguments for policies: their
-// number, then for each its algorithm, its field in the key's state,
-// limit, window (µs), capacity, and the bucket's units. Routers hand the
-// store the same slice for a set of policies each time, so they are
-// formatted once per set.
-func (s *Store) policyArgs(args []any, policies []chanlimit.Policy) []any {
+// policySet is the script's arguments for a set of policies: its numbers
+// (how many policies, then for each its algorithm, limit, window in µs,
+// capacity, the bucket's units refilled per µs and units in a token) and
+// its fields ("algorithm|name"). Routers hand the store the same slice
+// for a set of policies each time, so they are made once per set.
+type policySet struct {
+	nums   []float64
+	fields []any
+}
+
+// policyArgs returns the script's arguments for policies.
+func (s *Store) policyArgs(policies []chanlimit.Policy) *policySet {
 	id := &policies[0]
 	if a, ok := s.args.Load(id); ok {
-		return append(args, a.([]any)...)
+		return a.(*policySet)
 	}
-	set := make([]any, 0, 1+7*len(policies))
-	set = append(set, len(policies))
+	set := &policySet{nums: make([]float64, 0, 1+6*len(policies))}
+	set.nums = append(set.nums, float64(len(policies)))
 	for _, p := range policies {
 		w := uint64(p.Window / time.Microsecond)
 		capacity := p.Limit
@@ -241,14 +250,15 @@ func (s *Store) policyArgs(args []any, policies []chanlimit.Policy) []any {
 			capacity = p.Burst
 		}
 		perUs, perToken := perUnits(uint64(p.Limit), w)
-		set = append(set, algorithms[p.Algorithm], p.Algorithm+"|"+p.Name, p.Limit, w, capacity, perUs, perToken)
+		set.nums = append(set.nums, float64(algorithms[p.Algorithm]), float64(p.Limit), float64(w), float64(capacity), float64(perUs), float64(perToken))
+		set.fields = append(set.fields, p.Algorithm+"|"+p.Name)
 	}
 	if s.cached.Add(1) > 1024 { // sets let go (SetOverride, SetPolicies) are not kept for ever
 		s.args.Clear()
 		s.cached.Store(0)
 	}
 	s.args.Store(id, set)
-	return append(args, set...)
+	return set
 }
 
 // MaxPerCall is the most requests one call of the script decides: a
@@ -436,35 +446,48 @@ func (s *Store) send(ctx context.Context, calls []call, eval bool) {
 }
 
 // build numbers calls, and writes into each its keys and the script's
-// arguments.
+// arguments: the numbers, packed as little-endian doubles in one string
+// (every one is an integer below 2^53, exact in a double), then the
+// store's id, the call's number and the policies' fields.
 func (s *Store) build(ops []chanlimit.StoreOp, calls []call) {
 	first, low, keep := s.flights.take(len(calls))
 	for k := range calls {
 		c := &calls[k]
 		c.seq = first + uint64(k)
 		c.keys = make([]string, len(c.ops))
-		args := []any{Grace.Milliseconds(), ClockGrace.Milliseconds(), s.replay.Milliseconds(), s.id, c.seq, low, len(keep)}
-		args = append(args, keep...)
-		args = append(args, 0)
-		nsets := len(args) - 1
+		nums := make([]float64, 0, 6+len(keep)+8+4*len(c.ops))
+		nums = append(nums, float64(Grace.Milliseconds()), float64(ClockGrace.Milliseconds()), float64(s.replay.Milliseconds()), float64(low), float64(len(keep)))
+		for _, seq := range keep {
+			nums = append(nums, float64(seq))
+		}
+		nums = append(nums, 0)
+		nsets := len(nums) - 1
+		args := []any{nil, s.id, strconv.FormatUint(c.seq, 10)}
 		sets := map[*chanlimit.Policy]int{}
 		for j, i := range c.ops {
 			op := &ops[i]
 			c.keys[j] = s.Key(op.Key)
 			if _, ok := sets[&op.Policies[0]]; !ok {
 				sets[&op.Policies[0]] = len(sets) + 1
-				args = s.policyArgs(args, op.Policies)
+				set := s.policyArgs(op.Policies)
+				nums = append(nums, set.nums...)
+				args = append(args, set.fields...)
 			}
 		}
-		args[nsets] = len(sets)
+		nums[nsets] = float64(len(sets))
 		for _, i := range c.ops {
 			op := &ops[i]
 			now := int64(-1)
 			if !op.Now.IsZero() {
 				now = op.Now.UnixMicro()
 			}
-			args = append(args, int(op.Kind), op.N, sets[&op.Policies[0]], now)
+			nums = append(nums, float64(op.Kind), float64(op.N), float64(sets[&op.Policies[0]]), float64(now))
 		}
+		blob := make([]byte, 8*len(nums))
+		for i, v := range nums {
+			binary.LittleEndian.PutUint64(blob[8*i:], math.Float64bits(v))
+		}
+		args[0] = blob
 		c.args = args
 	}
 }
@@ -513,7 +536,7 @@ type flights struct {
 	next uint64
 	out  []uint64  // the calls out, oldest first
 	kept []givenUp // the calls given up on, oldest first
-	args []any     // kept's numbers, as the script's arguments
+	args []uint64  // kept's numbers, as the script's arguments
 }
 
 type givenUp struct {
@@ -526,7 +549,7 @@ const maxKept = 256
 
 // take numbers n calls, first to first+n-1, and returns with them the
 // lowest call out (theirs included) and the calls given up on below it.
-func (f *flights) take(n int) (first, low uint64, keep []any) {
+func (f *flights) take(n int) (first, low uint64, keep []uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	first = f.next + 1

@@ -1,0 +1,68 @@
+package redislimit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chanlimit/chanlimit"
+)
+
+// TestOneKeyManyOpsInACall: several requests on one key in one script
+// call, each seeing what the ones before it did, whether the script
+// serves them on its fast path (one fixed window) or its general one (a
+// refund, a reset): an allow, another, a refund, a peek, a reset, an
+// allow; then a peek in a call of its own.
+func TestOneKeyManyOpsInACall(t *testing.T) {
+	s := newTestStore(t, singleNode(t))
+	ctx := context.Background()
+	p := []chanlimit.Policy{{Name: "default", Algorithm: "fixed_window", Limit: 5, Window: time.Hour}}
+	op := func(kind chanlimit.StoreOpKind, n int) chanlimit.StoreOp {
+		return chanlimit.StoreOp{Kind: kind, Key: "k", N: n, Policies: p}
+	}
+	ops := []chanlimit.StoreOp{
+		op(chanlimit.StoreAllow, 1), op(chanlimit.StoreAllow, 2), op(chanlimit.StoreRefund, 1),
+		op(chanlimit.StorePeek, 1), op(chanlimit.StoreReset, 0), op(chanlimit.StoreAllow, 1),
+	}
+	s.Decide(ctx, ops)
+	for i := range ops {
+		require.NoError(t, ops[i].Err, i)
+	}
+	assert.Equal(t, 4, ops[0].Decision.Remaining)
+	assert.Equal(t, 2, ops[1].Decision.Remaining)
+	assert.True(t, ops[3].Decision.Allowed)
+	assert.Equal(t, 2, ops[3].Decision.Remaining, "after the refund: 2 taken, a peek of 1 leaves 2")
+	assert.Equal(t, 4, ops[5].Decision.Remaining, "after the reset")
+	peek := []chanlimit.StoreOp{op(chanlimit.StorePeek, 1)}
+	s.Decide(ctx, peek)
+	require.NoError(t, peek[0].Err)
+	assert.Equal(t, 3, peek[0].Decision.Remaining)
+}
+
+// TestReadsEarlierValues: a key's value as the earlier script wrote it
+// (cmsgpack: {field, numbers, ...}), records included, is read and carried
+// over: the requests after it are decided from its state.
+func TestReadsEarlierValues(t *testing.T) {
+	c := singleNode(t)
+	s := newTestStore(t, c)
+	ctx := context.Background()
+	// token_bucket, Limit 10 per hour, 4 tokens used at a time far ahead of
+	// any clock (the used units do not refill before the test ends).
+	require.NoError(t, c.Eval(ctx, `redis.call('SET', KEYS[1], cmsgpack.pack({
+		'token_bucket|default', {10, 3600000000, 10, 4 * 360000000, 4102444800000000},
+		'#earlier:1', {4102444800000, 1, 1, 1, 6, 0, 0, 0},
+	}), 'PX', 60000); return 1`, []string{s.Key("k")}).Err())
+	p := []chanlimit.Policy{{Name: "default", Algorithm: "token_bucket", Limit: 10, Window: time.Hour}}
+	ops := []chanlimit.StoreOp{{Kind: chanlimit.StoreAllow, Key: "k", N: 1, Policies: p}}
+	s.Decide(ctx, ops)
+	require.NoError(t, ops[0].Err)
+	assert.True(t, ops[0].Decision.Allowed)
+	assert.Equal(t, 5, ops[0].Decision.Remaining, "4 taken before, 1 now")
+	blob, err := c.Get(ctx, s.Key("k")).Bytes()
+	require.NoError(t, err)
+	assert.Equal(t, byte(0xC2), blob[0], "written back in the script's layout")
+	assert.Contains(t, string(blob), "#earlier:1", "another store's record, kept while it lasts")
+}
