@@ -123,8 +123,10 @@ end
 -- perToken units, perUs units refill each microsecond, a full bucket is
 -- cap tokens. State: {limit, window, cap, used, last}.
 
-local function bucketUsed(p, s, now)
-  local used, last = s.used, s.last
+-- bucketUsed returns a bucket's used units at now, refilled since last,
+-- the instant it is decided at (last, if now is before it) and how far
+-- ahead of now that is.
+local function bucketUsed(p, used, last, now)
   local at, ahead = now, 0
   if now < last then
     at, ahead = last, last - now
@@ -140,36 +142,37 @@ local function bucketUsed(p, s, now)
   return used, at, ahead
 end
 
-local function bucketDecide(p, s, now, n, d)
-  local used, at, ahead = bucketUsed(p, s, now)
-  local full = p.cap * p.perToken
+-- bucketDecision decides n units on a bucket that had used units at
+-- last, at now: allowed, remaining, retry after, reset after, delay, the
+-- retry's rounding in ns, and if allowed the state after (used, last).
+local function bucketDecision(p, used, last, now, n)
+  local at, ahead
+  used, at, ahead = bucketUsed(p, used, last, now)
+  local full, need = p.cap * p.perToken, n * p.perToken
   local free = full - used
-  local need = n * p.perToken
   if free < need then
-    d.allowed = false
-    d.remaining = idiv(free, p.perToken)
     local deficit = used + need - full
-    d.retry = cdiv(deficit, p.perUs)
     local r = deficit - idiv(deficit, p.perUs) * p.perUs
-    d.sub = r > 0 and 1000 - ceilMilli(r, p.perUs) or 0
-    d.reset = cdiv(used, p.perUs)
-    d.delay = 0
-  else
-    d.allowed = true
-    d.remaining = idiv(free - need, p.perToken)
-    d.retry = 0
-    d.reset = cdiv(used + need, p.perUs)
-    d.delay = 0
-    if p.alg == 3 then
-      d.delay = cdiv(used, p.perUs) -- leaky_bucket: its turn, once the units queued ahead have drained
-    end
-    d.commit = {used = used + need, last = at}
+    return false, idiv(free, p.perToken), extend(cdiv(deficit, p.perUs), ahead), extend(cdiv(used, p.perUs), ahead),
+      0, r > 0 and 1000 - ceilMilli(r, p.perUs) or 0
   end
-  d.retry, d.reset, d.delay = extend(d.retry, ahead), extend(d.reset, ahead), d.delay + (d.allowed and p.alg == 3 and ahead or 0)
+  local delay = 0
+  if p.alg == 3 then
+    delay = cdiv(used, p.perUs) + ahead -- leaky_bucket: its turn, once the units queued ahead have drained
+  end
+  return true, idiv(free - need, p.perToken), 0, extend(cdiv(used + need, p.perUs), ahead), delay, 0, used + need, at
+end
+
+local function bucketDecide(p, s, now, n, d)
+  local used, last
+  d.allowed, d.remaining, d.retry, d.reset, d.delay, d.sub, used, last = bucketDecision(p, s.used, s.last, now, n)
+  if d.allowed then
+    d.commit = {used = used, last = last}
+  end
 end
 
 local function bucketResetAfter(p, s, now)
-  local used, _, ahead = bucketUsed(p, s, now)
+  local used, _, ahead = bucketUsed(p, s.used, s.last, now)
   return extend(cdiv(used, p.perUs), ahead)
 end
 
@@ -184,7 +187,7 @@ local function bucketAdopt(p, s, old, now)
   local a, b = old.limit, old.window
   while b ~= 0 do a, b = b, a % b end
   local perUs, perToken = old.limit / a, old.window / a
-  local used = bucketUsed({perUs = perUs}, s, now)
+  local used = bucketUsed({perUs = perUs}, s.used, s.last, now)
   local at = max(now, s.last)
   local free = old.cap * perToken - used
   local q = idiv(free, perToken)
@@ -206,21 +209,34 @@ local function fixedAt(s, now)
   return now, 0
 end
 
-local function fixedDecide(p, s, now, n, d)
-  local at, ahead = fixedAt(s, now)
-  local start, c = at, 0
-  if s.count > 0 and at - s.start < p.window then
-    start, c = s.start, s.count
+-- fixedDecision decides n units on a window that started at start with
+-- count units, at now: allowed, remaining, retry after, reset after, and
+-- if allowed the state after (start, count).
+local function fixedDecision(p, start, count, now, n)
+  local at, ahead = now, 0
+  if count > 0 and now < start then
+    at, ahead = start, start - now
   end
-  local left = p.window - (at - start)
-  d.delay = 0
-  if n > p.limit - c then
-    d.allowed, d.remaining, d.retry, d.reset = false, p.limit - c, left, left
+  local c = 0
+  if count > 0 and at - start < p.window then
+    c = count
   else
-    d.allowed, d.remaining, d.retry, d.reset = true, p.limit - c - n, 0, left
-    d.commit = {start = start, count = c + n}
+    start = at
   end
-  d.retry, d.reset = extend(d.retry, ahead), extend(d.reset, ahead)
+  local left = extend(p.window - (at - start), ahead)
+  if n > p.limit - c then
+    return false, p.limit - c, left, left
+  end
+  return true, p.limit - c - n, 0, left, start, c + n
+end
+
+local function fixedDecide(p, s, now, n, d)
+  local start, count
+  d.allowed, d.remaining, d.retry, d.reset, start, count = fixedDecision(p, s.start, s.count, now, n)
+  d.delay = 0
+  if d.allowed then
+    d.commit = {start = start, count = count}
+  end
 end
 
 local function fixedResetAfter(p, s, now)
@@ -851,60 +867,10 @@ local function serveFast(key, kind, n, set, now)
     now, grace = timeNow(), ownGrace
   end
   local allowed, remaining, retry, reset, delay, rounded = false, 0, 0, 0, 0, 0
-  if p.alg <= 3 then -- bucketDecide's
-    local used, last = x or 0, y or now -- a fresh bucket is full, whenever it was made
-    local at, ahead = now, 0
-    if now < last then
-      at, ahead = last, last - now
-    end
-    local el = at - last
-    if el > 0 and used > 0 then
-      if el >= cdiv(used, p.perUs) then
-        used = 0
-      else
-        used = used - el * p.perUs
-      end
-    end
-    local full, need = p.cap * p.perToken, n * p.perToken
-    local free = full - used
-    if free < need then
-      remaining = idiv(free, p.perToken)
-      local deficit = used + need - full
-      retry = cdiv(deficit, p.perUs)
-      local r = deficit - idiv(deficit, p.perUs) * p.perUs
-      rounded = r > 0 and 1000 - ceilMilli(r, p.perUs) or 0
-      reset = cdiv(used, p.perUs)
-    else
-      allowed = true
-      remaining = idiv(free - need, p.perToken)
-      reset = cdiv(used + need, p.perUs)
-      if p.alg == 3 then
-        delay = cdiv(used, p.perUs) + ahead -- leaky_bucket: its turn, once the units queued ahead have drained
-      end
-      x, y = used + need, at
-    end
-    retry, reset = extend(retry, ahead), extend(reset, ahead)
-  else -- fixedDecide's
-    local start, count = x or 0, y or 0
-    local at, ahead = now, 0
-    if count > 0 and now < start then
-      at, ahead = start, start - now
-    end
-    local c = 0
-    if count > 0 and at - start < p.window then
-      c = count
-    else
-      start = at
-    end
-    local left = p.window - (at - start)
-    reset = left
-    if n > p.limit - c then
-      remaining, retry = p.limit - c, left
-    else
-      allowed, remaining = true, p.limit - c - n
-      x, y = start, c + n
-    end
-    retry, reset = extend(retry, ahead), extend(reset, ahead)
+  if p.alg <= 3 then
+    allowed, remaining, retry, reset, delay, rounded, x, y = bucketDecision(p, x or 0, y or now, now, n) -- a fresh bucket is full, whenever it was made
+  else
+    allowed, remaining, retry, reset, x, y = fixedDecision(p, x or 0, y or 0, now, n)
   end
   if allowed and kind == 1 then
     if not fast[key] then
