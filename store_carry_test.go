@@ -53,12 +53,7 @@ func TestStoreGoexitWhileLanding(t *testing.T) {
 				st := newHoldStore(clock.Real(), FailLocal, "k")
 				st.kind = StoreAllow
 				st.down.Store(true) // FailLocal decides: for the head, the rule ends the goroutine
-				r, err := New(Config{Algorithm: "test_store_exit_on_two", Limit: 5, Window: time.Hour, Partitions: 1, Store: st})
-				require.NoError(t, err)
-				defer func() {
-					close(st.quit)
-					_ = r.Close()
-				}()
+				r := routerOn(t, st.memStore, st, Config{Algorithm: "test_store_exit_on_two", Limit: 5, Window: time.Hour, Partitions: 1})
 				ctx, cancel := context.WithCancel(context.Background())
 				head := make(chan error, 1)
 				go func() { _, err := r.WaitN(ctx, "k", 2); head <- err }()
@@ -114,12 +109,7 @@ func TestStoreOneAskPerHead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newHoldStore(clock.Real(), FailClosed, "k")
 		st.kind = StoreAllow
-		r, err := New(Config{Limit: 1, Window: time.Hour, Partitions: 1, Store: st})
-		require.NoError(t, err)
-		defer func() {
-			close(st.quit)
-			_ = r.Close()
-		}()
+		r := routerOn(t, st.memStore, st, Config{Limit: 1, Window: time.Hour, Partitions: 1})
 		ctx := context.Background()
 		st.holding.Store(false)
 		require.True(t, r.Allow("k"))
@@ -163,12 +153,7 @@ func (s slowStore10) Decide(ctx context.Context, ops []StoreOp) {
 func TestStoreManyLinesLeaveRoom(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := slowStore10{newMemStore(clock.Real(), FailClosed)}
-		r, err := New(Config{Limit: 10000, Window: time.Hour, Partitions: 1, Store: st})
-		require.NoError(t, err)
-		defer func() {
-			close(st.quit)
-			_ = r.Close()
-		}()
+		r := routerOn(t, st.memStore, st, Config{Limit: 10000, Window: time.Hour, Partitions: 1})
 		ctx := context.Background()
 		var granted atomic.Int64
 		var wg sync.WaitGroup
@@ -183,7 +168,7 @@ func TestStoreManyLinesLeaveRoom(t *testing.T) {
 			time.Sleep(time.Millisecond) // each line due at an instant of its own
 		}
 		start := time.Now()
-		_, err = r.Stats(ctx)
+		_, err := r.Stats(ctx)
 		require.NoError(t, err)
 		assert.LessOrEqual(t, time.Since(start), 20*time.Millisecond, "Stats waits for a trip to land at most")
 		wg.Wait()

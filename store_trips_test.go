@@ -54,6 +54,20 @@ func (s *holdStore) Decide(ctx context.Context, ops []StoreOp) {
 	s.memStore.Decide(ctx, ops)
 }
 
+// routerOn returns a router with cfg on store, whose memStore is m,
+// closed (and m's held calls let go) when the test ends.
+func routerOn(t *testing.T, m *memStore, store Store, cfg Config) *Router {
+	t.Helper()
+	cfg.Store = store
+	r, err := New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		close(m.quit) // nothing stays held, if the test failed
+		_ = r.Close()
+	})
+	return r
+}
+
 // returns reports whether f, run on a goroutine of its own, has returned
 // once every goroutine of the bubble is blocked.
 func returns(f func()) bool {
@@ -110,12 +124,7 @@ func TestStoreSlowKeyStallsNoOther(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := newHoldStore(clock.Real(), FailClosed, "slow")
-				r, err := New(Config{Limit: 2, Window: time.Second, Partitions: 1, Store: st})
-				require.NoError(t, err)
-				defer func() {
-					close(st.quit)
-					_ = r.Close()
-				}()
+				r := routerOn(t, st.memStore, st, Config{Limit: 2, Window: time.Second, Partitions: 1})
 				c.slow(t, r, st)
 				synctest.Wait()
 				require.Positive(t, st.held.Load(), "a call on slow is held")
@@ -140,12 +149,7 @@ func TestStoreRefundGoesWhereGrantCame(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := newHoldStore(clock.Real(), mode, "k")
 				st.down.Store(true)
-				r, err := New(Config{Limit: 3, Window: time.Hour, Partitions: 1, Store: st})
-				require.NoError(t, err)
-				defer func() {
-					close(st.quit)
-					_ = r.Close()
-				}()
+				r := routerOn(t, st.memStore, st, Config{Limit: 3, Window: time.Hour, Partitions: 1})
 				ctx, cancel := context.WithCancel(context.Background())
 				go func() { _, _ = r.AllowN(ctx, "k", 1) }()
 				synctest.Wait()
@@ -173,12 +177,7 @@ func TestStoreRefundGoesWhereGrantCame(t *testing.T) {
 func TestStoreParkedBehindHead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newHoldStore(clock.Real(), FailClosed, "k")
-		r, err := New(Config{Limit: 2, Window: time.Hour, Partitions: 1, Store: st})
-		require.NoError(t, err)
-		defer func() {
-			close(st.quit)
-			_ = r.Close()
-		}()
+		r := routerOn(t, st.memStore, st, Config{Limit: 2, Window: time.Hour, Partitions: 1})
 		ctx := context.Background()
 		waited := make(chan Decision, 1)
 		go func() {
@@ -190,6 +189,7 @@ func TestStoreParkedBehindHead(t *testing.T) {
 		require.EqualValues(t, 1, st.held.Load(), "the head is out")
 		var d Decision
 		require.False(t, returns(func() {
+			var err error
 			d, err = r.AllowN(ctx, "k", 1)
 			assert.NoError(t, err)
 		}), "AllowN on the key waits behind its line's head")
@@ -208,12 +208,7 @@ func TestStoreParkedBehindHead(t *testing.T) {
 func TestStoreHeadLeftWhileOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newHoldStore(clock.Real(), FailClosed, "k")
-		r, err := New(Config{Limit: 2, Window: time.Hour, Partitions: 1, Store: st})
-		require.NoError(t, err)
-		defer func() {
-			close(st.quit)
-			_ = r.Close()
-		}()
+		r := routerOn(t, st.memStore, st, Config{Limit: 2, Window: time.Hour, Partitions: 1})
 		ctx, cancel := context.WithCancel(context.Background())
 		left := make(chan error, 1)
 		go func() {
@@ -269,12 +264,7 @@ func TestStoreTries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newHoldStore(clock.Real(), FailClosed, "lined")
 		st.holding.Store(false)
-		r, err := New(Config{Algorithm: "leaky_bucket", Limit: 2, Window: time.Second, Partitions: 1, Store: st})
-		require.NoError(t, err)
-		defer func() {
-			close(st.quit)
-			_ = r.Close()
-		}()
+		r := routerOn(t, st.memStore, st, Config{Algorithm: "leaky_bucket", Limit: 2, Window: time.Second, Partitions: 1})
 		ctx := context.Background()
 		require.True(t, r.Allow("later")) // its next unit's turn is 500 ms away
 		require.True(t, r.Allow("lined"))
