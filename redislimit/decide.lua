@@ -8,7 +8,7 @@
 --          records of calls that changed it (field "#store:call", numbers
 --          {expiry on Redis's clock in ms, the call's answers...}): a byte
 --          0xC2, then for each field its length (2 bytes), its bytes, its
---          count of numbers (2 bytes) and the numbers, little-endian
+--          count of numbers (4 bytes) and the numbers, little-endian
 --          doubles (struct packs and unpacks them in C). A value an earlier
 --          script wrote with cmsgpack ({field, numbers, ...}) is read too.
 -- ARGV     1: the numbers, little-endian doubles: the grace kept past a
@@ -603,7 +603,7 @@ local function valid(field, t)
 end
 
 -- A key's value is a byte 0xC2, then entries: a field (its length, two
--- bytes, then its bytes) and its numbers (their count, two bytes, then
+-- bytes, then its bytes) and its numbers (their count, four bytes, then
 -- each a little-endian double). struct packs and unpacks them in C.
 local MARK = char(0xC2)
 local dfmt = {} -- '<' and k 'd's, by k
@@ -616,9 +616,39 @@ local function dfmtOf(k)
   return f
 end
 
+-- packNums returns the numbers t as doubles, and unpackNums the k
+-- doubles of blob from pos on, as a table, and the position after them:
+-- by chunks, since Lua moves at most about 8,000 values at once (a log
+-- holds two numbers an entry).
+local CHUNK = 512
+local function packNums(t)
+  if #t <= CHUNK then
+    return spack(dfmtOf(#t), unpack(t))
+  end
+  local parts = {}
+  for i = 1, #t, CHUNK do
+    local j = min(i + CHUNK - 1, #t)
+    parts[#parts + 1] = spack(dfmtOf(j - i + 1), unpack(t, i, j))
+  end
+  return table.concat(parts)
+end
+
+local function unpackNums(blob, pos, k)
+  local t = {}
+  while #t < k do
+    local c = min(CHUNK, k - #t)
+    local part = {sunpack(dfmtOf(c), blob, pos)}
+    pos = part[c + 1]
+    for i = 1, c do
+      t[#t + 1] = part[i]
+    end
+  end
+  return t, pos
+end
+
 -- entry returns the bytes of field's entry, holding the numbers t.
 local function entry(field, t)
-  return spack('<H', #field) .. field .. spack('<H', #t) .. spack(dfmtOf(#t), unpack(t))
+  return spack('<H', #field) .. field .. spack('<I4', #t) .. packNums(t)
 end
 
 -- parseOld parses a value an earlier version of the script wrote, packed
@@ -661,7 +691,7 @@ local function parseNew(blob)
       return nil
     end
     local k
-    k, pos = sunpack('<H', blob, pos + len)
+    k, pos = sunpack('<I4', blob, pos + len)
     if pos + 8 * k - 1 > n then
       return nil
     end
@@ -670,9 +700,8 @@ local function parseNew(blob)
       pos = pos + 8 * k
       records[field] = {expiry, sub(blob, start, pos - 1)}
     else
-      local t = {sunpack(dfmtOf(k), blob, pos)}
-      pos = t[k + 1]
-      t[k + 1] = nil
+      local t
+      t, pos = unpackNums(blob, pos, k)
       if not valid(field, t) then
         return nil
       end
@@ -695,7 +724,7 @@ end
 
 -- The arguments: the numbers, packed as doubles in ARGV[1]; the store's
 -- id, the call's number and the policies' fields, strings.
-local args = {sunpack(dfmtOf(#ARGV[1] / 8), ARGV[1])}
+local args = unpackNums(ARGV[1], 1, #ARGV[1] / 8)
 local ownGrace, clockGrace, replay, low = args[1], args[2], args[3], args[4]
 local me, call = ARGV[2], ARGV[3]
 local nkeep = args[5]
@@ -728,8 +757,8 @@ for _, key in ipairs(KEYS) do
     if r then
       local bytes = r[2]
       local len = sunpack('<H', bytes, 1)
-      local k, pos = sunpack('<H', bytes, 3 + len)
-      local t = {sunpack(dfmtOf(k), bytes, pos)}
+      local k, pos = sunpack('<I4', bytes, 3 + len)
+      local t = unpackNums(bytes, pos, k)
       local answers = {}
       for j = 2, k do -- not unpack: a large call answers more numbers than Lua moves at once
         answers[j - 1] = t[j]
@@ -758,7 +787,7 @@ for i = 1, args[a] do
   if #set == 1 and (p.alg <= 3 or p.alg == 6) then
     -- The common case, served without decoding (serveFast): the bytes its
     -- state starts with, in a value the script wrote.
-    set.fast = MARK .. spack('<H', #p.field) .. p.field .. spack('<Hddd', 5, p.limit, p.window, p.cap)
+    set.fast = MARK .. spack('<H', #p.field) .. p.field .. spack('<I4ddd', 5, p.limit, p.window, p.cap)
   end
   sets[i] = set
 end
@@ -782,6 +811,7 @@ local vals = {}
 local written, wrote = {}, {}
 local fast = {} -- serveFast's writes, by key: the state's two numbers, the records after, grace, ResetAfter, set
 local out = {0} -- first: 1 if the call wrote, so that its answers are kept
+local taking = false -- the call took or gave back units, or decided beside a reset: its answers are kept (recordOf)
 
 local function value(key)
   local v = vals[key]
@@ -826,10 +856,10 @@ local function allRecords(rest)
       return false
     end
     local len = sunpack('<H', rest, pos)
-    if byte(rest, pos + 2) ~= 35 or pos + 3 + len > n then
+    if byte(rest, pos + 2) ~= 35 or pos + 5 + len > n then
       return false
     end
-    pos = pos + 4 + len + 8 * sunpack('<H', rest, pos + 2 + len)
+    pos = pos + 6 + len + 8 * sunpack('<I4', rest, pos + 2 + len)
     if pos - 1 > n then
       return false
     end
@@ -876,6 +906,7 @@ local function serveFast(key, kind, n, set, now)
     if not fast[key] then
       written[#written + 1] = key
     end
+    taking = true
     fast[key] = {x, y, rest or '', grace, reset, set}
   end
   local a = allowed and 1 or 0
@@ -919,24 +950,28 @@ local function serve(key, kind, n, set, now)
     ss[j] = s
   end
 
-  if kind == 3 then -- refund
-    if not raw[key] and not wrote[key] then
-      return nil
-    end
+  if kind == 3 then -- refund: a policy without a state is left without one
+    local gave = false
     for j, p in ipairs(set) do
-      local s = ss[j]
-      if p.alg <= 3 then
-        bucketRefund(p, s, n)
-      elseif p.alg == 4 then
-        logRefund(s, n)
-      elseif p.alg == 5 then
-        s.cur = s.cur - min(n, s.cur)
-      else
-        s.count = s.count - min(n, s.count)
+      if v.states[p.field] then
+        local s = ss[j]
+        if p.alg <= 3 then
+          bucketRefund(p, s, n)
+        elseif p.alg == 4 then
+          logRefund(s, n)
+        elseif p.alg == 5 then
+          s.cur = s.cur - min(n, s.cur)
+        else
+          s.count = s.count - min(n, s.count)
+        end
+        v.states[p.field] = pack(p, s)
+        gave = true
       end
-      v.states[p.field] = pack(p, s)
     end
-    note(key, set, now, grace, nil)
+    if gave then
+      note(key, set, now, grace, nil)
+      taking = true
+    end
     return nil
   end
 
@@ -971,13 +1006,18 @@ local function serve(key, kind, n, set, now)
       longest = max(longest, ds[j].reset)
     end
     note(key, set, now, grace, longest)
+    taking = true
   end
   return r
 end
 
+local decides = false -- an op of the call is not a reset
 for i = 1, #KEYS do
   local b = a + (i - 1) * 4
   local kind = args[b]
+  if kind ~= 4 then
+    decides = true
+  end
   local ok, r = pcall(serve, KEYS[i], kind, args[b + 1], sets[args[b + 2]], args[b + 3])
   if not ok then -- the key's value made the rules fail: it is corrupt
     r = kind <= 2 and {-1} or nil
@@ -1007,21 +1047,22 @@ local function keeps(name, expiry)
 end
 
 -- keepRest appends to parts the entries of rest (a value's records, as
--- bytes) that stay, and returns how many.
+-- bytes) that stay, and returns how many, and the latest expiry of them.
 local function keepRest(rest, parts)
-  local n, pos, kept = #rest, 1, 0
+  local n, pos, kept, latest = #rest, 1, 0, 0
   while pos <= n do
     local len = sunpack('<H', rest, pos)
     local name = sub(rest, pos + 2, pos + 1 + len)
-    local k = sunpack('<H', rest, pos + 2 + len)
-    local stop = pos + 4 + len + 8 * k
-    if byte(name) ~= 35 or keeps(name, sunpack('<d', rest, pos + 4 + len)) then
+    local k = sunpack('<I4', rest, pos + 2 + len)
+    local stop = pos + 6 + len + 8 * k
+    local expiry = sunpack('<d', rest, pos + 6 + len)
+    if byte(name) ~= 35 or keeps(name, expiry) then
       parts[#parts + 1] = sub(rest, pos, stop - 1)
-      kept = kept + 1
+      kept, latest = kept + 1, max(latest, expiry)
     end
     pos = stop
   end
-  return kept
+  return kept, latest
 end
 
 local function inSet(set, field)
@@ -1040,22 +1081,38 @@ end
 -- this call's record (a reset alone needs none: dropping a key again is
 -- harmless).
 local recorded = false
+-- recordOf returns this call's record, as an entry, once: the first key
+-- written holds it, if the call took or gave back units, or decided
+-- anything beside a reset (a request denied before a reset would be
+-- allowed after it). A call of resets alone needs none: dropping a key
+-- again is harmless.
+local recorded = not (taking or decides)
+local function recordOf()
+  if recorded then
+    return nil
+  end
+  recorded = true
+  local r = {clock + replay}
+  for j = 1, #out do
+    r[j + 1] = out[j]
+  end
+  return entry(record, r)
+end
+
+-- Each key is kept no sooner than its ResetAfter, and grace after, and
+-- as long as the records it keeps may be asked for.
 for _, key in ipairs(written) do
   local f = fast[key]
   if f then -- serveFast's: its state, then the records that stay, as bytes
     local parts = {f[6].fast, spack('<dd', f[1], f[2])}
-    local ok, kept = pcall(keepRest, f[3], parts)
+    local ok, _, latest = pcall(keepRest, f[3], parts)
     if not ok then
-      parts = {parts[1], parts[2]}
+      parts, latest = {parts[1], parts[2]}, 0
     end
-    local px = cdiv(f[5], 1000) + f[4]
-    if not recorded then
-      recorded = true
-      local r = {clock + replay}
-      for j = 1, #out do
-        r[j + 1] = out[j]
-      end
-      parts[#parts + 1] = entry(record, r)
+    local px = max(cdiv(f[5], 1000) + f[4], latest - clock)
+    local r = recordOf()
+    if r then
+      parts[#parts + 1] = r
       px = max(px, replay) -- the record outlives any attempt of its call
     end
     rcall('SET', key, table.concat(parts), 'PX', max(px, 1))
@@ -1063,7 +1120,7 @@ for _, key in ipairs(written) do
   local v, w = vals[key], wrote[key]
   if v and not f then
     local parts = {MARK}
-    local states, records = 0, 0
+    local states, records, latest = 0, 0, 0
     local longest = w.longest or 0
     for _, p in ipairs(w.set) do
       local t = v.states[p.field]
@@ -1092,45 +1149,36 @@ for _, key in ipairs(written) do
     for name, r in pairs(v.records) do
       if keeps(name, r[1]) then
         parts[#parts + 1] = r[2]
-        records = records + 1
+        records, latest = records + 1, max(latest, r[1])
       end
     end
     if v.rest and v.rest ~= '' then
       local mark = #parts
-      local ok, kept = pcall(keepRest, v.rest, parts)
+      local ok, kept, last = pcall(keepRest, v.rest, parts)
       if ok then
-        records = records + kept
+        records, latest = records + kept, max(latest, last)
       else -- a tail the script cannot walk: its records go
         for k = #parts, mark + 1, -1 do
           parts[k] = nil
         end
       end
     end
-    local holds = false
-    if not recorded and states > 0 then
-      recorded, holds = true, true
-      local r = {clock + replay}
-      for j = 1, #out do
-        r[j + 1] = out[j]
-      end
-      parts[#parts + 1] = entry(record, r)
-      records = records + 1
+    local r = recordOf()
+    if r then
+      parts[#parts + 1] = r
+      records, latest = records + 1, clock + replay
     end
+    local keepFor = latest - clock -- the records' time left, ms
     if states + records == 0 then
       rcall('DEL', key)
-    elseif not w.longest and raw[key] and not holds then -- a refund's: the TTL stays
-      rcall('SET', key, table.concat(parts), 'KEEPTTL')
-    elseif not w.longest and raw[key] then -- a refund's, holding the record
-      rcall('SET', key, table.concat(parts), 'PX', max(rcall('PTTL', key), replay))
-    else
-      -- Kept no sooner than its ResetAfter, and grace after; the key
-      -- that holds this call's record, as long as the client may send
-      -- the call again.
-      local px = cdiv(longest, 1000) + w.grace
-      if holds or (longest == 0 and records > 0) then
-        px = max(px, replay) -- the record outlives any attempt of its call
+    elseif not w.longest and raw[key] then -- a refund's: the TTL stays, or the records' if longer
+      if records > 0 then
+        rcall('SET', key, table.concat(parts), 'PX', max(rcall('PTTL', key), keepFor, 1))
+      else
+        rcall('SET', key, table.concat(parts), 'KEEPTTL')
       end
-      rcall('SET', key, table.concat(parts), 'PX', max(px, 1))
+    else
+      rcall('SET', key, table.concat(parts), 'PX', max(cdiv(longest, 1000) + w.grace, keepFor, 1))
     end
   end
 end

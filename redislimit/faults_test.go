@@ -116,7 +116,7 @@ var corruptValues = []string{
 func binEntry(field string, nums ...float64) string {
 	b := binary.LittleEndian.AppendUint16(nil, uint16(len(field)))
 	b = append(b, field...)
-	b = binary.LittleEndian.AppendUint16(b, uint16(len(nums)))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(nums)))
 	for _, v := range nums {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
 	}

@@ -158,6 +158,10 @@ func (s *Store) FailMode() FailMode { return s.mode }
 // below 2^50.
 const exact = 1 << 50
 
+// exactTime bounds the times the script takes (µs since 1970): a double
+// holds integers exactly below 2^53.
+const exactTime = 1 << 53
+
 // algorithms numbers the algorithms the script knows.
 var algorithms = map[string]int{
 	"token_bucket":           1,
@@ -351,7 +355,15 @@ func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 		}
 		return
 	}
+	for i := range ops {
+		if t := ops[i].Now; !t.IsZero() && (t.UnixMicro() < 0 || t.UnixMicro() >= exactTime) {
+			ops[i].Err = unavailable(fmt.Errorf("redislimit: the request's time, %v, is not between 1970 and 2255, as times in Redis are (Config.Clock)", t))
+		}
+	}
 	calls := s.calls(ops)
+	if len(calls) == 0 {
+		return
+	}
 	s.build(ops, calls)
 	s.send(ctx, calls, false)
 	s.notePause(calls)
@@ -414,6 +426,9 @@ func (s *Store) calls(ops []chanlimit.StoreOp) []call {
 	var calls []call
 	open := map[uint16]int{} // the call of each slot still open to more ops; one slot on a single node
 	for i := range ops {
+		if ops[i].Err != nil { // answered already: not sent
+			continue
+		}
 		var slot uint16
 		if s.cluster {
 			slot = hashSlot(s.Key(ops[i].Key))

@@ -1,0 +1,148 @@
+package redislimit
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chanlimit/chanlimit"
+)
+
+// TestLargeLog: a sliding_window_log with 5,000 live entries (more
+// numbers than Lua moves at once) is written and read, and the other
+// keys of its calls are decided. Before, its write failed every call
+// past about 4,000 entries.
+func TestLargeLog(t *testing.T) {
+	s := newTestStore(t, singleNode(t))
+	ctx := context.Background()
+	log := []chanlimit.Policy{{Name: "default", Algorithm: "sliding_window_log", Limit: 10000, Window: time.Minute}}
+	other := []chanlimit.Policy{{Name: "default", Algorithm: "token_bucket", Limit: 10, Window: time.Minute}}
+	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	us := 0
+	for round := range 40 {
+		ops := make([]chanlimit.StoreOp, 0, MaxPerCall)
+		for range MaxPerCall - 1 {
+			us++
+			ops = append(ops, chanlimit.StoreOp{Kind: chanlimit.StoreAllow, Key: "log", N: 1, Policies: log, Now: base.Add(time.Duration(us) * time.Microsecond)})
+		}
+		ops = append(ops, chanlimit.StoreOp{Kind: chanlimit.StorePeek, Key: "other", N: 1, Policies: other, Now: base})
+		s.Decide(ctx, ops)
+		for i := range ops {
+			require.NoError(t, ops[i].Err, "round %d, op %d", round, i)
+		}
+		assert.Equal(t, 10000-us, ops[len(ops)-2].Decision.Remaining, "round %d", round)
+	}
+}
+
+// TestRecordKeptWhileAsked: a key that keeps another store's record
+// lives as long as that record may be asked for, whoever writes it. Before,
+// another store's write set the key's TTL to its own ResetAfter and
+// Grace, and a retry of the first store's call, after that, was decided
+// again.
+func TestRecordKeptWhileAsked(t *testing.T) {
+	c := singleNode(t)
+	a := newTestStore(t, c)
+	b, err := NewStore(c, Options{Prefix: a.prefix})
+	require.NoError(t, err)
+	ctx := context.Background()
+	p := []chanlimit.Policy{{Name: "default", Algorithm: "fixed_window", Limit: 2, Window: 200 * time.Millisecond}}
+	ops := []chanlimit.StoreOp{{Kind: chanlimit.StoreAllow, Key: "k", N: 1, Policies: p}}
+	calls := a.calls(ops)
+	a.build(ops, calls)
+	a.send(ctx, calls, true) // a's call runs; say its answer is lost
+	require.NoError(t, calls[0].cmd.Err())
+	bops := []chanlimit.StoreOp{{Kind: chanlimit.StoreAllow, Key: "j", N: 1, Policies: p}, {Kind: chanlimit.StoreAllow, Key: "k", N: 1, Policies: p}}
+	b.Decide(ctx, bops) // j holds b's record; k keeps a's
+	require.NoError(t, bops[1].Err)
+	ttl, err := c.PTTL(ctx, a.Key("k")).Result()
+	require.NoError(t, err)
+	assert.Greater(t, ttl, a.replay-2*time.Second, "k lives as long as a may send its call again")
+}
+
+// TestManySetsInACall: 128 resets, each key under an override of its own
+// of 10 and 11 policies (more numbers in the arguments than Lua moves at
+// once): every one is served. Before, each such call failed as a whole.
+func TestManySetsInACall(t *testing.T) {
+	s := newTestStore(t, singleNode(t))
+	ctx := context.Background()
+	for _, np := range []int{5, 10, 11} {
+		ops := make([]chanlimit.StoreOp, MaxPerCall)
+		for i := range ops {
+			var p []chanlimit.Policy
+			for j := range np {
+				p = append(p, chanlimit.Policy{Name: fmt.Sprint("p", j), Algorithm: "token_bucket", Limit: 100, Window: time.Minute})
+			}
+			ops[i] = chanlimit.StoreOp{Kind: chanlimit.StoreReset, Key: fmt.Sprint("k", i), Policies: p}
+		}
+		s.Decide(ctx, ops)
+		for i := range ops {
+			require.NoError(t, ops[i].Err, "%d policies, op %d", np, i)
+		}
+	}
+}
+
+// TestTimeOutsideRedis: a request whose time (Config.Clock) is before
+// 1970 fails, with ErrStoreUnavailable and the reason, instead of being
+// decided on Redis's clock. Before, its negative time read as "Redis's
+// clock".
+func TestTimeOutsideRedis(t *testing.T) {
+	s := newTestStore(t, singleNode(t))
+	p := []chanlimit.Policy{{Name: "default", Algorithm: "fixed_window", Limit: 1, Window: time.Hour}}
+	ops := []chanlimit.StoreOp{
+		{Kind: chanlimit.StoreAllow, Key: "k", N: 1, Policies: p, Now: time.Time{}.Add(time.Hour)},
+		{Kind: chanlimit.StoreAllow, Key: "j", N: 1, Policies: p},
+	}
+	s.Decide(context.Background(), ops)
+	require.ErrorIs(t, ops[0].Err, ErrStoreUnavailable)
+	assert.ErrorContains(t, ops[0].Err, "1970")
+	require.NoError(t, ops[1].Err, "the other request is decided")
+	assert.True(t, ops[1].Decision.Allowed)
+}
+
+// TestDenialBeforeAResetReplays: a call that denies a request and then
+// resets its key keeps its answers too: sent again, it answers the
+// denial, though the key is untouched by then. Before, the call left no
+// record, and its replay allowed the request.
+func TestDenialBeforeAResetReplays(t *testing.T) {
+	s := newTestStore(t, singleNode(t))
+	ctx := context.Background()
+	p := []chanlimit.Policy{{Name: "default", Algorithm: "fixed_window", Limit: 1, Window: time.Hour}}
+	spend := []chanlimit.StoreOp{{Kind: chanlimit.StoreAllow, Key: "k", N: 1, Policies: p}}
+	s.Decide(ctx, spend)
+	require.NoError(t, spend[0].Err)
+	ops := []chanlimit.StoreOp{{Kind: chanlimit.StoreAllow, Key: "k", N: 1, Policies: p}, {Kind: chanlimit.StoreReset, Key: "k", Policies: p}}
+	calls := s.calls(ops)
+	s.build(ops, calls)
+	s.send(ctx, calls, true)
+	first, err := calls[0].cmd.Int64Slice()
+	require.NoError(t, err)
+	require.EqualValues(t, 0, first[1], "denied: the key is spent")
+	s.send(ctx, calls, true) // the client's retry
+	again, err := calls[0].cmd.Int64Slice()
+	require.NoError(t, err)
+	assert.Equal(t, first, again, "the first time's answers")
+}
+
+// TestRefundMakesNoState: a refund on a key without a state (here, just
+// reset in the same call) leaves it without one. Before, it wrote a fresh
+// state stamped with the refund's time.
+func TestRefundMakesNoState(t *testing.T) {
+	c := singleNode(t)
+	s := newTestStore(t, c)
+	ctx := context.Background()
+	p := []chanlimit.Policy{{Name: "default", Algorithm: "token_bucket", Limit: 10, Window: time.Hour}}
+	ops := []chanlimit.StoreOp{
+		{Kind: chanlimit.StoreAllow, Key: "k", N: 1, Policies: p},
+		{Kind: chanlimit.StoreReset, Key: "k", Policies: p},
+		{Kind: chanlimit.StoreRefund, Key: "k", N: 1, Policies: p},
+	}
+	s.Decide(ctx, ops)
+	require.NoError(t, ops[0].Err)
+	blob, err := c.Get(ctx, s.Key("k")).Result()
+	require.NoError(t, err, "the key holds the call's record")
+	assert.NotContains(t, blob, "token_bucket|default", "and no state")
+}
