@@ -141,7 +141,7 @@ func TestStoreOneAskPerHead(t *testing.T) {
 type slowStore10 struct{ *memStore }
 
 func (s slowStore10) Decide(ctx context.Context, ops []StoreOp) {
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(10 * time.Millisecond) // the network's time, in the bubble: not the limiter's
 	s.memStore.Decide(ctx, ops)
 }
 

@@ -26,9 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -153,82 +151,6 @@ func NewStore(client redis.UniversalClient, opts Options) (*Store, error) {
 // FailMode returns the store's FailMode.
 func (s *Store) FailMode() FailMode { return s.mode }
 
-// Exact is the largest value the script computes with: Lua's numbers are
-// doubles, exact for integers up to 2^53, and Check keeps every product
-// below 2^50.
-const exact = 1 << 50
-
-// exactTime bounds the times the script takes (µs since 1970): a double
-// holds integers exactly below 2^53.
-const exactTime = 1 << 53
-
-// algorithms numbers the algorithms the script knows.
-var algorithms = map[string]int{
-	"token_bucket":           1,
-	"gcra":                   2,
-	"leaky_bucket":           3,
-	"sliding_window_log":     4,
-	"sliding_window_counter": 5,
-	"fixed_window":           6,
-}
-
-// Check returns nil if the script can decide exactly under policies (which
-// chanlimit has validated): the six algorithms of chanlimit, a Window of
-// whole microseconds, and values whose arithmetic stays exact in Lua.
-func (s *Store) Check(policies []chanlimit.Policy) error {
-	for _, p := range policies {
-		if err := check(p); err != nil {
-			return fmt.Errorf("policy %q: %w", p.Name, err)
-		}
-	}
-	return nil
-}
-
-func check(p chanlimit.Policy) error {
-	alg, ok := algorithms[p.Algorithm]
-	if !ok {
-		return fmt.Errorf("redislimit has no script for algorithm %q: it has one for each algorithm of chanlimit", p.Algorithm)
-	}
-	if p.Window%time.Microsecond != 0 {
-		return fmt.Errorf("its Window, %v, is not a whole number of microseconds, as times in Redis are", p.Window)
-	}
-	w := uint64(p.Window / time.Microsecond)
-	if w > exact {
-		return fmt.Errorf("its Window, %v, is too long for Redis's arithmetic (at most %v)", p.Window, time.Duration(exact)*time.Microsecond)
-	}
-	limit, capacity := uint64(p.Limit), uint64(p.Limit)
-	if p.Burst > 0 {
-		capacity = uint64(p.Burst)
-	}
-	switch alg {
-	case 4, 6:
-		// The counts, as the log's entries, are at most the Limit.
-		if limit > exact {
-			return fmt.Errorf("its Limit %d is too large for Redis's arithmetic (at most 2^50)", limit)
-		}
-	case 1, 2, 3:
-		// A full bucket holds capacity × perToken units.
-		if _, perToken := perUnits(limit, w); capacity > exact/perToken {
-			return fmt.Errorf("its Burst %d at Limit %d per %v is too large for Redis's arithmetic (Burst × Window / gcd(Limit, Window in µs) must be below 2^50)", capacity, limit, p.Window)
-		}
-	case 5:
-		if limit > exact/w || limit > 1000*w {
-			return fmt.Errorf("its Limit %d per %v is too large for Redis's arithmetic (Limit × Window in µs must be below 2^50, and Limit at most Window in ns)", limit, p.Window)
-		}
-	}
-	return nil
-}
-
-// perUnits returns the units a bucket refills per microsecond, and the
-// units in a token, for limit per w microseconds.
-func perUnits(limit, w uint64) (perUs, perToken uint64) {
-	a, b := limit, w
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return limit / a, w / a
-}
-
 // policySet is the script's arguments for a set of policies: its numbers
 // (how many policies, then for each its algorithm, limit, window in µs,
 // capacity, the bucket's units refilled per µs and units in a token) and
@@ -296,39 +218,6 @@ type call struct {
 	keys    []string
 	args    []any
 	cmd     *redis.Cmd
-}
-
-// ReplayWindow is how long Redis keeps a call's answers, in case the
-// client sends the call again (go-redis sends a pipeline again after a
-// read timeout, and a stalled Redis runs every attempt once it wakes),
-// for a client whose options the store cannot read. For a redis.Client
-// or redis.ClusterClient it is as long as the client could send a call
-// again after it first sent it: its attempts' timeouts and the backoffs
-// between them (58 s with go-redis's defaults). The key that holds a
-// call's answers lives at least that long; the answers go with the
-// store's next call on the key once no attempt of theirs can come.
-const ReplayWindow = time.Minute
-
-// replayWindow returns how long client may send a call again after it
-// first sent it: its first attempt's write and read timeouts, then for
-// each retry a backoff and a dial, write and read; at least a second.
-func replayWindow(client redis.UniversalClient) time.Duration {
-	var retries int
-	var dial, write, read, backoff time.Duration
-	switch c := client.(type) {
-	case *redis.Client:
-		o := c.Options()
-		retries, dial, write, read, backoff = o.MaxRetries, o.DialTimeout, o.WriteTimeout, o.ReadTimeout, o.MaxRetryBackoff
-	case *redis.ClusterClient:
-		o := c.Options()
-		retries, dial, write, read, backoff = o.MaxRetries, o.DialTimeout, o.WriteTimeout, o.ReadTimeout, o.MaxRetryBackoff
-	default:
-		return ReplayWindow
-	}
-	dial, write, read, backoff = max(dial, 0), max(write, 0), max(read, 0), max(backoff, 0)
-	retries = max(retries, 0)
-	window := write + read + time.Duration(retries)*(backoff+dial+write+read)
-	return max(window, time.Second)
 }
 
 // Key returns the Redis key that holds key's state: Prefix, then key.
@@ -540,81 +429,6 @@ func (s *Store) answer(ops []chanlimit.StoreOp, c call) {
 	}
 }
 
-// flights numbers a store's calls and knows which of them the client
-// may still send again: those out (their pipeline has not returned), and
-// for ReplayWindow those it gave up on, which Redis may yet run. The
-// script lets go of the store's records of the others. The mutex guards
-// this bookkeeping of the client's calls, never a key's state, which is
-// Redis's.
-type flights struct {
-	mu   sync.Mutex
-	next uint64
-	out  []uint64  // the calls out, oldest first
-	kept []givenUp // the calls given up on, oldest first
-	args []uint64  // kept's numbers, as the script's arguments
-}
-
-type givenUp struct {
-	seq   uint64
-	until time.Time
-}
-
-// maxKept is the most calls given up on whose records are kept.
-const maxKept = 256
-
-// take numbers n calls, first to first+n-1, and returns with them the
-// lowest call out (theirs included) and the calls given up on below it.
-func (f *flights) take(n int) (first, low uint64, keep []uint64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	first = f.next + 1
-	for k := range n {
-		f.out = append(f.out, first+uint64(k))
-	}
-	f.next += uint64(n)
-	now := time.Now() // the client's retries are on the wall clock
-	drop := 0
-	for drop < len(f.kept) && now.After(f.kept[drop].until) {
-		drop++
-	}
-	if drop > 0 {
-		f.kept = append(f.kept[:0], f.kept[drop:]...)
-		f.args = nil
-	}
-	if f.args == nil && len(f.kept) > 0 {
-		for _, g := range f.kept {
-			f.args = append(f.args, g.seq)
-		}
-	}
-	low = first
-	if len(f.out) > 0 {
-		low = f.out[0]
-	}
-	return first, low, f.args // f.args is replaced, never changed: the caller may keep it
-}
-
-// land notes that the pipeline of calls has returned: their client sends
-// them no more, but a call that failed without an answer from Redis may
-// have run, and an attempt of it may run late, for replay.
-func (f *flights) land(calls []call, replay time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	until := time.Now().Add(replay)
-	for _, c := range calls {
-		if k := slices.Index(f.out, c.seq); k >= 0 {
-			f.out = slices.Delete(f.out, k, k+1)
-		}
-		var redisErr redis.Error
-		if err := c.cmd.Err(); err != nil && !errors.As(err, &redisErr) {
-			f.kept = append(f.kept, givenUp{seq: c.seq, until: until})
-			f.args = nil
-		}
-	}
-	if len(f.kept) > maxKept {
-		f.kept = append(f.kept[:0], f.kept[len(f.kept)-maxKept:]...)
-	}
-}
-
 // combine returns the decision of the policies whose decisions are vals
 // (perPolicy numbers each), as chanlimit combines them: Remaining the
 // smallest, ResetAfter (and, allowed, Delay) the largest, RetryAfter the
@@ -667,27 +481,4 @@ func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err,
 // unavailable returns err wrapping ErrStoreUnavailable.
 func unavailable(err error) error {
 	return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
-}
-
-// hashSlot returns the Cluster hash slot of key: CRC16 (XMODEM) of its
-// hash tag (the part between the first { and the next }, if not empty),
-// or of the whole key, modulo 16384.
-func hashSlot(key string) uint16 {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for k := 0; k < len(key); k++ {
-		crc ^= uint16(key[k]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc % 16384
 }
