@@ -130,10 +130,7 @@ func binEntry(field string, nums ...float64) string {
 func TestCorruptKeyAlone(t *testing.T) {
 	for _, name := range []string{"single", "cluster"} {
 		t.Run(name, func(t *testing.T) {
-			var client redis.UniversalClient = single(t)
-			if name == "cluster" {
-				client = cluster(t)
-			}
+			client := clientOf(t, name)
 			ctx := context.Background()
 			for v, value := range corruptValues {
 				st, err := redislimit.NewStore(client, redislimit.Options{Prefix: prefix(t)})
@@ -181,10 +178,7 @@ func TestCorruptKeyAlone(t *testing.T) {
 func TestUnknownPoliciesKept(t *testing.T) {
 	for _, name := range []string{"single", "cluster"} {
 		t.Run(name, func(t *testing.T) {
-			var client redis.UniversalClient = single(t)
-			if name == "cluster" {
-				client = cluster(t)
-			}
+			client := clientOf(t, name)
 			ctx := context.Background()
 			pre := prefix(t)
 			burst := chanlimit.Policy{Name: "burst", Algorithm: "token_bucket", Limit: 1000, Window: time.Second}

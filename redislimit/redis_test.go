@@ -51,6 +51,16 @@ func cluster(t testing.TB) *redis.ClusterClient {
 	return c
 }
 
+// clientOf returns a client of the Cluster if name is "cluster", and
+// otherwise of the single node, closed with t.
+func clientOf(t testing.TB, name string) redis.UniversalClient {
+	t.Helper()
+	if name == "cluster" {
+		return cluster(t)
+	}
+	return single(t)
+}
+
 // prefix returns a Prefix no other test uses.
 func prefix(t testing.TB) string {
 	return fmt.Sprintf("test:%s:%d:", t.Name(), rand.Uint64())

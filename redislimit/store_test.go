@@ -29,10 +29,7 @@ func TestAcrossInstances(t *testing.T) {
 			var allowed, denied atomic.Int64
 			var wg sync.WaitGroup
 			for range 2 {
-				var client redis.UniversalClient = single(t)
-				if name == "cluster" {
-					client = cluster(t)
-				}
+				client := clientOf(t, name)
 				st, err := redislimit.NewStore(client, redislimit.Options{Prefix: pre})
 				require.NoError(t, err)
 				r, err := chanlimit.New(chanlimit.Config{Limit: 100, Window: time.Hour, Store: st})
@@ -415,10 +412,7 @@ func TestPause(t *testing.T) {
 func TestLargeBatch(t *testing.T) {
 	for _, name := range []string{"single", "cluster"} {
 		t.Run(name, func(t *testing.T) {
-			var client redis.UniversalClient = single(t)
-			if name == "cluster" {
-				client = cluster(t)
-			}
+			client := clientOf(t, name)
 			st, err := redislimit.NewStore(client, redislimit.Options{Prefix: prefix(t)})
 			require.NoError(t, err)
 			r, err := chanlimit.New(chanlimit.Config{Limit: 50, Window: time.Hour, Store: st, Partitions: 1})
