@@ -18,7 +18,7 @@ import (
 // INFO commandstats and INFO cpu give, per decision:
 //
 //	redis-us/decision   the time Redis spent in the scripts' calls
-//	                    (EVALSHA and EVAL, commandstats' usec)
+//	                    (FCALL, EVALSHA and EVAL, commandstats' usec)
 //	redis-cpu-us/decision  Redis's main thread's CPU (user + sys), the
 //	                    calls and their networking
 //	client-cpu-us/decision  this process's CPU (getrusage), the callers,
@@ -74,7 +74,7 @@ func redisCPU(b *testing.B, c *redis.Client) time.Duration {
 	return time.Duration(total * float64(time.Second))
 }
 
-// scriptCalls returns the calls of EVALSHA and EVAL since the last CONFIG
+// scriptCalls returns the calls of FCALL, EVALSHA and EVAL since the last CONFIG
 // RESETSTAT, and the microseconds Redis spent in them.
 func scriptCalls(b *testing.B, c *redis.Client) (calls, usec float64) {
 	info, err := c.Info(context.Background(), "commandstats").Result()
@@ -83,7 +83,7 @@ func scriptCalls(b *testing.B, c *redis.Client) (calls, usec float64) {
 	}
 	for _, line := range strings.Split(info, "\r\n") {
 		name, stats, ok := strings.Cut(line, ":")
-		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval" && name != "cmdstat_fcall") {
 			continue
 		}
 		for _, kv := range strings.Split(stats, ",") {

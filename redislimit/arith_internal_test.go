@@ -18,6 +18,7 @@ func TestCeilMilli(t *testing.T) {
 	c := singleNode(t)
 	helpers := decideLua[:strings.Index(decideLua, "-- The algorithms by name")]
 	script := helpers + `
+bind()
 local out = {}
 for i = 1, #ARGV, 2 do
   out[#out + 1] = ceilMilli(tonumber(ARGV[i]), tonumber(ARGV[i + 1]))

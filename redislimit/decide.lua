@@ -47,12 +47,27 @@
 -- (redislimit's Check bounds the policies so), and every division goes
 -- through idiv, which is exact.
 
+-- This file is run two ways. As a script (EVAL), whole, at every call:
+-- its last line calls decideCall. As a Redis Function (Redis 7 and
+-- later), it is a library, loaded once: redislimit puts the library's
+-- header before it and registers decideCall in place of its last line,
+-- so that the functions above decideCall are made once, not at every
+-- call. Nothing but caches of what never changes outlives a call.
+
 -- The library functions, as locals: a local is found at once, a global
--- through two tables.
-local floor, max, min = math.floor, math.max, math.min
-local sub, byte, find, match, rep, char = string.sub, string.byte, string.find, string.match, string.rep, string.char
-local spack, sunpack = struct.pack, struct.unpack
-local rcall = redis.call
+-- through two tables. They are bound by the first call (bind), since a
+-- library is loaded where none of them exists.
+local floor, max, min
+local sub, byte, find, match, rep
+local spack, sunpack
+local rcall
+
+local function bind()
+  floor, max, min = math.floor, math.max, math.min
+  sub, byte, find, match, rep = string.sub, string.byte, string.find, string.match, string.rep
+  spack, sunpack = struct.pack, struct.unpack
+  rcall = redis.call
+end
 
 -- floor(a / b) for integers 0 <= a < 2^53, 0 < b.
 local function idiv(a, b)
@@ -555,7 +570,7 @@ local algs = {
 -- paramsOf returns the params of a state t stored under field that the
 -- call's sets do not have (another instance's policy), or nil if its
 -- algorithm is not one the script knows.
-local algOfField = {} -- the algorithm of each field met, false for one the script does not know
+local algOfField = {} -- the algorithm of each field met in a call, false for one the script does not know: emptied by each call
 local function algOf(field)
   local alg = algOfField[field]
   if alg == nil then
@@ -605,22 +620,27 @@ end
 -- A key's value is a byte 0xC2, then entries: a field (its length, two
 -- bytes, then its bytes) and its numbers (their count, four bytes, then
 -- each a little-endian double). struct packs and unpacks them in C.
-local MARK = char(0xC2)
-local dfmt = {} -- '<' and k 'd's, by k
-local function dfmtOf(k)
-  local f = dfmt[k]
-  if not f then
-    f = '<' .. rep('d', k)
-    dfmt[k] = f
-  end
-  return f
-end
+local MARK = '\194' -- 0xC2
 
 -- packNums returns the numbers t as doubles, and unpackNums the k
 -- doubles of blob from pos on, as a table, and the position after them:
 -- by chunks, since Lua moves at most about 8,000 values at once (a log
 -- holds two numbers an entry).
 local CHUNK = 512
+
+-- dfmtOf returns struct's format of k doubles, '<' and k 'd's: kept for
+-- up to CHUNK of them, the most a chunk holds.
+local dfmt = {}
+local function dfmtOf(k)
+  local f = dfmt[k]
+  if not f then
+    f = '<' .. rep('d', k)
+    if k <= CHUNK then
+      dfmt[k] = f
+    end
+  end
+  return f
+end
 local function packNums(t)
   if #t <= CHUNK then
     return spack(dfmtOf(#t), unpack(t))
@@ -634,6 +654,12 @@ local function packNums(t)
 end
 
 local function unpackNums(blob, pos, k)
+  if k <= CHUNK then -- at once, into the table it returns
+    local t = {sunpack(dfmtOf(k), blob, pos)}
+    pos = t[k + 1]
+    t[k + 1] = nil
+    return t, pos
+  end
   local t = {}
   while #t < k do
     local c = min(CHUNK, k - #t)
@@ -722,464 +748,476 @@ local function parse(blob)
   return nil
 end
 
--- The arguments: the numbers, packed as doubles in ARGV[1]; the store's
--- id, the call's number and the policies' fields, strings.
-local args = unpackNums(ARGV[1], 1, #ARGV[1] / 8)
-local ownGrace, clockGrace, replay, low = args[1], args[2], args[3], args[4]
-local me, call = ARGV[2], ARGV[3]
-local nkeep = args[5]
-local keep = {} -- this store's calls below low that may yet run again: their records stay
-for i = 1, nkeep do
-  keep[args[5 + i]] = true
-end
-local a = 6 + nkeep
-
--- The keys' values, read at once, by key (two requests of one call may
--- be on one key).
-local raw = {}
-do
-  local got = rcall('MGET', unpack(KEYS))
-  for i, key in ipairs(KEYS) do
-    raw[key] = got[i]
+-- decideCall decides one call: KEYS and ARGV as above.
+local function decideCall(KEYS, ARGV)
+  if not rcall then
+    bind()
   end
-end
+  algOfField = {}
 
--- A call the client sent again (go-redis retries a pipeline after a read
--- timeout) finds its record in a key it wrote: its answers are the first
--- time's, and nothing is decided twice.
-local mine = '#' .. me .. ':'
-local record = mine .. call
-for _, key in ipairs(KEYS) do
-  local blob = raw[key]
-  if blob and find(blob, record, 1, true) then
-    local v = parse(blob)
-    local r = v and v.records[record]
-    if r then
-      local bytes = r[2]
-      local len = sunpack('<H', bytes, 1)
-      local k, pos = sunpack('<I4', bytes, 3 + len)
-      local t = unpackNums(bytes, pos, k)
-      local answers = {}
-      for j = 2, k do -- not unpack: a large call answers more numbers than Lua moves at once
-        answers[j - 1] = t[j]
-      end
-      return answers
+  -- The arguments: the numbers, packed as doubles in ARGV[1]; the store's
+  -- id, the call's number and the policies' fields, strings.
+  local args = unpackNums(ARGV[1], 1, #ARGV[1] / 8)
+  local ownGrace, clockGrace, replay, low = args[1], args[2], args[3], args[4]
+  local me, call = ARGV[2], ARGV[3]
+  local nkeep = args[5]
+  local keep = {} -- this store's calls below low that may yet run again: their records stay
+  for i = 1, nkeep do
+    keep[args[5 + i]] = true
+  end
+  local a = 6 + nkeep
+
+  -- The keys' values, read at once, by key (two requests of one call may
+  -- be on one key).
+  local raw = {}
+  do
+    local got = rcall('MGET', unpack(KEYS))
+    for i, key in ipairs(KEYS) do
+      raw[key] = got[i]
     end
   end
-end
 
--- The sets of policies.
-local sets = {}
-local f = 4 -- the next field in ARGV
-for i = 1, args[a] do
-  local set = {}
+  -- A call the client sent again (go-redis retries a pipeline after a read
+  -- timeout) finds its record in a key it wrote: its answers are the first
+  -- time's, and nothing is decided twice.
+  local mine = '#' .. me .. ':'
+  local record = mine .. call
+  for _, key in ipairs(KEYS) do
+    local blob = raw[key]
+    if blob and find(blob, record, 1, true) then
+      local v = parse(blob)
+      local r = v and v.records[record]
+      if r then
+        local bytes = r[2]
+        local len = sunpack('<H', bytes, 1)
+        local k, pos = sunpack('<I4', bytes, 3 + len)
+        local t = unpackNums(bytes, pos, k)
+        local answers = {}
+        for j = 2, k do -- not unpack: a large call answers more numbers than Lua moves at once
+          answers[j - 1] = t[j]
+        end
+        return answers
+      end
+    end
+  end
+
+  -- The sets of policies.
+  local sets = {}
+  local f = 4 -- the next field in ARGV
+  for i = 1, args[a] do
+    local set = {}
+    a = a + 1
+    for j = 1, args[a] do
+      local b = a + (j - 1) * 6
+      set[j] = {
+        alg = args[b + 1], field = ARGV[f], limit = args[b + 2], window = args[b + 3],
+        cap = args[b + 4], perUs = args[b + 5], perToken = args[b + 6],
+      }
+      f = f + 1
+    end
+    a = a + #set * 6
+    local p = set[1]
+    if #set == 1 and (p.alg <= 3 or p.alg == 6) then
+      -- The common case, served without decoding (serveFast): the bytes its
+      -- state starts with, in a value the script wrote.
+      set.fast = MARK .. spack('<H', #p.field) .. p.field .. spack('<I4ddd', 5, p.limit, p.window, p.cap)
+    end
+    sets[i] = set
+  end
   a = a + 1
-  for j = 1, args[a] do
-    local b = a + (j - 1) * 6
-    set[j] = {
-      alg = args[b + 1], field = ARGV[f], limit = args[b + 2], window = args[b + 3],
-      cap = args[b + 4], perUs = args[b + 5], perToken = args[b + 6],
-    }
-    f = f + 1
-  end
-  a = a + #set * 6
-  local p = set[1]
-  if #set == 1 and (p.alg <= 3 or p.alg == 6) then
-    -- The common case, served without decoding (serveFast): the bytes its
-    -- state starts with, in a value the script wrote.
-    set.fast = MARK .. spack('<H', #p.field) .. p.field .. spack('<I4ddd', 5, p.limit, p.window, p.cap)
-  end
-  sets[i] = set
-end
-a = a + 1
 
-local redisNow -- Redis's clock, in microseconds: read once, if needed
-local function timeNow()
-  if not redisNow then
-    local t = rcall('TIME')
-    redisNow = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local redisNow -- Redis's clock, in microseconds: read once, if needed
+  local function timeNow()
+    if not redisNow then
+      local t = rcall('TIME')
+      redisNow = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    return redisNow
   end
-  return redisNow
-end
 
--- The keys' values, parsed as the requests need them and kept as they
--- change them: false for a corrupt one. The keys written, in order, with
--- for each its set, the time of its latest request, its grace, and the
--- longest ResetAfter of its writes (nil: a refund's, which keeps the
--- key's TTL).
-local vals = {}
-local written, wrote = {}, {}
-local fast = {} -- serveFast's writes, by key: the state's two numbers, the records after, grace, ResetAfter, set
-local out = {0} -- first: 1 if the call wrote, so that its answers are kept
-local taking = false -- the call took or gave back units, or decided beside a reset: its answers are kept (recordOf)
+  -- The keys' values, parsed as the requests need them and kept as they
+  -- change them: false for a corrupt one. The keys written, in order, with
+  -- for each its set, the time of its latest request, its grace, and the
+  -- longest ResetAfter of its writes (nil: a refund's, which keeps the
+  -- key's TTL).
+  local vals = {}
+  local written, wrote = {}, {}
+  local fast = {} -- serveFast's writes, by key: the state's two numbers, the records after, grace, ResetAfter, set
+  local out = {0} -- first: 1 if the call wrote, so that its answers are kept
+  local taking = false -- the call took or gave back units, or decided beside a reset: its answers are kept (recordOf)
 
-local function value(key)
-  local v = vals[key]
-  local f = fast[key]
-  if v == nil and f then -- serveFast's write, as serve keeps it
-    local p = f[6][1]
-    v = {states = {[p.field] = {p.limit, p.window, p.cap, f[1], f[2]}}, records = {}, rest = f[3]}
-    vals[key], fast[key] = v, nil
-    wrote[key] = {set = f[6], now = 0, grace = f[4], longest = f[5]}
+  local function value(key)
+    local v = vals[key]
+    local f = fast[key]
+    if v == nil and f then -- serveFast's write, as serve keeps it
+      local p = f[6][1]
+      v = {states = {[p.field] = {p.limit, p.window, p.cap, f[1], f[2]}}, records = {}, rest = f[3]}
+      vals[key], fast[key] = v, nil
+      wrote[key] = {set = f[6], now = 0, grace = f[4], longest = f[5]}
+      return v
+    end
+    if v == nil then
+      if raw[key] then
+        v = parse(raw[key]) or false
+      else
+        v = {states = {}, records = {}}
+      end
+      vals[key] = v
+    end
     return v
   end
-  if v == nil then
-    if raw[key] then
-      v = parse(raw[key]) or false
-    else
-      v = {states = {}, records = {}}
-    end
-    vals[key] = v
-  end
-  return v
-end
 
-local function note(key, set, now, grace, longest)
-  local w = wrote[key]
-  if not w then
-    w = {}
-    wrote[key] = w
-    written[#written + 1] = key
-  end
-  w.set, w.now, w.grace = set, now, grace
-  if longest then
-    w.longest = max(w.longest or 0, longest)
-  end
-end
-
--- allRecords reports whether rest, a value's bytes after its states, is
--- whole records, and nothing else.
-local function allRecords(rest)
-  local n, pos = #rest, 1
-  while pos <= n do
-    if pos + 1 > n then
-      return false
-    end
-    local len = sunpack('<H', rest, pos)
-    if byte(rest, pos + 2) ~= 35 or pos + 5 + len > n then
-      return false
-    end
-    pos = pos + 6 + len + 8 * sunpack('<I4', rest, pos + 2 + len)
-    if pos - 1 > n then
-      return false
-    end
-  end
-  return true
-end
-
--- serveFast serves an allow or a peek on key, not touched yet in this
--- call, under set, a single bucket or fixed window, whose value holds its
--- state alone, first, then records or nothing: as serve would, reading
--- the two numbers of its state in place. It returns nil for any other
--- value, for serve.
-local function serveFast(key, kind, n, set, now)
-  local p, head = set[1], set.fast
-  local blob = raw[key]
-  local x, y, rest -- the state's numbers (a bucket's used and last, a window's start and count); the records after
-  local f = fast[key]
-  if f then -- written earlier in this call
-    x, y, rest, blob = f[1], f[2], f[3], nil
-  elseif blob then
-    if sub(blob, 1, #head) ~= head or #blob < #head + 16 then
-      return nil
-    end
-    x, y = sunpack('<dd', blob, #head + 1)
-    if not (x >= 0 and x % 1 == 0 and y >= 0 and y % 1 == 0 and x < 9007199254740992 and y < 9007199254740992) then
-      return nil
-    end
-    rest = sub(blob, #head + 17)
-    if rest ~= '' and not allRecords(rest) then -- another entry than a record follows, or a broken one: serve's
-      return nil
-    end
-  end
-  local grace = clockGrace
-  if now < 0 then
-    now, grace = timeNow(), ownGrace
-  end
-  local allowed, remaining, retry, reset, delay, rounded = false, 0, 0, 0, 0, 0
-  if p.alg <= 3 then
-    allowed, remaining, retry, reset, delay, rounded, x, y = bucketDecision(p, x or 0, y or now, now, n) -- a fresh bucket is full, whenever it was made
-  else
-    allowed, remaining, retry, reset, x, y = fixedDecision(p, x or 0, y or 0, now, n)
-  end
-  if allowed and kind == 1 then
-    if not fast[key] then
+  local function note(key, set, now, grace, longest)
+    local w = wrote[key]
+    if not w then
+      w = {}
+      wrote[key] = w
       written[#written + 1] = key
     end
-    taking = true
-    fast[key] = {x, y, rest or '', grace, reset, set}
-  end
-  local a = allowed and 1 or 0
-  local o = #out
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] = a, a, remaining, retry, reset, delay, rounded
-  return true -- answered, in out
-end
-
--- serve serves one request on key, and returns its answer:
--- nil for a refund or a reset; {-1} if the key holds a value the script
--- did not write; otherwise allowed, then for each policy allowed,
--- remaining, retry after, reset after, delay.
-local function serve(key, kind, n, set, now)
-  if kind <= 2 and set.fast and vals[key] == nil and (not fast[key] or fast[key][6] == set) then
-    local r = serveFast(key, kind, n, set, now)
-    if r then
-      return r
+    w.set, w.now, w.grace = set, now, grace
+    if longest then
+      w.longest = max(w.longest or 0, longest)
     end
   end
-  local v = value(key)
-  if kind == 4 then
-    -- The states go, a corrupt value too; the records stay: they are
-    -- about calls, not the key.
-    vals[key] = {states = {}, records = v and v.records or {}, rest = v and v.rest}
-    note(key, set, 0, 0, 0)
-    return nil
-  end
-  if not v then
-    return kind <= 2 and {-1} or nil -- a refund finds nothing of its own to give back
-  end
-  local grace = clockGrace
-  if now < 0 then
-    now, grace = timeNow(), ownGrace
-  end
-  local ss = {}
-  for j, p in ipairs(set) do
-    local s = load(p, v.states[p.field], now)
-    if s.fresh then
-      s.last = now -- a fresh bucket is full, whenever it was made
-    end
-    ss[j] = s
-  end
 
-  if kind == 3 then -- refund: a policy without a state is left without one
-    local gave = false
-    for j, p in ipairs(set) do
-      if v.states[p.field] then
-        local s = ss[j]
-        if p.alg <= 3 then
-          bucketRefund(p, s, n)
-        elseif p.alg == 4 then
-          logRefund(s, n)
-        elseif p.alg == 5 then
-          s.cur = s.cur - min(n, s.cur)
-        else
-          s.count = s.count - min(n, s.count)
-        end
-        v.states[p.field] = pack(p, s)
-        gave = true
+  -- allRecords reports whether rest, a value's bytes after its states, is
+  -- whole records, and nothing else.
+  local function allRecords(rest)
+    local n, pos = #rest, 1
+    while pos <= n do
+      if pos + 1 > n then
+        return false
+      end
+      local len = sunpack('<H', rest, pos)
+      if byte(rest, pos + 2) ~= 35 or pos + 5 + len > n then
+        return false
+      end
+      pos = pos + 6 + len + 8 * sunpack('<I4', rest, pos + 2 + len)
+      if pos - 1 > n then
+        return false
       end
     end
-    if gave then
-      note(key, set, now, grace, nil)
+    return true
+  end
+
+  -- serveFast serves an allow or a peek on key, not touched yet in this
+  -- call, under set, a single bucket or fixed window, whose value holds its
+  -- state alone, first, then records or nothing: as serve would, reading
+  -- the two numbers of its state in place. It returns nil for any other
+  -- value, for serve.
+  local function serveFast(key, kind, n, set, now)
+    local p, head = set[1], set.fast
+    local blob = raw[key]
+    local x, y, rest -- the state's numbers (a bucket's used and last, a window's start and count); the records after
+    local f = fast[key]
+    if f then -- written earlier in this call
+      x, y, rest, blob = f[1], f[2], f[3], nil
+    elseif blob then
+      if #blob < #head + 16 or find(blob, head, 1, true) ~= 1 then
+        return nil
+      end
+      x, y = sunpack('<dd', blob, #head + 1)
+      if not (x >= 0 and x % 1 == 0 and y >= 0 and y % 1 == 0 and x < 9007199254740992 and y < 9007199254740992) then
+        return nil
+      end
+      rest = sub(blob, #head + 17)
+      if rest ~= '' and not allRecords(rest) then -- another entry than a record follows, or a broken one: serve's
+        return nil
+      end
+    end
+    local grace = clockGrace
+    if now < 0 then
+      now, grace = timeNow(), ownGrace
+    end
+    local allowed, remaining, retry, reset, delay, rounded = false, 0, 0, 0, 0, 0
+    if p.alg <= 3 then
+      allowed, remaining, retry, reset, delay, rounded, x, y = bucketDecision(p, x or 0, y or now, now, n) -- a fresh bucket is full, whenever it was made
+    else
+      allowed, remaining, retry, reset, x, y = fixedDecision(p, x or 0, y or 0, now, n)
+    end
+    if allowed and kind == 1 then
+      if not fast[key] then
+        written[#written + 1] = key
+      end
+      taking = true
+      fast[key] = {x, y, rest or '', grace, reset, set}
+    end
+    local a = allowed and 1 or 0
+    local o = #out
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] = a, a, remaining, retry, reset, delay, rounded
+    return true -- answered, in out
+  end
+
+  -- serve serves one request on key, and returns its answer:
+  -- nil for a refund or a reset; {-1} if the key holds a value the script
+  -- did not write; otherwise allowed, then for each policy allowed,
+  -- remaining, retry after, reset after, delay.
+  local function serve(key, kind, n, set, now)
+    if kind <= 2 and set.fast and vals[key] == nil and (not fast[key] or fast[key][6] == set) then
+      local r = serveFast(key, kind, n, set, now)
+      if r then
+        return r
+      end
+    end
+    local v = value(key)
+    if kind == 4 then
+      -- The states go, a corrupt value too; the records stay: they are
+      -- about calls, not the key.
+      vals[key] = {states = {}, records = v and v.records or {}, rest = v and v.rest}
+      note(key, set, 0, 0, 0)
+      return nil
+    end
+    if not v then
+      return kind <= 2 and {-1} or nil -- a refund finds nothing of its own to give back
+    end
+    local grace = clockGrace
+    if now < 0 then
+      now, grace = timeNow(), ownGrace
+    end
+    local ss = {}
+    for j, p in ipairs(set) do
+      local s = load(p, v.states[p.field], now)
+      if s.fresh then
+        s.last = now -- a fresh bucket is full, whenever it was made
+      end
+      ss[j] = s
+    end
+
+    if kind == 3 then -- refund: a policy without a state is left without one
+      local gave = false
+      for j, p in ipairs(set) do
+        if v.states[p.field] then
+          local s = ss[j]
+          if p.alg <= 3 then
+            bucketRefund(p, s, n)
+          elseif p.alg == 4 then
+            logRefund(s, n)
+          elseif p.alg == 5 then
+            s.cur = s.cur - min(n, s.cur)
+          else
+            s.count = s.count - min(n, s.count)
+          end
+          v.states[p.field] = pack(p, s)
+          gave = true
+        end
+      end
+      if gave then
+        note(key, set, now, grace, nil)
+        taking = true
+      end
+      return nil
+    end
+
+    local allowed = true
+    local ds = {}
+    for j, p in ipairs(set) do
+      local d = {}
+      decide(p, ss[j], now, n, d)
+      ds[j] = d
+      allowed = allowed and d.allowed
+    end
+    local r = {allowed and 1 or 0}
+    for j, p in ipairs(set) do
+      local d = ds[j]
+      if not allowed and d.allowed then
+        -- A policy that would have allowed reports its state as it is.
+        d.remaining = d.remaining + n
+        d.reset = resetAfter(p, ss[j], now)
+        d.delay = 0
+      end
+      r[#r + 1] = d.allowed and 1 or 0
+      r[#r + 1] = d.remaining
+      r[#r + 1] = d.retry
+      r[#r + 1] = d.reset
+      r[#r + 1] = d.delay
+      r[#r + 1] = d.sub or 0
+    end
+    if allowed and kind == 1 then -- last: a key the rules fail on is left as it was
+      local longest = 0
+      for j, p in ipairs(set) do
+        v.states[p.field] = pack(p, ds[j].commit)
+        longest = max(longest, ds[j].reset)
+      end
+      note(key, set, now, grace, longest)
       taking = true
     end
-    return nil
+    return r
   end
 
-  local allowed = true
-  local ds = {}
-  for j, p in ipairs(set) do
-    local d = {}
-    decide(p, ss[j], now, n, d)
-    ds[j] = d
-    allowed = allowed and d.allowed
-  end
-  local r = {allowed and 1 or 0}
-  for j, p in ipairs(set) do
-    local d = ds[j]
-    if not allowed and d.allowed then
-      -- A policy that would have allowed reports its state as it is.
-      d.remaining = d.remaining + n
-      d.reset = resetAfter(p, ss[j], now)
-      d.delay = 0
+  local decides = false -- an op of the call is not a reset
+  for i = 1, #KEYS do
+    local b = a + (i - 1) * 4
+    local kind = args[b]
+    if kind ~= 4 then
+      decides = true
     end
-    r[#r + 1] = d.allowed and 1 or 0
-    r[#r + 1] = d.remaining
-    r[#r + 1] = d.retry
-    r[#r + 1] = d.reset
-    r[#r + 1] = d.delay
-    r[#r + 1] = d.sub or 0
-  end
-  if allowed and kind == 1 then -- last: a key the rules fail on is left as it was
-    local longest = 0
-    for j, p in ipairs(set) do
-      v.states[p.field] = pack(p, ds[j].commit)
-      longest = max(longest, ds[j].reset)
+    local ok, r = pcall(serve, KEYS[i], kind, args[b + 1], sets[args[b + 2]], args[b + 3])
+    if not ok then -- the key's value made the rules fail: it is corrupt
+      r = kind <= 2 and {-1} or nil
     end
-    note(key, set, now, grace, longest)
-    taking = true
-  end
-  return r
-end
-
-local decides = false -- an op of the call is not a reset
-for i = 1, #KEYS do
-  local b = a + (i - 1) * 4
-  local kind = args[b]
-  if kind ~= 4 then
-    decides = true
-  end
-  local ok, r = pcall(serve, KEYS[i], kind, args[b + 1], sets[args[b + 2]], args[b + 3])
-  if not ok then -- the key's value made the rules fail: it is corrupt
-    r = kind <= 2 and {-1} or nil
-  end
-  if r and r ~= true then -- true: serveFast answered in out
-    for k = 1, #r do
-      out[#out + 1] = r[k]
-    end
-  end
-end
-
-if #written == 0 then
-  return out
-end
-out[1] = 1
-
--- keeps reports whether a record, name, that expires at expiry (ms,
--- Redis's clock), stays: until it expires, and for the store's own, while
--- its client may send its call again.
-local clock = floor(timeNow() / 1000)
-local function keeps(name, expiry)
-  if expiry <= clock then
-    return false
-  end
-  local seq = sub(name, 1, #mine) == mine and tonumber(sub(name, #mine + 1))
-  return not (seq and seq < low and not keep[seq])
-end
-
--- keepRest appends to parts the entries of rest (a value's records, as
--- bytes) that stay, and returns how many, and the latest expiry of them.
-local function keepRest(rest, parts)
-  local n, pos, kept, latest = #rest, 1, 0, 0
-  while pos <= n do
-    local len = sunpack('<H', rest, pos)
-    local name = sub(rest, pos + 2, pos + 1 + len)
-    local k = sunpack('<I4', rest, pos + 2 + len)
-    local stop = pos + 6 + len + 8 * k
-    local expiry = sunpack('<d', rest, pos + 6 + len)
-    if byte(name) ~= 35 or keeps(name, expiry) then
-      parts[#parts + 1] = sub(rest, pos, stop - 1)
-      kept, latest = kept + 1, max(latest, expiry)
-    end
-    pos = stop
-  end
-  return kept, latest
-end
-
-local function inSet(set, field)
-  for _, p in ipairs(set) do
-    if p.field == field then
-      return true
-    end
-  end
-  return false
-end
-
--- Each key written is stored once: its set's states first, in order (so
--- that serveFast reads the next), those of policies the call does not
--- name (another instance's) while they last, and the records that may
--- still be asked for; the first key the call leaves a state in also holds
--- this call's record (a reset alone needs none: dropping a key again is
--- harmless).
-local recorded = false
--- recordOf returns this call's record, as an entry, once: the first key
--- written holds it, if the call took or gave back units, or decided
--- anything beside a reset (a request denied before a reset would be
--- allowed after it). A call of resets alone needs none: dropping a key
--- again is harmless.
-local recorded = not (taking or decides)
-local function recordOf()
-  if recorded then
-    return nil
-  end
-  recorded = true
-  local r = {clock + replay}
-  for j = 1, #out do
-    r[j + 1] = out[j]
-  end
-  return entry(record, r)
-end
-
--- Each key is kept no sooner than its ResetAfter, and grace after, and
--- as long as the records it keeps may be asked for.
-for _, key in ipairs(written) do
-  local f = fast[key]
-  if f then -- serveFast's: its state, then the records that stay, as bytes
-    local parts = {f[6].fast, spack('<dd', f[1], f[2])}
-    local ok, _, latest = pcall(keepRest, f[3], parts)
-    if not ok then
-      parts, latest = {parts[1], parts[2]}, 0
-    end
-    local px = max(cdiv(f[5], 1000) + f[4], latest - clock)
-    local r = recordOf()
-    if r then
-      parts[#parts + 1] = r
-      px = max(px, replay) -- the record outlives any attempt of its call
-    end
-    rcall('SET', key, table.concat(parts), 'PX', max(px, 1))
-  end
-  local v, w = vals[key], wrote[key]
-  if v and not f then
-    local parts = {MARK}
-    local states, records, latest = 0, 0, 0
-    local longest = w.longest or 0
-    for _, p in ipairs(w.set) do
-      local t = v.states[p.field]
-      if t then
-        parts[#parts + 1] = entry(p.field, t)
-        states = states + 1
+    if r and r ~= true then -- true: serveFast answered in out
+      for k = 1, #r do
+        out[#out + 1] = r[k]
       end
     end
-    for field, t in pairs(v.states) do
-      if not inSet(w.set, field) then
-        local keepIt = true
-        local p = paramsOf(field, t)
-        if p then -- another instance's policy: kept while it lasts
-          local ok, left = pcall(function() return resetAfter(p, load(p, t, w.now), w.now) end)
-          if ok then
-            keepIt = left > 0
-            longest = max(longest, left)
-          end
+  end
+
+  if #written == 0 then
+    return out
+  end
+  out[1] = 1
+
+  -- keeps reports whether a record, name, that expires at expiry (ms,
+  -- Redis's clock), stays: until it expires, and for the store's own, while
+  -- its client may send its call again.
+  local clock = floor(timeNow() / 1000)
+  local function keeps(name, expiry)
+    if expiry <= clock then
+      return false
+    end
+    local seq = sub(name, 1, #mine) == mine and tonumber(sub(name, #mine + 1))
+    return not (seq and seq < low and not keep[seq])
+  end
+
+  -- keepRest appends to parts the entries of rest (a value's records, as
+  -- bytes) that stay, and returns how many, and the latest expiry of them.
+  local function keepRest(rest, parts)
+    local n, pos, kept, latest = #rest, 1, 0, 0
+    while pos <= n do
+      local len = sunpack('<H', rest, pos)
+      local name = sub(rest, pos + 2, pos + 1 + len)
+      local k = sunpack('<I4', rest, pos + 2 + len)
+      local stop = pos + 6 + len + 8 * k
+      local expiry = sunpack('<d', rest, pos + 6 + len)
+      if byte(name) ~= 35 or keeps(name, expiry) then
+        parts[#parts + 1] = sub(rest, pos, stop - 1)
+        kept, latest = kept + 1, max(latest, expiry)
+      end
+      pos = stop
+    end
+    return kept, latest
+  end
+
+  local function inSet(set, field)
+    for _, p in ipairs(set) do
+      if p.field == field then
+        return true
+      end
+    end
+    return false
+  end
+
+  -- Each key written is stored once: its set's states first, in order (so
+  -- that serveFast reads the next), those of policies the call does not
+  -- name (another instance's) while they last, and the records that may
+  -- still be asked for; the first key the call leaves a state in also holds
+  -- this call's record (a reset alone needs none: dropping a key again is
+  -- harmless).
+  local recorded = false
+  -- recordOf returns this call's record, as an entry, once: the first key
+  -- written holds it, if the call took or gave back units, or decided
+  -- anything beside a reset (a request denied before a reset would be
+  -- allowed after it). A call of resets alone needs none: dropping a key
+  -- again is harmless.
+  local recorded = not (taking or decides)
+  local function recordOf()
+    if recorded then
+      return nil
+    end
+    recorded = true
+    -- entry(record, {clock + replay, out...}), without the table: a
+    -- call's answers are at most maxAnswers numbers, which Lua moves at
+    -- once.
+    return spack('<H', #record) .. record .. spack('<I4d', #out + 1, clock + replay) .. spack(dfmtOf(#out), unpack(out))
+  end
+
+  -- Each key is kept no sooner than its ResetAfter, and grace after, and
+  -- as long as the records it keeps may be asked for.
+  for _, key in ipairs(written) do
+    local f = fast[key]
+    if f then -- serveFast's: its state, then the records that stay, as bytes
+      local state, latest = f[6].fast .. spack('<dd', f[1], f[2]), 0
+      if f[3] ~= '' then
+        local parts = {state}
+        local ok, _, last = pcall(keepRest, f[3], parts)
+        if ok then
+          state, latest = table.concat(parts), last
         end
-        if keepIt then
-          parts[#parts + 1] = entry(field, t)
+      end
+      local px = max(cdiv(f[5], 1000) + f[4], latest - clock)
+      local r = recordOf()
+      if r then
+        state = state .. r
+        px = max(px, replay) -- the record outlives any attempt of its call
+      end
+      rcall('SET', key, state, 'PX', max(px, 1))
+    end
+    local v, w = vals[key], wrote[key]
+    if v and not f then
+      local parts = {MARK}
+      local states, records, latest = 0, 0, 0
+      local longest = w.longest or 0
+      for _, p in ipairs(w.set) do
+        local t = v.states[p.field]
+        if t then
+          parts[#parts + 1] = entry(p.field, t)
           states = states + 1
         end
       end
-    end
-    for name, r in pairs(v.records) do
-      if keeps(name, r[1]) then
-        parts[#parts + 1] = r[2]
-        records, latest = records + 1, max(latest, r[1])
-      end
-    end
-    if v.rest and v.rest ~= '' then
-      local mark = #parts
-      local ok, kept, last = pcall(keepRest, v.rest, parts)
-      if ok then
-        records, latest = records + kept, max(latest, last)
-      else -- a tail the script cannot walk: its records go
-        for k = #parts, mark + 1, -1 do
-          parts[k] = nil
+      for field, t in pairs(v.states) do
+        if not inSet(w.set, field) then
+          local keepIt = true
+          local p = paramsOf(field, t)
+          if p then -- another instance's policy: kept while it lasts
+            local ok, left = pcall(function() return resetAfter(p, load(p, t, w.now), w.now) end)
+            if ok then
+              keepIt = left > 0
+              longest = max(longest, left)
+            end
+          end
+          if keepIt then
+            parts[#parts + 1] = entry(field, t)
+            states = states + 1
+          end
         end
       end
-    end
-    local r = recordOf()
-    if r then
-      parts[#parts + 1] = r
-      records, latest = records + 1, clock + replay
-    end
-    local keepFor = latest - clock -- the records' time left, ms
-    if states + records == 0 then
-      rcall('DEL', key)
-    elseif not w.longest and raw[key] then -- a refund's: the TTL stays, or the records' if longer
-      if records > 0 then
-        rcall('SET', key, table.concat(parts), 'PX', max(rcall('PTTL', key), keepFor, 1))
-      else
-        rcall('SET', key, table.concat(parts), 'KEEPTTL')
+      for name, r in pairs(v.records) do
+        if keeps(name, r[1]) then
+          parts[#parts + 1] = r[2]
+          records, latest = records + 1, max(latest, r[1])
+        end
       end
-    else
-      rcall('SET', key, table.concat(parts), 'PX', max(cdiv(longest, 1000) + w.grace, keepFor, 1))
+      if v.rest and v.rest ~= '' then
+        local mark = #parts
+        local ok, kept, last = pcall(keepRest, v.rest, parts)
+        if ok then
+          records, latest = records + kept, max(latest, last)
+        else -- a tail the script cannot walk: its records go
+          for k = #parts, mark + 1, -1 do
+            parts[k] = nil
+          end
+        end
+      end
+      local r = recordOf()
+      if r then
+        parts[#parts + 1] = r
+        records, latest = records + 1, clock + replay
+      end
+      local keepFor = latest - clock -- the records' time left, ms
+      if states + records == 0 then
+        rcall('DEL', key)
+      elseif not w.longest and raw[key] then -- a refund's: the TTL stays, or the records' if longer
+        if records > 0 then
+          rcall('SET', key, table.concat(parts), 'PX', max(rcall('PTTL', key), keepFor, 1))
+        else
+          rcall('SET', key, table.concat(parts), 'KEEPTTL')
+        end
+      else
+        rcall('SET', key, table.concat(parts), 'PX', max(cdiv(longest, 1000) + w.grace, keepFor, 1))
+      end
     end
   end
+  return out
 end
-return out
+
+return decideCall(KEYS, ARGV)

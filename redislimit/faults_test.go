@@ -242,14 +242,31 @@ func TestCheckBoundsEveryAlgorithm(t *testing.T) {
 	assert.Equal(t, 1, d.Remaining)
 }
 
-// TestScriptFlushUnderLoad: every master of the Cluster flushes its
-// scripts over and over while 16 goroutines take a quota (AllowN and
+// TestFlushUnderLoad: every master of the Cluster flushes its scripts
+// (a store calling scripts), or its functions (a store calling the
+// library), over and over while 16 goroutines take a quota (AllowN and
 // WaitN): no request fails, and exactly the quota is granted.
-func TestScriptFlushUnderLoad(t *testing.T) {
+func TestFlushUnderLoad(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		scripts bool
+		flush   func(ctx context.Context, c *redis.Client) error
+	}{
+		{"SCRIPT FLUSH", true, func(ctx context.Context, c *redis.Client) error { return c.ScriptFlush(ctx).Err() }},
+		{"FUNCTION FLUSH", false, func(ctx context.Context, c *redis.Client) error { return c.FunctionFlush(ctx).Err() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { flushUnderLoad(t, tc.scripts, tc.flush) })
+	}
+}
+
+func flushUnderLoad(t *testing.T, scripts bool, flush func(ctx context.Context, c *redis.Client) error) {
 	cc := cluster(t)
 	ctx := context.Background()
 	st, err := redislimit.NewStore(cc, redislimit.Options{Prefix: prefix(t)})
 	require.NoError(t, err)
+	if scripts {
+		redislimit.UseScripts(st)
+	}
 	r, err := chanlimit.New(chanlimit.Config{Limit: 50, Window: time.Hour, Store: st})
 	require.NoError(t, err)
 	defer r.Close()
@@ -271,7 +288,7 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 			default:
 			}
 			for _, c := range masters {
-				if c.ScriptFlush(ctx).Err() == nil {
+				if flush(ctx, c) == nil {
 					flushes.Add(1)
 				}
 			}

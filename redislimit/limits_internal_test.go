@@ -53,7 +53,7 @@ func TestRecordKeptWhileAsked(t *testing.T) {
 	ops := []chanlimit.StoreOp{{Kind: chanlimit.StoreAllow, Key: "k", N: 1, Policies: p}}
 	calls := a.calls(ops)
 	a.build(ops, calls)
-	a.send(ctx, calls, true) // a's call runs; say its answer is lost
+	a.send(ctx, calls, byScript) // a's call runs; say its answer is lost
 	require.NoError(t, calls[0].cmd.Err())
 	bops := []chanlimit.StoreOp{{Kind: chanlimit.StoreAllow, Key: "j", N: 1, Policies: p}, {Kind: chanlimit.StoreAllow, Key: "k", N: 1, Policies: p}}
 	b.Decide(ctx, bops) // j holds b's record; k keeps a's
@@ -117,11 +117,11 @@ func TestDenialBeforeAResetReplays(t *testing.T) {
 	ops := []chanlimit.StoreOp{{Kind: chanlimit.StoreAllow, Key: "k", N: 1, Policies: p}, {Kind: chanlimit.StoreReset, Key: "k", Policies: p}}
 	calls := s.calls(ops)
 	s.build(ops, calls)
-	s.send(ctx, calls, true)
+	s.send(ctx, calls, byScript)
 	first, err := calls[0].cmd.Int64Slice()
 	require.NoError(t, err)
 	require.EqualValues(t, 0, first[1], "denied: the key is spent")
-	s.send(ctx, calls, true) // the client's retry
+	s.send(ctx, calls, byScript) // the client's retry
 	again, err := calls[0].cmd.Int64Slice()
 	require.NoError(t, err)
 	assert.Equal(t, first, again, "the first time's answers")

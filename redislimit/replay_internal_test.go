@@ -54,14 +54,14 @@ func TestReplayOfALargeCall(t *testing.T) {
 	require.Greater(t, len(calls), 1, "split: at most maxAnswers numbers a call")
 	s.build(ops, calls)
 	ctx := context.Background()
-	s.send(ctx, calls, true)
+	s.send(ctx, calls, byScript)
 	first := make([][]int64, len(calls))
 	for k, c := range calls {
 		vals, err := c.cmd.Int64Slice()
 		require.NoError(t, err)
 		first[k] = vals
 	}
-	s.send(ctx, calls, true) // the client's retry of the same calls
+	s.send(ctx, calls, byScript) // the client's retry of the same calls
 	for k, c := range calls {
 		vals, err := c.cmd.Int64Slice()
 		require.NoError(t, err, "the retry replays")
@@ -87,7 +87,7 @@ func TestRecordOutlivesItsAttempts(t *testing.T) {
 	ops := []chanlimit.StoreOp{{Kind: chanlimit.StoreAllow, Key: "k", N: 1, Policies: p}}
 	calls := s.calls(ops)
 	s.build(ops, calls)
-	s.send(ctx, calls, true)
+	s.send(ctx, calls, byScript)
 	require.NoError(t, calls[0].cmd.Err())
 	ttl, err := c.PTTL(ctx, s.Key("k")).Result()
 	require.NoError(t, err)
@@ -98,62 +98,77 @@ func TestRecordOutlivesItsAttempts(t *testing.T) {
 	assert.Greater(t, replayWindow(def), time.Duration(o.MaxRetries+1)*o.ReadTimeout, "go-redis's defaults: every attempt's read timeout, and more")
 }
 
-// noScriptOnce answers NOSCRIPT for the second script call of the first
-// pipeline, as a Cluster node whose scripts were flushed would.
-type noScriptOnce struct{ done bool }
+// missingOnce answers the second call of the first pipeline as a Cluster
+// node whose scripts (NOSCRIPT) or functions (Function not found) were
+// flushed would.
+type missingOnce struct{ done bool }
 
-type noScriptErr struct{}
+type missingErr string
 
-func (noScriptErr) Error() string { return "NOSCRIPT No matching script. Please use EVAL." }
-func (noScriptErr) RedisError()   {}
+func (e missingErr) Error() string { return string(e) }
+func (missingErr) RedisError()     {}
 
-func (h *noScriptOnce) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *noScriptOnce) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-func (h *noScriptOnce) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h *missingOnce) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *missingOnce) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *missingOnce) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
-		if !h.done && len(cmds) == 2 && cmds[1].Name() == "evalsha" {
-			h.done = true
-			cmds[1].SetErr(noScriptErr{})
+		if !h.done && len(cmds) == 2 {
+			switch cmds[1].Name() {
+			case "evalsha":
+				h.done = true
+				cmds[1].SetErr(missingErr("NOSCRIPT No matching script. Please use EVAL."))
+			case "fcall":
+				h.done = true
+				cmds[1].SetErr(missingErr("ERR Function not found"))
+			}
 		}
 		return err
 	}
 }
 
-// TestNoScriptLandsEveryCall: a pipeline whose second call is answered
-// NOSCRIPT lands every call once sent again, so the store's calls out go
-// back to none, and its records on a key are let go. Before, the call
-// answered before it was lost: the lowest call out stuck there, and a
-// hot key's value grew with every call.
-func TestNoScriptLandsEveryCall(t *testing.T) {
-	c := singleNode(t)
-	require.NoError(t, decideScript.Load(context.Background(), c).Err())
-	c.AddHook(&noScriptOnce{})
-	s := newTestStore(t, c)
-	p := []chanlimit.Policy{{Name: "default", Algorithm: "token_bucket", Limit: 100, Window: time.Minute}}
-	ops := make([]chanlimit.StoreOp, MaxPerCall+1) // two calls on one node
-	for i := range ops {
-		ops[i] = chanlimit.StoreOp{Kind: chanlimit.StoreAllow, Key: fmt.Sprint("k", i), N: 1, Policies: p}
+// TestMissingLandsEveryCall: a pipeline whose second call finds no
+// script (NOSCRIPT), or no function, lands every call once sent again, so
+// the store's calls out go back to none, and its records on a key are
+// let go. Before, the call answered before it was lost: the lowest call
+// out stuck there, and a hot key's value grew with every call.
+func TestMissingLandsEveryCall(t *testing.T) {
+	for _, scripts := range []bool{true, false} {
+		t.Run(fmt.Sprint("scripts=", scripts), func(t *testing.T) {
+			c := singleNode(t)
+			require.NoError(t, decideScript.Load(context.Background(), c).Err())
+			h := &missingOnce{}
+			c.AddHook(h)
+			s := newTestStore(t, c)
+			s.scripts.Store(scripts)
+			p := []chanlimit.Policy{{Name: "default", Algorithm: "token_bucket", Limit: 100, Window: time.Minute}}
+			ops := make([]chanlimit.StoreOp, MaxPerCall+1) // two calls on one node
+			for i := range ops {
+				ops[i] = chanlimit.StoreOp{Kind: chanlimit.StoreAllow, Key: fmt.Sprint("k", i), N: 1, Policies: p}
+			}
+			ctx := context.Background()
+			s.Decide(ctx, ops)
+			require.True(t, h.done, "a call was answered as missing")
+			for i := range ops {
+				require.NoError(t, ops[i].Err)
+				require.Equal(t, 99, ops[i].Decision.Remaining, "decided once")
+			}
+			s.flights.mu.Lock()
+			out := len(s.flights.out)
+			s.flights.mu.Unlock()
+			assert.Zero(t, out, "no call left out")
+			var sizes []int
+			for range 20 {
+				op := []chanlimit.StoreOp{{Kind: chanlimit.StoreAllow, Key: "hot", N: 1, Policies: p}}
+				s.Decide(ctx, op)
+				require.NoError(t, op[0].Err)
+				blob, err := c.Get(ctx, s.Key("hot")).Bytes()
+				require.NoError(t, err)
+				sizes = append(sizes, len(blob))
+			}
+			assert.LessOrEqual(t, sizes[19], sizes[1]+2, "one record at a time (a call's number grows a digit): the value does not grow")
+		})
 	}
-	ctx := context.Background()
-	s.Decide(ctx, ops)
-	for i := range ops {
-		require.NoError(t, ops[i].Err)
-	}
-	s.flights.mu.Lock()
-	out := len(s.flights.out)
-	s.flights.mu.Unlock()
-	assert.Zero(t, out, "no call left out")
-	var sizes []int
-	for range 20 {
-		op := []chanlimit.StoreOp{{Kind: chanlimit.StoreAllow, Key: "hot", N: 1, Policies: p}}
-		s.Decide(ctx, op)
-		require.NoError(t, op[0].Err)
-		blob, err := c.Get(ctx, s.Key("hot")).Bytes()
-		require.NoError(t, err)
-		sizes = append(sizes, len(blob))
-	}
-	assert.LessOrEqual(t, sizes[19], sizes[1]+2, "one record at a time (a call's number grows a digit): the value does not grow")
 }
 
 // TestDecideNothing: Decide with no ops asks Redis nothing, and returns.

@@ -9,8 +9,9 @@
 // in-memory rules to whole microseconds: the same decisions as a router
 // in memory for the same schedule, every wait rounded up to the next
 // microsecond. A partition of the router hands the store its whole burst
-// of requests at once, and the store sends it as one pipeline of EVALSHA
-// calls: under load, one round trip decides many requests.
+// of requests at once, and the store sends it as one pipeline of calls of
+// the script (as a Redis Function, where Redis has them: function.go):
+// under load, one round trip decides many requests.
 //
 // The client is the caller's: a single node, Sentinel (failover) or
 // Cluster client (each key is one Redis key, so one hash slot). The store
@@ -108,6 +109,10 @@ type Store struct {
 	// once no retry of it can come (flights).
 	id      string
 	cluster bool
+
+	// scripts is set once Redis has refused to load decide.lua's library
+	// (function.go): the store calls it as a script from then on.
+	scripts atomic.Bool
 	replay  time.Duration
 	flights flights
 
@@ -227,9 +232,12 @@ func (s *Store) Key(key string) string { return s.prefix + key }
 // MaxPerCall of them whose keys share a hash slot (on a Cluster; all of
 // them on a single node). Each call is decided once however often the
 // client sends it: a call that changes a key leaves its answers there,
-// for an attempt of it that comes again to find. Calls whose script Redis
-// did not have (NOSCRIPT: a node restarted, failed over, or had its
-// scripts flushed) are sent again with the script itself. An op whose
+// for an attempt of it that comes again to find. Calls are Redis Function
+// calls where Redis has them, else script calls (function.go). Calls
+// Redis found no function or script for (a node restarted, failed over,
+// or had its scripts or functions flushed) ran nothing: they are sent
+// again with the script itself, and the library is loaded for the calls
+// to come. An op whose
 // round trip failed otherwise gets an error wrapping ErrStoreUnavailable,
 // since Redis may or may not have run it; so does an op whose key holds
 // a value the script did not write, alone: the other keys of its call
@@ -254,19 +262,29 @@ func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 		return
 	}
 	s.build(ops, calls)
-	s.send(ctx, calls, false)
+	how := byFunction
+	if s.scripts.Load() {
+		how = byHash
+	}
+	s.send(ctx, calls, how)
 	s.notePause(calls)
-	var again []call // those answered NOSCRIPT, by value: calls keeps every call, for land
+	var again []call // those Redis ran nothing of, by value: calls keeps every call, for land
 	var at []int
+	load := false
 	for k, c := range calls {
-		if isNoScript(c.cmd.Err()) {
-			again, at = append(again, c), append(at, k)
+		err := c.cmd.Err()
+		if !isNoScript(err) && !isNoFunction(err) {
+			s.answer(ops, c)
 			continue
 		}
-		s.answer(ops, c)
+		load = load || isNoFunction(err)
+		again, at = append(again, c), append(at, k)
+	}
+	if load { // for the calls to come
+		s.noFunctions(s.loadLibrary(ctx))
 	}
 	if len(again) > 0 {
-		s.send(ctx, again, true) // EVAL: no NOSCRIPT, however often scripts are flushed
+		s.send(ctx, again, byScript) // EVAL: it finds its script however often scripts or functions are flushed
 		for k, c := range again {
 			s.answer(ops, c)
 			calls[at[k]] = c
@@ -334,16 +352,18 @@ func (s *Store) calls(ops []chanlimit.StoreOp) []call {
 	return calls
 }
 
-// send sends calls as one pipeline: by the script's hash (EVALSHA), or,
-// if eval, with the script itself (EVAL).
-func (s *Store) send(ctx context.Context, calls []call, eval bool) {
+// send sends calls as one pipeline, each as how says.
+func (s *Store) send(ctx context.Context, calls []call, how callKind) {
 	pipe := s.client.Pipeline()
 	for k := range calls {
 		c := &calls[k]
-		if eval {
-			c.cmd = pipe.Eval(ctx, decideLua, c.keys, c.args...)
-		} else {
+		switch how {
+		case byFunction:
+			c.cmd = pipe.FCall(ctx, decideFunction, c.keys, c.args...)
+		case byHash:
 			c.cmd = pipe.EvalSha(ctx, decideScript.Hash(), c.keys, c.args...)
+		default:
+			c.cmd = pipe.Eval(ctx, decideLua, c.keys, c.args...)
 		}
 	}
 	_, _ = pipe.Exec(ctx) // each command holds its own error
