@@ -83,8 +83,15 @@ func compile(field string, policies []Policy) (*keytable.Set, error) {
 			Rule:      rule,
 		}
 	}
-	return keytable.NewSet(out), nil
+	set := keytable.NewSet(out)
+	set.Owner = policiesFrom(set)
+	return set, nil
 }
+
+// sharedPolicies returns the policies of set, shared: the same slice for
+// the set for as long as it lasts, which nobody may change (a Store's ops
+// and a Quota carry it).
+func sharedPolicies(set *keytable.Set) []Policy { return set.Owner.([]Policy) }
 
 // checkName checks a policy's name: printable ASCII, as an HTTP field's
 // string needs.

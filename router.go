@@ -169,6 +169,7 @@ type Router struct {
 	store          Store                        // Config.Store
 	closeOnce      sync.Once
 	batches        sync.Pool     // of *batch
+	quotas         sync.Pool     // of *keytable.Quota, for a partition to fill in (quota.go)
 	policiesToken  chan struct{} // held by SetPolicies, Snapshot and Restore while they run (hold)
 	overridesToken chan struct{} // held by SetOverride, ClearOverride and Restore while they run (hold)
 }
@@ -179,8 +180,7 @@ type batch struct {
 	items   [][]keytable.Item // per partition, in request order
 	at      [][]int           // per partition: the index in reqs of each item
 	pending []actor.Pending
-	sent    []int     // the partitions sent to, in order
-	reqs    []Request // batchEach's requests
+	sent    []int // the partitions sent to, in order
 }
 
 // New validates cfg and starts the router's partitions. Every invalid field
@@ -235,6 +235,7 @@ func New(cfg Config) (*Router, error) {
 			pending: make([]actor.Pending, partitions),
 		}
 	}
+	r.quotas.New = func() any { return new(keytable.Quota) }
 	for i := range r.parts {
 		keys := keytable.NewKeys(set)
 		keys.Bound(r.keyLimit(i))
@@ -439,7 +440,7 @@ func (r *Router) batchWith(b *batch, ctx context.Context, reqs []Request, out []
 			}
 		}
 	}
-	if err == nil && refusal != nil {
+	if err == nil && refusal != nil && errs == nil { // with errs, each refusal is its request's alone
 		err = fmt.Errorf("chanlimit: AllowBatch: request %d: %w", refused, refusal)
 	}
 	if reusable {
@@ -457,8 +458,6 @@ func (b *batch) reset() {
 		b.at[pi] = b.at[pi][:0]
 	}
 	b.sent = b.sent[:0]
-	clear(b.reqs)
-	b.reqs = b.reqs[:0]
 }
 
 // Peek returns what AllowN(ctx, key, n) would answer now, errors included,

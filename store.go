@@ -117,33 +117,18 @@ type storeTable struct {
 	local  *keytable.Keys
 	errors uint64 // requests the store failed to answer (Stats.StoreErrors)
 
-	policies map[*keytable.Set][]Policy // each set's policies, as ops carry them
 }
 
 var _ keytable.Remote = (*storeTable)(nil)
 
 func newStoreTable(store Store, local *keytable.Keys, clockSet bool, origin time.Time) *storeTable {
 	return &storeTable{
-		store:    store,
-		mode:     store.FailMode(),
-		clock:    clockSet,
-		origin:   origin,
-		local:    local,
-		policies: make(map[*keytable.Set][]Policy),
+		store:  store,
+		mode:   store.FailMode(),
+		clock:  clockSet,
+		origin: origin,
+		local:  local,
 	}
-}
-
-// policiesOf returns the policies of set, as ops carry them.
-func (t *storeTable) policiesOf(set *keytable.Set) []Policy {
-	if ps, ok := t.policies[set]; ok {
-		return ps
-	}
-	if len(t.policies) >= 64 { // sets let go (SetPolicies, SetOverride) are not kept
-		clear(t.policies)
-	}
-	ps := policiesFrom(set)
-	t.policies[set] = ps
-	return ps
 }
 
 // setOf returns the set of policies key is under.
@@ -196,7 +181,7 @@ func (t *storeTable) Prepare(items []keytable.Item, now time.Duration) keytable.
 		case keytable.OpRefund:
 			op.Kind = StoreRefund
 		}
-		op.Policies = t.policiesOf(set)
+		op.Policies = sharedPolicies(set)
 		if tr == nil {
 			tr = &storeTrip{store: t.store}
 		}

@@ -11,8 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chanlimit/chanlimit/clock"
-	"github.com/chanlimit/chanlimit/internal/hook"
-	"github.com/chanlimit/chanlimit/internal/keytable"
 )
 
 // holdStore is a memStore that holds each call with an op on key, while
@@ -108,8 +106,8 @@ func TestStoreSlowKeyStallsNoOther(t *testing.T) {
 		{"the quota of a grant", func(t *testing.T, r *Router, st *holdStore) {
 			st.kind = StorePeek // the grant goes by; the peek of one more unit is held
 			go func() {
-				var q keytable.Quota
-				_, _ = hook.Quota(r, context.Background(), hook.AllowN, "slow", 1, &q)
+				var q Quota
+				_, _ = r.AllowQuota(context.Background(), "slow", 1, &q)
 			}()
 		}},
 		{"the refund of a caller that left", func(t *testing.T, r *Router, st *holdStore) {
@@ -272,9 +270,9 @@ func TestStoreTries(t *testing.T) {
 		synctest.Wait()
 		refunds := st.refunds.Load()
 
-		keys, ns := []string{"now", "later", "lined"}, []int{1, 1, 1}
+		reqs := []Request{{Key: "now", N: 1}, {Key: "later", N: 1}, {Key: "lined", N: 1}}
 		out, errs := make([]Decision, 3), make([]error, 3)
-		require.NoError(t, hook.TryWaitBatch(r, ctx, keys, ns, out, errs))
+		require.NoError(t, r.TryWaitEach(ctx, reqs, out, errs))
 		assert.Equal(t, []error{nil, nil, nil}, errs)
 		assert.True(t, out[0].Allowed, "granted at once")
 		assert.False(t, out[1].Allowed, "its turn is to come")

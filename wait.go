@@ -2,11 +2,6 @@ package chanlimit
 
 import (
 	"context"
-	"slices"
-
-	"github.com/chanlimit/chanlimit/actor"
-	"github.com/chanlimit/chanlimit/internal/hook"
-	"github.com/chanlimit/chanlimit/internal/keytable"
 )
 
 // Wait waits until one unit on key is granted: WaitN(ctx, key, 1).
@@ -47,43 +42,4 @@ func (r *Router) WaitN(ctx context.Context, key string, n int) (Decision, error)
 		return Decision{}, err
 	}
 	return r.partition(key).WaitN(ctx, key, n)
-}
-
-func init() {
-	hook.TryWaitBatch = func(r any, ctx context.Context, keys []string, ns []int, out []Decision, errs []error) error {
-		return r.(*Router).batchEach(ctx, keys, ns, out, errs, (*actor.Partition).SendTries)
-	}
-	hook.AllowEach = func(r any, ctx context.Context, keys []string, ns []int, out []Decision, errs []error) error {
-		return r.(*Router).batchEach(ctx, keys, ns, out, errs, (*actor.Partition).SendBatch)
-	}
-	hook.Quota = func(r any, ctx context.Context, kind hook.Kind, key string, n int, q *keytable.Quota) (Decision, error) {
-		rt := r.(*Router)
-		if err := rt.check(key, n); err != nil {
-			return Decision{}, err
-		}
-		p := rt.partition(key)
-		switch kind {
-		case hook.PeekN:
-			return p.PeekQuota(ctx, key, n, q)
-		case hook.WaitN:
-			return p.WaitQuota(ctx, key, n, q)
-		}
-		return p.AllowQuota(ctx, key, n, q)
-	}
-}
-
-// batchEach is hook.TryWaitBatch (with SendTries), for package pipeline's
-// Throttle: one round trip per partition for the items that need not
-// wait, instead of a WaitN each; and hook.AllowEach (with SendBatch), for
-// its Police: AllowBatch with each request's own error.
-func (r *Router) batchEach(ctx context.Context, keys []string, ns []int, out []Decision, errs []error, send sendFunc) error {
-	b := r.batches.Get().(*batch) // its reqs too: a Police stage allocates nothing per batch
-	b.reqs = slices.Grow(b.reqs[:0], len(keys))[:len(keys)]
-	for i, key := range keys {
-		b.reqs[i] = Request{Key: key, N: ns[i]}
-		if errs[i] == nil { // one set already is the caller's, and passes the request by
-			errs[i] = r.check(key, ns[i])
-		}
-	}
-	return r.batchWith(b, ctx, b.reqs, out, errs, send)
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/chanlimit/chanlimit"
-	"github.com/chanlimit/chanlimit/internal/keytable"
 )
 
 // The fields the middleware writes, as net/http's Header keys them
@@ -21,18 +20,34 @@ const (
 // once: the RateLimit-Policy value, and the start of a RateLimit value for
 // each policy (`"name";r=`).
 type policyFields struct {
-	set    *keytable.Set
+	set    []chanlimit.Policy // a Quota's Policies: the router's own slice for its set
 	value  string
 	starts []string // in the set's order
 }
 
 // newPolicyFields formats the fields of set.
-func newPolicyFields(set *keytable.Set) *policyFields {
+func newPolicyFields(set []chanlimit.Policy) *policyFields {
 	f := &policyFields{set: set, value: string(appendPolicies(nil, set))}
-	for _, p := range set.Policies() {
+	for _, p := range set {
 		f.starts = append(f.starts, string(append(appendString(nil, p.Name), ";r="...)))
 	}
 	return f
+}
+
+// same reports whether set is f's: the router hands the same slice for a
+// set of policies while it is in use.
+func (f *policyFields) same(set []chanlimit.Policy) bool {
+	return len(set) == len(f.set) && (len(set) == 0 || &set[0] == &f.set[0])
+}
+
+// index returns the place in f's set of the policy named name, or -1.
+func (f *policyFields) index(name string) int {
+	for j := range f.set {
+		if f.set[j].Name == name {
+			return j
+		}
+	}
+	return -1
 }
 
 // appendRateLimit appends to b the RateLimit value of the decision d,
@@ -43,9 +58,9 @@ func newPolicyFields(set *keytable.Set) *policyFields {
 // RetryAfter (untilMore), which is the Retry-After too. If q tells
 // nothing of the deciding policy (its rule panicked while asked), the
 // value is that policy's member alone, from d.
-func (f *policyFields) appendRateLimit(b []byte, d chanlimit.Decision, q *keytable.Quota) ([]byte, int64) {
-	first, deciding := -1, f.set.Index(d.Policy)
-	for k, pq := range q.Policies {
+func (f *policyFields) appendRateLimit(b []byte, d chanlimit.Decision, q *chanlimit.Quota) ([]byte, int64) {
+	first, deciding := -1, f.index(d.Policy)
+	for k, pq := range q.Each {
 		if pq.Policy == deciding {
 			first = k
 			break
@@ -55,9 +70,9 @@ func (f *policyFields) appendRateLimit(b []byte, d chanlimit.Decision, q *keytab
 		t := untilMore(d, 0)
 		return appendCounts(append(appendString(b, d.Policy), ";r="...), d.Remaining, t), t
 	}
-	t := untilMore(d, q.Policies[first].More)
-	b = appendCounts(append(b, f.starts[q.Policies[first].Policy]...), q.Policies[first].Remaining, t)
-	for k, pq := range q.Policies {
+	t := untilMore(d, q.Each[first].More)
+	b = appendCounts(append(b, f.starts[q.Each[first].Policy]...), q.Each[first].Remaining, t)
+	for k, pq := range q.Each {
 		if k != first {
 			b = appendCounts(append(append(b, ", "...), f.starts[pq.Policy]...), pq.Remaining, seconds(pq.More))
 		}
@@ -68,16 +83,16 @@ func (f *policyFields) appendRateLimit(b []byte, d chanlimit.Decision, q *keytab
 // appendPolicies appends the RateLimit-Policy value of set to b: each
 // policy as `"name";q=Limit;w=Window`, the window in whole seconds,
 // rounded up.
-func appendPolicies(b []byte, set *keytable.Set) []byte {
-	for j, p := range set.Policies() {
+func appendPolicies(b []byte, set []chanlimit.Policy) []byte {
+	for j, p := range set {
 		if j > 0 {
 			b = append(b, ", "...)
 		}
 		b = appendString(b, p.Name)
 		b = append(b, ";q="...)
-		b = strconv.AppendInt(b, integer(int64(p.Params.Limit)), 10)
+		b = strconv.AppendInt(b, integer(int64(p.Limit)), 10)
 		b = append(b, ";w="...)
-		b = strconv.AppendInt(b, seconds(p.Params.Window), 10)
+		b = strconv.AppendInt(b, seconds(p.Window), 10)
 	}
 	return b
 }

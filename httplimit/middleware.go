@@ -22,8 +22,6 @@ import (
 	"time"
 
 	"github.com/chanlimit/chanlimit"
-	"github.com/chanlimit/chanlimit/internal/hook"
-	"github.com/chanlimit/chanlimit/internal/keytable"
 )
 
 // Options configure a Middleware. The zero Options key requests by
@@ -77,7 +75,7 @@ type middleware struct {
 	onError  func(http.ResponseWriter, *http.Request, error)
 	policies [4]atomic.Pointer[policyFields] // the fields of the sets met last
 	next     atomic.Uint32                   // the slot of policies to replace next
-	quotas   sync.Pool                       // of *keytable.Quota, for the router to fill in
+	quotas   sync.Pool                       // of *chanlimit.Quota, for the router to fill in
 }
 
 // Middleware returns middleware that decides each request on r before
@@ -98,7 +96,7 @@ type middleware struct {
 // an error saying so, and so does a nil handler every allowed request.
 func Middleware(r *chanlimit.Router, opts Options) func(http.Handler) http.Handler {
 	m := &middleware{router: r, opts: opts, key: opts.Key, onError: opts.OnError}
-	m.quotas.New = func() any { return new(keytable.Quota) }
+	m.quotas.New = func() any { return new(chanlimit.Quota) }
 	if m.key == nil {
 		m.key = KeyByIP
 	}
@@ -139,15 +137,13 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 		n = m.opts.Cost(req)
 	}
 	ctx := req.Context()
-	q := m.quotas.Get().(*keytable.Quota)
+	q := m.quotas.Get().(*chanlimit.Quota)
 	d, err := m.decide(ctx, key, n, q)
 	if errors.Is(err, chanlimit.ErrTooManyWaiters) {
 		d, err = m.refusal(ctx, key, n, q) // a refusal like any other: the key has no room left
 	}
 	if err != nil {
-		if ctx.Err() == nil { // else the router may still write q: let it go
-			m.quotas.Put(q)
-		}
+		m.quotas.Put(q)
 		m.onError(w, req, err)
 		return
 	}
@@ -155,7 +151,7 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 	// One allocation holds the fields' values; each field gets a slice
 	// of its own, capped, so that adding to one never writes another.
 	values := make([]string, 3)
-	fields := m.policyFields(q.Set)
+	fields := m.policyFields(q.Policies)
 	values[0] = fields.value
 	var buf [128]byte
 	rate, t := fields.appendRateLimit(buf[:0], d, q)
@@ -180,12 +176,12 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 // decide asks the router for n units on key: AllowN, or WaitN up to
 // MaxWait; with the decision, the router writes the key's quota into q. A
 // wait that MaxWait cuts short is a refusal, not an error.
-func (m *middleware) decide(ctx context.Context, key string, n int, q *keytable.Quota) (chanlimit.Decision, error) {
+func (m *middleware) decide(ctx context.Context, key string, n int, q *chanlimit.Quota) (chanlimit.Decision, error) {
 	if m.opts.MaxWait <= 0 {
-		return hook.Quota(m.router, ctx, hook.AllowN, key, n, q)
+		return m.router.AllowQuota(ctx, key, n, q)
 	}
 	wctx, cancel := waitContext(ctx, m.opts.MaxWait)
-	d, err := hook.Quota(m.router, wctx, hook.WaitN, key, n, q)
+	d, err := m.router.WaitQuota(wctx, key, n, q)
 	cancel()
 	switch {
 	case err == nil:
@@ -201,8 +197,8 @@ func (m *middleware) decide(ctx context.Context, key string, n int, q *keytable.
 // refusal returns the Decision of a request on key refused though the
 // router did not deny it (too many waiters, a wait cut short): the
 // key's state as Peek sees it, denied, with its wait, and its quota in q.
-func (m *middleware) refusal(ctx context.Context, key string, n int, q *keytable.Quota) (chanlimit.Decision, error) {
-	d, err := hook.Quota(m.router, ctx, hook.PeekN, key, n, q)
+func (m *middleware) refusal(ctx context.Context, key string, n int, q *chanlimit.Quota) (chanlimit.Decision, error) {
+	d, err := m.router.PeekQuota(ctx, key, n, q)
 	d.Allowed = false
 	return d, err
 }
@@ -232,9 +228,9 @@ func (c graceContext) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // policyFields returns the fields of set, formatted once for the sets
 // met last.
-func (m *middleware) policyFields(set *keytable.Set) *policyFields {
+func (m *middleware) policyFields(set []chanlimit.Policy) *policyFields {
 	for i := range m.policies {
-		if f := m.policies[i].Load(); f != nil && f.set == set {
+		if f := m.policies[i].Load(); f != nil && f.same(set) {
 			return f
 		}
 	}

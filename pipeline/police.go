@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/chanlimit/chanlimit"
-	"github.com/chanlimit/chanlimit/internal/hook"
 )
 
 // Police decides each item at once and passes it on with its decision,
@@ -55,8 +54,7 @@ type policer[T any] struct {
 	at      []int                // the index in results of each request
 	ds      []chanlimit.Decision // the answers
 	errs    []error              // and the errors
-	keys    []string             // the keys of the items with a valid weight: the requests
-	ns      []int                // and their units
+	reqs    []chanlimit.Request  // the requests of the items with a valid weight and key
 }
 
 func (p *policer[T]) run(in <-chan T) {
@@ -105,30 +103,30 @@ func (p *policer[T]) add(item T) {
 	}
 	p.results = append(p.results, Result[T]{Item: item, Err: err})
 	if err == nil {
-		p.keys, p.ns = append(p.keys, k), append(p.ns, n)
+		p.reqs = append(p.reqs, chanlimit.Request{Key: k, N: n})
 		p.at = append(p.at, len(p.results)-1)
 	}
 }
 
 // decide decides the batch's requests with one round trip per partition
-// (AllowBatch, with each request's own error: hook.AllowEach), and writes
-// each answer into its item's Result.
+// (AllowEach: AllowBatch with each request's own error), and writes each
+// answer into its item's Result.
 func (p *policer[T]) decide() {
-	if len(p.keys) == 0 {
+	if len(p.reqs) == 0 {
 		return
 	}
-	n := len(p.keys)
+	n := len(p.reqs)
 	p.ds = slices.Grow(p.ds[:0], n)[:n]
 	p.errs = slices.Grow(p.errs[:0], n)[:n]
 	clear(p.errs)
-	err := hook.AllowEach(p.r, p.ctx, p.keys, p.ns, p.ds, p.errs)
-	for k := range p.keys {
+	err := p.r.AllowEach(p.ctx, p.reqs, p.ds, p.errs)
+	for k := range p.reqs {
 		res := &p.results[p.at[k]]
 		res.Decision, res.Err = p.ds[k], p.errs[k]
 		if res.Err == nil && res.Decision.Limit == 0 { // not decided: ctx ended or the router closed first
 			res.Err = err
 		}
 	}
-	clear(p.keys)
-	p.keys, p.ns, p.at = p.keys[:0], p.ns[:0], p.at[:0]
+	clear(p.reqs)
+	p.reqs, p.at = p.reqs[:0], p.at[:0]
 }

@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/chanlimit/chanlimit"
-	"github.com/chanlimit/chanlimit/internal/hook"
 )
 
 // Throttle passes items on once their key's quota admits them (WaitN
@@ -76,8 +75,7 @@ type shaper[T any] struct {
 	working int             // items at a worker
 
 	// try's, kept from one batch to the next
-	keys []string
-	ns   []int
+	reqs []chanlimit.Request
 	ds   []chanlimit.Decision
 	errs []error
 }
@@ -196,15 +194,15 @@ func (s *shaper[T]) take(item T) {
 // the others go to workers, to wait.
 func (s *shaper[T]) try() {
 	trying := s.trying
-	s.keys, s.ns, s.errs = s.keys[:0], s.ns[:0], s.errs[:0]
+	s.reqs, s.errs = s.reqs[:0], s.errs[:0]
 	for i := range trying {
 		j := &trying[i]
 		var err error
 		j.n, err = s.opts.weight(j.item)
-		s.keys, s.ns, s.errs = append(s.keys, j.key), append(s.ns, max(j.n, 1)), append(s.errs, err)
+		s.reqs, s.errs = append(s.reqs, chanlimit.Request{Key: j.key, N: max(j.n, 1)}), append(s.errs, err)
 	}
 	s.ds = slices.Grow(s.ds[:0], len(trying))[:len(trying)]
-	err := hook.TryWaitBatch(s.r, s.ctx, s.keys, s.ns, s.ds, s.errs)
+	err := s.r.TryWaitEach(s.ctx, s.reqs, s.ds, s.errs)
 	s.trying = s.trying[len(trying):len(trying)] // next adds the keys' next items after these
 	for i, j := range trying {
 		res := Result[T]{Item: j.item, Decision: s.ds[i], Err: s.errs[i]}
@@ -219,7 +217,7 @@ func (s *shaper[T]) try() {
 		s.next(j.key)
 	}
 	clear(trying)
-	clear(s.keys)
+	clear(s.reqs)
 	s.trying = append(trying[:0], s.trying...)
 }
 

@@ -26,6 +26,11 @@ type Policy struct {
 // inline in its slot, and its states under the others in columns beside
 // the slots, so a key under k policies costs its k states and one slot.
 type Set struct {
+	// Owner is what the set's maker keeps with it, set before the set is
+	// shared and never changed after: package chanlimit's []Policy, as
+	// its Store and Quota hand them on.
+	Owner any
+
 	policies   []Policy
 	capacities []int  // each policy's rule's
 	capacity   int    // the smallest of the policies' capacities

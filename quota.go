@@ -1,0 +1,88 @@
+package chanlimit
+
+import (
+	"context"
+	"time"
+
+	"github.com/chanlimit/chanlimit/actor"
+	"github.com/chanlimit/chanlimit/internal/keytable"
+)
+
+// Quota is what a key has under each of its policies, each taken alone:
+// what the IETF RateLimit fields advertise (package httplimit writes them
+// from it). AllowQuota, PeekQuota and WaitQuota write it with their
+// decision, in the same round trip to the key's partition, so that the
+// two describe one instant.
+type Quota struct {
+	// Policies are the key's policies (its override's, or the router's),
+	// in their order. The router hands the same slice for a set of
+	// policies while the set is in use, so a caller may keep what it
+	// derives from a set by the address of its first policy, as
+	// httplimit keeps the formatted RateLimit-Policy field; nobody may
+	// change it.
+	Policies []Policy
+
+	// Each tells of some or all of Policies, in their order: a policy
+	// whose algorithm panicked while it was asked is left out.
+	Each []PolicyQuota
+}
+
+// PolicyQuota is what a key has under one policy, taken alone.
+type PolicyQuota struct {
+	Policy    int           // its index in Quota.Policies
+	Remaining int           // the requests of one unit it would allow now
+	More      time.Duration // the wait until it allows one more than Remaining; 0 if Remaining is its capacity
+}
+
+// AllowQuota is AllowN, and once the request is decided it writes into q
+// what key has under each of its policies, after the request: q holds
+// the key's quota if the request was decided, and is empty otherwise. q
+// nil asks for none.
+func (r *Router) AllowQuota(ctx context.Context, key string, n int, q *Quota) (Decision, error) {
+	return r.quota(ctx, key, n, q, (*actor.Partition).AllowQuota)
+}
+
+// PeekQuota is Peek, and writes into q what AllowQuota would, changing
+// nothing.
+func (r *Router) PeekQuota(ctx context.Context, key string, n int, q *Quota) (Decision, error) {
+	return r.quota(ctx, key, n, q, (*actor.Partition).PeekQuota)
+}
+
+// WaitQuota is WaitN, and with the grant, or with the denial of a wait
+// that ctx's deadline comes before (an error matching
+// context.DeadlineExceeded, returned at once, with the Decision that says
+// how long the wait would be), writes into q what AllowQuota would. After
+// any other error, q is empty.
+func (r *Router) WaitQuota(ctx context.Context, key string, n int, q *Quota) (Decision, error) {
+	return r.quota(ctx, key, n, q, (*actor.Partition).WaitQuota)
+}
+
+// askQuota is a partition's AllowQuota, PeekQuota or WaitQuota.
+type askQuota func(p *actor.Partition, ctx context.Context, key string, n int, q *keytable.Quota) (Decision, error)
+
+// quota asks key's partition with ask, into a quota of the router's own
+// that it copies into q: the partition may write its own until it
+// answers, and after a caller that left it is never read or used again.
+func (r *Router) quota(ctx context.Context, key string, n int, q *Quota, ask askQuota) (Decision, error) {
+	if q == nil {
+		q = new(Quota)
+	}
+	q.Policies, q.Each = nil, q.Each[:0]
+	if err := r.check(key, n); err != nil {
+		return Decision{}, err
+	}
+	kq := r.quotas.Get().(*keytable.Quota)
+	d, err := ask(r.partition(key), ctx, key, n, kq)
+	if err != nil && err == ctx.Err() { // the caller left: kq may be written yet
+		return d, err
+	}
+	if kq.Set != nil {
+		q.Policies = sharedPolicies(kq.Set)
+		for _, pq := range kq.Policies {
+			q.Each = append(q.Each, PolicyQuota(pq))
+		}
+	}
+	kq.Set, kq.Policies = nil, kq.Policies[:0]
+	r.quotas.Put(kq)
+	return d, err
+}

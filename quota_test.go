@@ -1,0 +1,71 @@
+package chanlimit_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chanlimit/chanlimit"
+)
+
+// TestQuota: AllowQuota, PeekQuota and WaitQuota write what the key has
+// under each policy with their decision; Policies is the same slice for
+// the set on every call, and another for an override's; a request that
+// fails leaves q empty, and a nil q asks for none.
+func TestQuota(t *testing.T) {
+	r, clk := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{
+		{Name: "second", Algorithm: "fixed_window", Limit: 2, Window: time.Second},
+		{Name: "minute", Algorithm: "fixed_window", Limit: 5, Window: time.Minute},
+	}})
+	ctx := context.Background()
+	var q chanlimit.Quota
+	d, err := r.AllowQuota(ctx, "k", 1, &q)
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	require.Len(t, q.Policies, 2)
+	assert.Equal(t, "second", q.Policies[0].Name)
+	assert.Equal(t, []chanlimit.PolicyQuota{{Policy: 0, Remaining: 1, More: time.Second}, {Policy: 1, Remaining: 4, More: time.Minute}}, q.Each)
+	first := &q.Policies[0]
+
+	d, err = r.PeekQuota(ctx, "k", 1, &q)
+	require.NoError(t, err)
+	assert.True(t, d.Allowed)
+	assert.Same(t, first, &q.Policies[0], "the same slice for the set")
+	assert.Equal(t, 1, q.Each[0].Remaining, "a peek takes nothing")
+
+	wctx, cancel := context.WithTimeout(ctx, time.Hour)
+	defer cancel()
+	d, err = r.WaitQuota(wctx, "k", 1, &q)
+	require.NoError(t, err)
+	assert.True(t, d.Allowed)
+	assert.Equal(t, 0, q.Each[0].Remaining)
+
+	short, cancel := context.WithTimeout(ctx, time.Millisecond)
+	defer cancel()
+	d, err = r.WaitQuota(short, "k", 1, &q) // its grant would come in a second
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.False(t, d.Allowed)
+	assert.Positive(t, d.RetryAfter)
+	require.Len(t, q.Each, 2, "a wait refused at once says what the key has")
+	assert.Equal(t, 3, q.Each[1].Remaining, "two of the minute's five taken")
+
+	_, err = r.AllowQuota(ctx, "k", 3, &q)
+	require.ErrorIs(t, err, chanlimit.ErrExceedsCapacity)
+	assert.Nil(t, q.Policies)
+	assert.Empty(t, q.Each)
+
+	require.NoError(t, r.SetOverride(ctx, "vip", chanlimit.Policy{Name: "vip", Limit: 100, Window: time.Second}))
+	_, err = r.AllowQuota(ctx, "vip", 1, &q)
+	require.NoError(t, err)
+	require.Len(t, q.Policies, 1)
+	assert.Equal(t, "vip", q.Policies[0].Name)
+	assert.Equal(t, 99, q.Each[0].Remaining)
+
+	d, err = r.AllowQuota(ctx, "other", 1, nil)
+	require.NoError(t, err)
+	assert.True(t, d.Allowed)
+	clk.Advance(time.Second)
+}
