@@ -2,7 +2,6 @@ package redislimit
 
 import (
 	"context"
-	"errors"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -35,30 +34,43 @@ const (
 	byScript                   // EVAL, with the script itself
 )
 
-// decideFunction is decide.lua's library: its header, the file less its
-// last line, and the registration of decideCall in its place.
+// decideLibrary is decide.lua's library: its header, the file less its
+// last line, and the registration of decideCall in its place; and
+// decideFunction the name decideCall is registered under.
 var decideLibrary, decideFunction = library(decideLua, decideScript.Hash())
 
 // library returns the library made of the script src, whose hash is
 // hash, and the name of its function. It panics if src does not end by
 // calling decideCall, as decide.lua does (TestLibrary).
 func library(src, hash string) (code, function string) {
-	const last = "return decideCall(KEYS, ARGV)\n"
-	body, ok := strings.CutSuffix(src, last)
+	const last = "return decideCall(KEYS, ARGV)"
+	body, ok := strings.CutSuffix(strings.TrimRight(src, " \t\r\n"), last) // whatever line ends a checkout gave the file
 	if !ok {
-		panic("redislimit: decide.lua does not end with " + strings.TrimSpace(last))
+		panic("redislimit: decide.lua does not end with " + last)
 	}
 	name := "chanlimit_" + hash[:16]
 	function = name + "_decide"
 	return "#!lua name=" + name + "\n" + body + "redis.register_function('" + function + "', decideCall)\n", function
 }
 
-// isNoFunction reports whether err says that Redis has no such function,
-// no FCALL at all, or will not let this client call it: the call ran
-// nothing.
-func isNoFunction(err error) bool {
-	return redis.HasErrorPrefix(err, "Function not found") || redis.HasErrorPrefix(err, "unknown command") ||
-		redis.HasErrorPrefix(err, "NOPERM")
+// isNoFunction reports whether err, an FCALL's, says that Redis has no
+// such function (the call ran nothing: its library is to load).
+func isNoFunction(err error) bool { return redis.HasErrorPrefix(err, "Function not found") }
+
+// noFCALL reports whether err, an FCALL's or a FUNCTION LOAD's, says that
+// Redis has no functions (before 7.0), or will not let this client call
+// or load them (its ACL): Redis refused the command before running
+// anything, and will again. (A NOPERM for the call's keys names no
+// command: a script would be refused them too.)
+func noFCALL(err error) bool {
+	if redis.HasErrorPrefix(err, "unknown command") {
+		return true
+	}
+	if !redis.HasErrorPrefix(err, "NOPERM") {
+		return false
+	}
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "'fcall'") || strings.Contains(msg, "'function|load'") || strings.Contains(msg, "'function'")
 }
 
 // loadLibrary loads decide.lua's library on Redis: on every master of a
@@ -85,12 +97,12 @@ func loaded(err error) error {
 	return err
 }
 
-// noFunctions notes, if Redis refused to load the library (it has no
-// functions, or will not let this client load them: err is its answer,
-// not a failed round trip), that the store calls scripts from now on.
+// noFunctions notes, if err says Redis has no functions for this client
+// (noFCALL), that the store calls scripts from now on. Any other error
+// (a failed round trip, OOM, LOADING, a read-only replica) is for a
+// moment: the next call that finds no function loads the library again.
 func (s *Store) noFunctions(err error) {
-	var redisErr redis.Error
-	if errors.As(err, &redisErr) {
+	if noFCALL(err) {
 		s.scripts.Store(true)
 	}
 }

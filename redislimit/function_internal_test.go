@@ -85,6 +85,7 @@ func TestNoFunctionsUsesScripts(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct{ name, rules string }{
 		{"no FCALL", "-fcall -function"},
+		{"no FCALL, FUNCTION LOAD", "-fcall +function"},
 		{"no FUNCTION LOAD", "+fcall -function"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,4 +110,29 @@ func TestNoFunctionsUsesScripts(t *testing.T) {
 			assert.True(t, s.scripts.Load(), "scripts from the first round on")
 		})
 	}
+}
+
+// TestLoadRefusedForAMoment: a FUNCTION LOAD that fails for a moment (a
+// Redis out of memory) leaves the store on functions: once Redis has
+// room again, the next call that finds no function loads the library.
+// Before, any error of FUNCTION LOAD made the store use scripts for good.
+func TestLoadRefusedForAMoment(t *testing.T) {
+	c := singleNode(t)
+	ctx := context.Background()
+	require.NoError(t, c.FunctionFlush(ctx).Err())
+	require.NoError(t, c.ConfigSet(ctx, "maxmemory", "1").Err())
+	t.Cleanup(func() { c.ConfigSet(ctx, "maxmemory", "0") })
+	s := newTestStore(t, c)
+	p := []chanlimit.Policy{{Name: "default", Algorithm: "fixed_window", Limit: 3, Window: time.Minute}}
+	ops := []chanlimit.StoreOp{{Kind: chanlimit.StoreAllow, Key: "k", N: 1, Policies: p}}
+	s.Decide(ctx, ops) // FUNCTION LOAD is refused: OOM
+	assert.False(t, s.scripts.Load(), "out of memory is for a moment")
+	require.NoError(t, c.ConfigSet(ctx, "maxmemory", "0").Err())
+	ops = []chanlimit.StoreOp{{Kind: chanlimit.StoreAllow, Key: "k", N: 1, Policies: p}}
+	s.Decide(ctx, ops)
+	require.NoError(t, ops[0].Err)
+	assert.False(t, s.scripts.Load())
+	libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: "chanlimit_*"}).Result()
+	require.NoError(t, err)
+	assert.Len(t, libs, 1, "loaded once Redis had room")
 }

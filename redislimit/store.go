@@ -109,12 +109,13 @@ type Store struct {
 	// once no retry of it can come (flights).
 	id      string
 	cluster bool
-
-	// scripts is set once Redis has refused to load decide.lua's library
-	// (function.go): the store calls it as a script from then on.
-	scripts atomic.Bool
 	replay  time.Duration
 	flights flights
+
+	// scripts is set once Redis has said it has no functions for this
+	// client (function.go): the store calls decide.lua as a script from
+	// then on.
+	scripts atomic.Bool
 
 	// pausedUntil is when the pause after a failed round trip ends, on
 	// the wall clock (UnixNano; 0: none), and failure the error that
@@ -273,14 +274,18 @@ func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 	load := false
 	for k, c := range calls {
 		err := c.cmd.Err()
-		if !isNoScript(err) && !isNoFunction(err) {
+		switch {
+		case how == byFunction && noFCALL(err):
+			s.noFunctions(err)
+		case how == byFunction && isNoFunction(err):
+			load = true
+		case !isNoScript(err):
 			s.answer(ops, c)
 			continue
 		}
-		load = load || isNoFunction(err)
 		again, at = append(again, c), append(at, k)
 	}
-	if load { // for the calls to come
+	if load && !s.scripts.Load() { // for the calls to come
 		s.noFunctions(s.loadLibrary(ctx))
 	}
 	if len(again) > 0 {
