@@ -207,15 +207,18 @@ type loop struct {
 	remote   keytable.Remote     // the table, if its keys live elsewhere (remote.go); else nil
 
 	// A remote table's (remote.go):
-	burst     []request  // the burst, taken from the mailbox
-	trips     int        // trips out
-	landed    chan *trip // where trips come back; room for maxTrips
-	landing   *trip      // the trip whose answers are being delivered
-	landingAt int        // the first of its requests not yet delivered
-	choreAt   int        // the first of its chores not yet served
-	spare     []*trip    // trips to reuse
-	chores    []chore    // work for the table that is no caller's request, to send (flush)
-	unparked  []request  // requests held behind a line's head, to serve now that it waits (remote_lines.go)
+	burst       []request      // the burst, taken from the mailbox
+	trips       int            // trips out
+	work        chan *trip     // trips for the workers to make; room for maxTrips
+	workers     int            // trip workers started
+	workersDone sync.WaitGroup // the workers, until stopWorkers
+	landed      chan *trip     // where trips come back; room for maxTrips
+	landing     *trip          // the trip whose answers are being delivered
+	landingAt   int            // the first of its requests not yet delivered
+	choreAt     int            // the first of its chores not yet served
+	spare       []*trip        // trips to reuse
+	chores      []chore        // work for the table that is no caller's request, to send (flush)
+	unparked    []request      // requests held behind a line's head, to serve now that it waits (remote_lines.go)
 }
 
 // inflight is what the goroutine must know of the request it serves to
@@ -253,7 +256,7 @@ func newPartition(table keytable.Table, clk clock.Clock, origin time.Time, mailb
 	}
 	p.replies.New = func() any { return make(chan reply, 1) }
 	if remote, ok := table.(keytable.Remote); ok {
-		p.loop.remote, p.loop.landed = remote, make(chan *trip, maxTrips)
+		p.loop.remote, p.loop.landed, p.loop.work = remote, make(chan *trip, maxTrips), make(chan *trip, maxTrips)
 	}
 	return p
 }
@@ -469,6 +472,7 @@ func (p *Partition) run() {
 	if l.stopping {
 		p.drain(l.state.Now, nil)
 		exited = true
+		l.stopWorkers()
 		close(p.done)
 		return
 	}
@@ -503,6 +507,7 @@ func (p *Partition) run() {
 			l.stopping = true
 			p.drain(now, err)
 			exited = true
+			l.stopWorkers()
 			close(p.done)
 			return
 		}

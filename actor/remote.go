@@ -18,9 +18,12 @@ import (
 // a table in memory. A request whose caller left before its run was
 // handed over is not sent.
 //
-// A round trip (a trip) goes out on a goroutine of its own, which does
-// nothing but wait for the store, and comes back to the partition on its
-// landed channel; the partition delivers the answers. Meanwhile the
+// A round trip (a trip) goes out on a goroutine that does nothing but
+// wait for the store (one of the partition's trip workers, started as
+// trips first need them, up to maxTrips, and kept until the partition
+// stops: a goroutine started per trip grew its stack through the client's
+// calls on every trip), and comes back to the partition on its landed
+// channel; the partition delivers the answers. Meanwhile the
 // partition goes on serving its mailbox, with up to maxTrips trips out:
 // under a light load each request goes out at once, and under a heavy one
 // the next burst gathers in the mailbox while the trips are out, so each
@@ -48,6 +51,7 @@ type trip struct {
 	now    time.Duration
 	out    keytable.Trip // nil: nothing to send
 	ctx    context.Context
+	cancel context.CancelFunc // ctx's, once the trip is back
 }
 
 // serveRemote serves req and the queued requests behind it, in order, at
@@ -167,13 +171,34 @@ func (l *loop) send(tr *trip) (served int) {
 		tr.ctx, cancel = context.WithDeadline(tr.ctx, deadline)
 	}
 	l.trips++
-	landed := l.landed
-	go func() {
-		defer cancel()
-		tr.out.Go(tr.ctx)
-		landed <- tr // room: at most maxTrips are out
-	}()
+	if l.workers < l.trips { // every worker is out: one more
+		l.workers++
+		work, landed := l.work, l.landed
+		l.workersDone.Go(func() { tripWorker(work, landed) })
+	}
+	tr.cancel = cancel
+	l.work <- tr // room: at most maxTrips are out
 	return served
+}
+
+// tripWorker makes the trips sent on work, one at a time, sending each
+// back on landed (room: at most maxTrips are out), until work is closed.
+func tripWorker(work <-chan *trip, landed chan<- *trip) {
+	for tr := range work {
+		tr.out.Go(tr.ctx)
+		tr.cancel()
+		landed <- tr
+	}
+}
+
+// stopWorkers lets the trip workers go, once every trip has landed, and
+// waits for them to end.
+func (l *loop) stopWorkers() {
+	if l.work != nil {
+		close(l.work)
+		l.work = nil
+		l.workersDone.Wait()
+	}
 }
 
 // newTrip returns a trip to fill, a spare one if there is one.
@@ -267,7 +292,7 @@ func (l *loop) recycle(tr *trip) {
 	clear(tr.items)
 	clear(tr.chores)
 	tr.run, tr.sent, tr.items, tr.chores = tr.run[:0], tr.sent[:0], tr.items[:0], tr.chores[:0]
-	tr.out, tr.ctx = nil, nil
+	tr.out, tr.ctx, tr.cancel = nil, nil, nil
 	if len(l.spare) < maxTrips {
 		l.spare = append(l.spare, tr)
 	}
