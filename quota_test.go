@@ -43,7 +43,7 @@ func TestQuota(t *testing.T) {
 	assert.True(t, d.Allowed)
 	assert.Equal(t, 0, q.Each[0].Remaining)
 
-	short, cancel := context.WithTimeout(ctx, time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond) // shorter than the wait, longer than the call
 	defer cancel()
 	d, err = r.WaitQuota(short, "k", 1, &q) // its grant would come in a second
 	require.ErrorIs(t, err, context.DeadlineExceeded)
