@@ -25,7 +25,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -172,15 +171,6 @@ type Router struct {
 	quotas         sync.Pool     // of *keytable.Quota, for a partition to fill in (quota.go)
 	policiesToken  chan struct{} // held by SetPolicies, Snapshot and Restore while they run (hold)
 	overridesToken chan struct{} // held by SetOverride, ClearOverride and Restore while they run (hold)
-}
-
-// batch is AllowBatch's scratch space, kept for the next call unless a
-// partition may still hold part of it.
-type batch struct {
-	items   [][]keytable.Item // per partition, in request order
-	at      [][]int           // per partition: the index in reqs of each item
-	pending []actor.Pending
-	sent    []int // the partitions sent to, in order
 }
 
 // New validates cfg and starts the router's partitions. Every invalid field
@@ -345,119 +335,6 @@ func (r *Router) keyLimit(i int) keytable.Limit {
 // keyTooLong returns the error for a key longer than MaxKeyBytes.
 func (r *Router) keyTooLong(key string) error {
 	return fmt.Errorf("%w: %d bytes, MaxKeyBytes is %d", ErrKeyTooLong, len(key), r.maxKeyBytes)
-}
-
-// AllowBatch decides every request of reqs, as AllowN would one by one, and
-// writes the decision for reqs[i] into out[i]. The requests for each
-// partition travel as one message, and the partitions work in parallel, so
-// a batch pays the channel round trip once per partition instead of once
-// per request. Requests for one key are decided in their order in reqs.
-//
-// Every N and every key's length is checked before anything is sent: a bad
-// one fails the whole batch with ErrInvalidCount or ErrKeyTooLong (wrapped
-// with its index) and nothing is applied. A request that a partition
-// refuses (ErrExceedsCapacity for an N above its key's capacity,
-// ErrTooManyKeys, ErrAlgorithmPanic, ErrClockPanic) gets a zero Decision,
-// the others are decided, and
-// AllowBatch returns the error of the first refused request in reqs'
-// order, wrapped with its index. If ctx ends, or the router closes, before
-// every partition has answered, AllowBatch returns ctx.Err() or ErrClosed;
-// the partitions that had not decided their part take nothing, and the
-// parts that were decided stand, with their decisions in out. A zero
-// Decision (its Limit is 0) marks a request that was not decided.
-func (r *Router) AllowBatch(ctx context.Context, reqs []Request, out []Decision) error {
-	if len(out) < len(reqs) {
-		return fmt.Errorf("%w (%d slots for %d requests)", ErrShortOutput, len(out), len(reqs))
-	}
-	for i, req := range reqs {
-		if err := r.check(req.Key, req.N); err != nil {
-			return fmt.Errorf("chanlimit: AllowBatch: request %d: %w", i, err)
-		}
-	}
-	return r.batch(ctx, reqs, out, nil, (*actor.Partition).SendBatch)
-}
-
-// sendFunc sends a partition its part of a batch (Partition.SendBatch,
-// or SendTries).
-type sendFunc func(p *actor.Partition, ctx context.Context, items *[]keytable.Item) (actor.Pending, error)
-
-// batch sends each partition its part of reqs with send, waits for the
-// answers, and writes the decision for reqs[i] into out[i]; it returns as
-// AllowBatch does. With errs, it writes each request's error into
-// errs[i] as well, and passes by the requests whose errs[i] is set
-// already.
-func (r *Router) batch(ctx context.Context, reqs []Request, out []Decision, errs []error, send sendFunc) error {
-	return r.batchWith(r.batches.Get().(*batch), ctx, reqs, out, errs, send)
-}
-
-// batchWith is batch with b, a batch from r.batches, as scratch space.
-func (r *Router) batchWith(b *batch, ctx context.Context, reqs []Request, out []Decision, errs []error, send sendFunc) error {
-	for i, req := range reqs {
-		if errs != nil && errs[i] != nil {
-			continue
-		}
-		h := keytable.Hash(req.Key)
-		pi := r.partitionOf(h)
-		// The item's fields are set in place: appending an Item built
-		// aside copies it through memory, which stalls (items come back
-		// from reset zeroed).
-		items := slices.Grow(b.items[pi], 1)
-		items = items[:len(items)+1]
-		it := &items[len(items)-1]
-		it.Key, it.N, it.Hash, it.Hashed = req.Key, req.N, h, true
-		b.items[pi] = items
-		b.at[pi] = append(b.at[pi], i)
-	}
-	clear(out[:len(reqs)]) // a request left undecided keeps a zero Decision
-
-	var err error
-	for pi := range b.items {
-		if len(b.items[pi]) == 0 {
-			continue
-		}
-		if b.pending[pi], err = send(r.parts[pi], ctx, &b.items[pi]); err != nil {
-			break // the parts sent are still waited for: their decisions stand
-		}
-		b.sent = append(b.sent, pi)
-	}
-	reusable := true
-	refused := len(reqs) // the index of the first refused request
-	var refusal error
-	for _, pi := range b.sent {
-		if werr := b.pending[pi].Wait(ctx); werr != nil {
-			// The partition may still hold this part: never reuse b.
-			err, reusable = cmp.Or(err, werr), false
-			continue
-		}
-		for k, i := range b.at[pi] {
-			it := &b.items[pi][k]
-			out[i] = it.D
-			if errs != nil {
-				errs[i] = it.Err
-			}
-			if it.Err != nil && i < refused {
-				refused, refusal = i, it.Err
-			}
-		}
-	}
-	if err == nil && refusal != nil && errs == nil { // with errs, each refusal is its request's alone
-		err = fmt.Errorf("chanlimit: AllowBatch: request %d: %w", refused, refusal)
-	}
-	if reusable {
-		b.reset()
-		r.batches.Put(b)
-	}
-	return err
-}
-
-// reset empties b for the next batch, dropping its references to keys.
-func (b *batch) reset() {
-	for pi := range b.items {
-		clear(b.items[pi])
-		b.items[pi] = b.items[pi][:0]
-		b.at[pi] = b.at[pi][:0]
-	}
-	b.sent = b.sent[:0]
 }
 
 // Peek returns what AllowN(ctx, key, n) would answer now, errors included,

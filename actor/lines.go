@@ -1,0 +1,401 @@
+package actor
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/chanlimit/chanlimit/algorithms"
+	"github.com/chanlimit/chanlimit/internal/errs"
+	"github.com/chanlimit/chanlimit/internal/keytable"
+)
+
+// The loop's side of the lines of waiters (wait.go says how waiting
+// works): joining, serving the heads due, leaving, and a batch's items on
+// keys with a line.
+
+// lineOf returns key's line, or nil.
+func (w *waiting) lineOf(key string) *line {
+	if len(w.lines) == 0 { // no map read while nobody waits
+		return nil
+	}
+	return w.lines[key]
+}
+
+// wait serves a WaitN request at now: it is granted at once if its key
+// has no line and the rule allows it with no Delay; otherwise it joins
+// the key's line (queued), unless the line is full or ctx's deadline
+// comes first.
+func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
+	if l.remote != nil {
+		return l.waitRemote(req, now) // remote_lines.go
+	}
+	t := l.state.Table
+	ln := l.waits.lineOf(req.key)
+	if ln == nil {
+		if r.err = t.AllowN(req.key, now, req.n, &l.d); r.err != nil {
+			return r, false
+		}
+		if l.d.Allowed && l.d.Delay <= 0 {
+			r.d = l.d
+			return r, false
+		}
+		if l.d.Allowed { // leaky_bucket: its turn is to come
+			t.Refund(req.key, now, req.n)
+		}
+	}
+	if ln != nil || req.budget >= 0 {
+		// Errors as AllowN's (an n above the capacity) come first, as at
+		// every entry point; then the cap on the line, and the wait in
+		// line, for the deadline.
+		var d algorithms.Decision
+		if r.err = t.PeekN(req.key, now, req.n, &d); r.err != nil {
+			return r, false
+		}
+		if ln != nil && l.waits.max > 0 && len(ln.queue) >= l.waits.max {
+			r.err = fmt.Errorf("%w: %d callers wait on this key, MaxWaiters is %d", errs.ErrTooManyWaiters, len(ln.queue), l.waits.max)
+			return r, false
+		}
+		if d, r.err = l.lineWait(req.key, req.n, now, ln, &d); r.err != nil {
+			return r, false
+		}
+		if req.budget >= 0 && d.RetryAfter > req.budget {
+			r.d, r.err = d, &tooLate{wait: d.RetryAfter, budget: req.budget}
+			return r, false
+		}
+	}
+	if ln == nil {
+		ln = l.waits.open(req.key, now+1) // asked again when the timer is set (arm), which needs its wait
+		t.Pin(req.key)
+		l.schedule(ln, now, &l.d)
+	}
+	ln.queue = append(ln.queue, waiter{reply: req.reply, n: req.n, quota: req.quota})
+	l.state.Waiting++
+	return reply{}, true
+}
+
+// inLine returns the decision for a request of n units on key that does
+// not join its line, ln (nil: none): a denial, with the wait it would have
+// in line (RetryAfter) and the time until the key is untouched once the
+// line has been granted (ResetAfter). Remaining is 0 if the key has a
+// line, since what it has left is the line's; with none, it is what the
+// key has left now, as a denial by AllowN would say (the units are there
+// for a smaller request). Its errors are AllowN's.
+func (l *loop) inLine(key string, n int, now time.Duration, ln *line) (algorithms.Decision, error) {
+	var d algorithms.Decision
+	if l.remote != nil {
+		return l.inRemoteLine(key, n, now, ln) // remote_lines.go
+	}
+	if err := l.state.Table.PeekN(key, now, n, &d); err != nil {
+		return algorithms.Decision{}, err
+	}
+	return l.lineWait(key, n, now, ln, &d)
+}
+
+// lineWait is inLine once the table has peeked d, what AllowN would
+// answer now for the request alone.
+func (l *loop) lineWait(key string, n int, now time.Duration, ln *line, d *algorithms.Decision) (algorithms.Decision, error) {
+	t := l.state.Table
+	ns := l.waits.ns[:0]
+	if ln != nil {
+		for _, w := range ln.queue {
+			ns = append(ns, w.n)
+		}
+	}
+	ns = append(ns, n)
+	l.waits.ns = ns
+	from := now
+	if ln != nil {
+		from = min(from, ln.next()) // a line late to be served is served on its schedule
+	}
+	at, free, ok, err := t.Ahead(key, from, ns)
+	if err != nil {
+		if ln != nil {
+			l.waits.reschedule(ln, now) // the rule dropped the key: the head may be granted now
+		}
+		return algorithms.Decision{}, err
+	}
+	if !ok { // the rule cannot tell: the head's wait is the least of it
+		at, free = now+1, after(now, d.ResetAfter)
+		if ln != nil {
+			at = max(at, ln.next())
+		}
+	}
+	remaining := 0
+	if ln == nil {
+		remaining = d.Remaining
+		if d.Allowed { // leaky_bucket: n fits, but its turn is to come; nothing is taken
+			remaining += n
+		}
+	}
+	return algorithms.Decision{
+		Limit:      d.Limit,
+		Remaining:  remaining,
+		RetryAfter: max(at-now, 1),
+		ResetAfter: max(free-now, 0),
+		Policy:     d.Policy,
+	}, nil
+}
+
+// leave serves a leave message: the waiter whose reply channel it carries
+// leaves its key's line, and is answered errLeft. If it was the head, the
+// next is asked at once. A waiter already answered is not in the line,
+// and its channel is full: serve passed the message by.
+func (l *loop) leave(req request, now time.Duration) {
+	ln := l.waits.lineOf(req.key)
+	if ln == nil {
+		return
+	}
+	k := slices.IndexFunc(ln.queue, func(w waiter) bool { return w.reply == req.reply })
+	if k < 0 {
+		return
+	}
+	ln.queue = slices.Delete(ln.queue, k, k+1)
+	l.state.Waiting--
+	req.reply <- reply{err: errLeft}
+	switch {
+	case len(ln.queue) == 0:
+		l.closeLine(ln)
+	case k == 0 && !ln.asking: // out, its trip asks the next when it lands
+		l.waits.reschedule(ln, min(ln.at, now)) // the next may be granted now: served after the burst
+	}
+}
+
+// serveDue serves the lines due at now.
+func (l *loop) serveDue(now time.Duration) {
+	for l.waits.dueBy(now) {
+		l.serveLine(l.waits.due[0], now)
+	}
+}
+
+// dueBy reports whether a line is due at now.
+func (w *waiting) dueBy(now time.Duration) bool {
+	return len(w.due) > 0 && passed(w.due[0].at, now)
+}
+
+// serveLine serves ln, due at now or before: it asks the rule about its
+// head at the instant the line is due, and answers it if it is granted
+// (or fails), then the next at the same instant, until one must wait; if
+// that wait has passed by now too, it goes on from there. A line left
+// empty is closed.
+func (l *loop) serveLine(ln *line, now time.Duration) {
+	if l.remote != nil {
+		l.ask(ln) // remote_lines.go
+		return
+	}
+	t := l.state.Table
+	for len(ln.queue) > 0 {
+		w, at := ln.queue[0], ln.at
+		l.inflight = inflight{reply: w.reply, op: opWait} // if the rule ends the goroutine, takeOver answers it
+		err := t.AllowN(ln.key, at, w.n, &l.d)
+		l.inflight.reply = nil
+		switch {
+		case err != nil:
+			l.answer(ln, at, reply{err: err})
+		case l.d.Allowed && l.d.Delay <= 0:
+			l.answer(ln, at, reply{d: l.d})
+		default:
+			if l.d.Allowed {
+				t.Refund(ln.key, at, w.n)
+			}
+			l.schedule(ln, at, &l.d)
+			if !passed(ln.at, now) {
+				return
+			}
+		}
+	}
+	l.closeLine(ln)
+}
+
+// closeLine closes ln, which is empty; a remote table's requests held
+// behind it are served next.
+func (l *loop) closeLine(ln *line) {
+	l.waits.close(ln)
+	l.state.Table.Unpin(ln.key)
+	l.unpark(ln)
+}
+
+// schedule sets ln due when its head, decided d at now (a denial, or a
+// grant with a Delay, given back), is to be asked again.
+func (l *loop) schedule(ln *line, now time.Duration, d *algorithms.Decision) {
+	wait := d.RetryAfter
+	if d.Allowed {
+		wait = d.Delay
+	}
+	l.waits.reschedule(ln, after(now, max(wait, 1)))
+}
+
+// answer takes ln's head out of the line and sends it r, counted; a
+// grant decided at at comes with the key's quota then, if the waiter asked
+// for it.
+func (l *loop) answer(ln *line, at time.Duration, r reply) {
+	w := ln.queue[0]
+	ln.queue[0] = waiter{}
+	ln.queue = ln.queue[1:]
+	l.state.Waiting--
+	if w.quota != nil && r.err == nil {
+		l.inflight = inflight{reply: w.reply, op: opWait} // if the rule ends the goroutine, takeOver answers it
+		l.fillQuota(ln.key, at, &r.d, w.quota)
+		l.inflight.reply = nil
+	}
+	w.reply <- r // never blocks: a waiter's channel gets one answer
+	l.state.Counts.note(&r.d, r.err)
+}
+
+// closeLines answers every waiter with err, oldest first in each line,
+// and stops the timer.
+func (l *loop) closeLines(err error) {
+	for len(l.waits.due) > 0 {
+		ln := l.waits.due[0]
+		for len(ln.queue) > 0 {
+			l.answer(ln, 0, reply{err: err})
+		}
+		l.closeLine(ln)
+	}
+	l.stopTimer()
+}
+
+// dropWaiter takes the waiter whose reply channel is ch out of its line,
+// if it is in one, and sets that line due at now: its next waiter may be
+// granted.
+func (l *loop) dropWaiter(ch chan reply, now time.Duration) {
+	for _, ln := range l.waits.due {
+		if k := slices.IndexFunc(ln.queue, func(w waiter) bool { return w.reply == ch }); k >= 0 {
+			ln.queue = slices.Delete(ln.queue, k, k+1)
+			l.state.Waiting--
+			if len(ln.queue) == 0 {
+				l.closeLine(ln)
+			} else if !ln.asking {
+				l.waits.reschedule(ln, now)
+			}
+			return
+		}
+	}
+}
+
+// retryChanged sets due at now the lines of the keys whose policies the
+// table says changed (Changed), and no other: what decides their heads may
+// have changed, while a line whose key did not change stands as it was
+// decided. So a function run by Do costs the same whatever the number of
+// callers waiting.
+func (l *loop) retryChanged(now time.Duration) {
+	all, keys := l.state.Table.Changed()
+	switch {
+	case all:
+		for _, ln := range l.waits.due {
+			if ln.asking {
+				ln.again = min(ln.again, now)
+			} else {
+				ln.at = now
+			}
+		}
+		heap.Init(&l.waits.due)
+	case len(l.waits.lines) > 0:
+		for _, key := range keys {
+			if ln := l.waits.lines[key]; ln != nil {
+				l.waits.reschedule(ln, now)
+			}
+		}
+	}
+}
+
+// open opens key's line, due at at.
+func (w *waiting) open(key string, at time.Duration) *line {
+	if w.lines == nil {
+		w.lines = make(map[string]*line)
+	}
+	ln := &line{key: key, at: at}
+	w.lines[key] = ln
+	heap.Push(&w.due, ln)
+	return ln
+}
+
+// close closes ln, which is empty.
+func (w *waiting) close(ln *line) {
+	delete(w.lines, ln.key)
+	heap.Remove(&w.due, ln.index)
+}
+
+// reschedule sets ln due at at. While a remote table's line has its head
+// out, it notes at instead: the answer that lands may have been decided
+// before what made the line due (a Reset, new policies), so the head is
+// asked again then, if it must wait (heardHead). A line has one ask out
+// at most.
+func (w *waiting) reschedule(ln *line, at time.Duration) {
+	if ln.asking {
+		ln.again = min(ln.again, at)
+		return
+	}
+	ln.at = at
+	heap.Fix(&w.due, ln.index)
+}
+
+// passed reports whether at has come at now; the largest Duration never
+// comes (see keytable).
+func passed(at, now time.Duration) bool { return at <= now && at != math.MaxInt64 }
+
+// after returns now + wait, saturating at the largest Duration.
+func after(now, wait time.Duration) time.Duration {
+	if wait > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + wait
+}
+
+// lineHeap is a min-heap of lines by at (container/heap).
+type lineHeap []*line
+
+func (h lineHeap) Len() int           { return len(h) }
+func (h lineHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h lineHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+
+func (h *lineHeap) Push(x any) {
+	ln := x.(*line)
+	ln.index = len(*h)
+	*h = append(*h, ln)
+}
+
+func (h *lineHeap) Pop() any {
+	old := *h
+	ln := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return ln
+}
+
+// inLineEach decides, as inLine, the items of a batch whose key has a
+// line, and marks them for the table to pass by.
+func (l *loop) inLineEach(items []keytable.Item, now time.Duration) {
+	for k := range items {
+		it := &items[k]
+		if ln := l.waits.lineOf(it.Key); ln != nil {
+			it.D, it.Err = l.inLine(it.Key, it.N, now, ln)
+			it.Skip = true
+		}
+	}
+}
+
+// tryEach serves a batch of WaitN requests that must not wait, on
+// distinct keys: each is granted as wait would grant it at once, or left
+// not Allowed, with no error, having taken nothing. (A grant that cannot
+// be delivered is given back as a batch's is: giveBack.)
+func (l *loop) tryEach(items []keytable.Item, now time.Duration) {
+	t := l.state.Table
+	for k := range items {
+		it := &items[k]
+		if ln := l.waits.lineOf(it.Key); ln != nil {
+			it.D, it.Err = l.inLine(it.Key, it.N, now, ln) // it would join the line: a denial, or WaitN's error
+			continue
+		}
+		if it.Err = t.AllowN(it.Key, now, it.N, &it.D); it.Err != nil || !it.D.Allowed || it.D.Delay <= 0 {
+			continue
+		}
+		it.D.Allowed = false // first: if Refund ends the goroutine, giveBack passes it by
+		t.Refund(it.Key, now, it.N)
+	}
+}

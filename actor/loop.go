@@ -1,0 +1,207 @@
+package actor
+
+import (
+	"math"
+	"time"
+
+	"github.com/chanlimit/chanlimit/internal/errs"
+	"github.com/chanlimit/chanlimit/internal/supervise"
+)
+
+// The partition's goroutine: it receives a message, or a line's timer, or
+// a trip back from a remote table; reads the clock once per burst; serves
+// the burst (serve.go, or remote.go); and, once stopped, drains.
+
+// run is the partition's goroutine: it takes over what a goroutine
+// before it left undone, then receives and serves messages until the stop
+// message, and answers what is left.
+func (p *Partition) run() {
+	exited := false
+	defer func() {
+		if !exited {
+			p.carryOn()
+		}
+	}()
+	l := p.loop
+	p.takeOver() // what a goroutine before this one left undone, if any
+	if l.stopping {
+		p.drain(l.state.Now, nil)
+		exited = true
+		l.stopWorkers()
+		close(p.done)
+		return
+	}
+	for {
+		req, tr, got := p.receive()
+		switch got {
+		case gotTimer: // a line is due
+			l.wake()
+			continue
+		case gotTrip: // a remote table's round trip is back
+			served := l.land(tr)
+			l.flush()
+			l.arm(l.state.Now)
+			l.state.Table.Expire(l.state.Now-grace, expireBase+expirePerRequest*served)
+			continue
+		}
+		// The requests queued behind req were all sent before the clock is
+		// read, so one reading serves them all: never a time before a
+		// caller's send, and one clock read per burst under load.
+		queued := len(p.mailbox)
+		l.left.first = req // until the clock is read
+		now, err := l.tick()
+		l.left.first = request{}
+		var served int // requests, a batch's items one by one
+		var stop bool
+		if l.remote == nil {
+			served, stop = p.serveBurst(req, queued, now, err)
+		} else {
+			served, stop = p.serveRemote(req, queued, now, err) // remote.go
+		}
+		if stop {
+			l.stopping = true
+			p.drain(now, err)
+			exited = true
+			l.stopWorkers()
+			close(p.done)
+			return
+		}
+		if len(l.waits.due) > 0 {
+			if err == nil {
+				l.serveDue(now)
+			}
+			l.flush()
+			l.arm(l.state.Now)
+		} else {
+			l.flush()
+		}
+		// Expiring comes after the burst's answers, so no caller in it
+		// waits for it.
+		l.state.Table.Expire(now-grace, expireBase+expirePerRequest*served)
+	}
+}
+
+// serveBurst serves req and the queued requests behind it, in order, at
+// now, and reports how many requests that was (see serve), and whether the
+// stop message came: the requests behind it are left in the mailbox, for
+// drain.
+func (p *Partition) serveBurst(req request, queued int, now time.Duration, clockErr error) (served int, stop bool) {
+	for {
+		if req.op == opStop {
+			return served, true
+		}
+		served += p.loop.serve(req, now, clockErr)
+		if queued == 0 {
+			return served, false
+		}
+		req, queued = <-p.mailbox, queued-1 // there: only this goroutine receives
+	}
+}
+
+// What receive got.
+const (
+	gotRequest = iota
+	gotTimer   // the timer of the lines fired
+	gotTrip    // a remote table's trip landed
+)
+
+// receive returns the next request in the mailbox, or that the timer of
+// the lines fired or a remote table's trip landed first. While no line is
+// due and no trip is out, it reads the mailbox alone.
+func (p *Partition) receive() (request, *trip, int) {
+	l := p.loop
+	fired := l.waits.fired
+	if fired == nil && l.trips == 0 {
+		return <-p.mailbox, nil, gotRequest
+	}
+	var landed chan *trip // nil while no trip is out: never ready
+	if l.trips > 0 {
+		landed = l.landed
+	}
+	select {
+	case req := <-p.mailbox:
+		return req, nil, gotRequest
+	case <-fired:
+		l.waits.fired = nil // spent
+		return request{}, nil, gotTimer
+	case tr := <-landed:
+		return request{}, tr, gotTrip
+	}
+}
+
+// wake serves the lines due when the timer fires, and sets it again.
+func (l *loop) wake() {
+	now, err := l.tick()
+	if err == nil {
+		l.serveDue(now)
+	}
+	l.flush()
+	l.arm(l.state.Now)
+	l.state.Table.Expire(now-grace, expireBase)
+}
+
+// drain answers the requests still in the mailbox with the latest clock
+// reading, taken before any of them, or its error, and then every waiter
+// still in line with ErrClosed.
+func (p *Partition) drain(now time.Duration, clockErr error) {
+	l := p.loop
+	for {
+		l.landAll()
+		select {
+		case req := <-p.mailbox:
+			l.serve(req, now, clockErr)
+			continue
+		default:
+		}
+		if l.flush() {
+			continue // a remote table's work went out, or requests were unparked
+		}
+		lines := len(l.waits.due) > 0
+		l.closeLines(errs.ErrClosed) // a remote table's requests held behind the lines are unparked, to serve
+		if !lines {
+			return
+		}
+	}
+}
+
+// tick reads the clock and returns the partition's timeline: the time since
+// Start, counting only forward steps of the clock. A clock that steps back
+// adds nothing, and time counts on from its new reading, so a backward step
+// neither grants quota nor locks anyone out. The timeline stops at the
+// largest Duration, about 292 years after Start. If the clock panics, tick
+// counts it and returns its error, and the timeline stays where it was.
+//
+// The clock is read only when a request arrives. clock.Real is monotonic,
+// so this changes nothing for it; for a clock that steps back and then
+// forward again (a Fake, a custom Clock), what the forward step counts
+// depends on whether a request read the clock in between: if one did, the
+// whole forward step counts as time passing.
+func (l *loop) tick() (time.Duration, error) {
+	var reading time.Duration
+	if l.real {
+		// The package's own clock: it cannot panic, so it is read without
+		// supervision, which costs more than the reading on every burst.
+		reading = l.state.clock.Since(l.origin)
+	} else {
+		l.state.calling = callingTick
+		err := supervise.Call(errs.ErrClockPanic, func() { reading = l.state.clock.Since(l.origin) })
+		l.state.calling = callingNone
+		if err != nil {
+			l.state.Counts.ClockPanics++
+			return l.state.Now, err
+		}
+	}
+	if reading < l.reading {
+		l.waits.setAt = math.MinInt64 // the timer is on the clock's time: set it again (arm)
+	}
+	if reading > l.reading {
+		d := reading - l.reading // below 0 if the step passed the largest Duration
+		if d < 0 || d > math.MaxInt64-l.state.Now {
+			l.state.Now = math.MaxInt64
+		} else {
+			l.state.Now += d
+		}
+	}
+	l.reading = reading // State.Wall is worked out from it when a function run by Do may read it
+	return l.state.Now, nil
+}

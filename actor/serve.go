@@ -1,0 +1,222 @@
+package actor
+
+import (
+	"errors"
+	"math"
+	"time"
+
+	"github.com/chanlimit/chanlimit/algorithms"
+	"github.com/chanlimit/chanlimit/internal/errs"
+	"github.com/chanlimit/chanlimit/internal/keytable"
+	"github.com/chanlimit/chanlimit/internal/supervise"
+)
+
+// Serving one message: its decision, its answer, its give-back when the
+// caller left, and its counting.
+
+// serve decides one request at now and delivers the answer, holding it
+// as the request in flight meanwhile. If reading the clock failed with
+// clockErr, the requests that need the time (AllowN, PeekN, a batch) fail
+// with that error; Reset and Do need none, and go on at the latest reading
+// that worked. It returns how many requests that was: a batch's items, or
+// 1.
+func (l *loop) serve(req request, now time.Duration, clockErr error) (served int) {
+	if len(req.reply) > 0 {
+		return 0 // the caller gave up before its turn: apply nothing
+	}
+	if l.remote != nil && clockErr == nil && l.together(req) {
+		return l.dispatch([]request{req}, now) // a remote table decides through trips alone
+	}
+	if clockErr == nil && req.op != opLeave && l.waits.dueBy(now) {
+		// What is due comes first: a line due by now is served on its
+		// schedule before anything after it is decided, even if the
+		// timer has not told the partition yet (a timer fires late, and
+		// select picks the mailbox or the timer at random). req waits in
+		// left.next meanwhile: if the rule ends the goroutine on a
+		// waiter, the next serves req after answering it.
+		l.left.next = req
+		l.serveDue(now)
+		l.left.next = request{}
+	}
+	l.hold(req)
+	served = 1
+	t := l.state.Table
+	var r reply
+	switch {
+	case req.op == opLeave:
+		l.leave(req, now)
+		l.inflight.reply = nil
+		return 0
+	case clockErr != nil && req.op == opWait:
+		r.err = clockErr
+	case req.op == opWait:
+		var queued bool
+		if r, queued = l.wait(req, now); queued {
+			l.inflight.reply = nil // answered when its turn comes
+			return 1
+		}
+	case clockErr != nil && (req.op == opBatch || req.op == opTry):
+		items := *req.batch
+		for i := range items {
+			items[i].D, items[i].Err = algorithms.Decision{}, clockErr
+		}
+		served = len(items)
+	case clockErr != nil && (req.op == opAllow || req.op == opPeek):
+		r.err = clockErr
+	case (req.op == opAllow || req.op == opPeek) && l.waits.lineOf(req.key) != nil:
+		if ln := l.waits.lineOf(req.key); ln.asking {
+			l.inflight.reply = nil
+			ln.parked = append(ln.parked, req) // behind its head, out to a remote table (remote_lines.go)
+			return 0
+		}
+		r.d, r.err = l.inLine(req.key, req.n, now, l.waits.lineOf(req.key)) // no barging
+	case req.op == opAllow:
+		r.err = t.AllowN(req.key, now, req.n, &l.d)
+		r.d = l.d
+	case req.op == opPeek:
+		r.err = t.PeekN(req.key, now, req.n, &l.d)
+		r.d = l.d
+	case req.op == opReset:
+		t.Reset(req.key)
+		if ln := l.waits.lineOf(req.key); ln != nil {
+			l.waits.reschedule(ln, now) // its head may be granted now
+		}
+	case req.op == opBatch:
+		if len(l.waits.lines) > 0 {
+			l.inLineEach(*req.batch, now)
+		}
+		t.AllowEach(*req.batch, now)
+		served = len(*req.batch)
+	case req.op == opTry:
+		l.tryEach(*req.batch, now)
+		served = len(*req.batch)
+	case req.op == opDo:
+		l.state.ClockErr = clockErr
+		l.state.Wall = l.origin.Add(l.reading)
+		r.err = req.do(&l.state)
+		l.state.ClockErr = nil
+		l.retryChanged(l.state.Now)
+	}
+	if req.quota != nil && decided(r.err) {
+		l.fillQuota(req.key, now, &r.d, req.quota)
+	}
+	l.deliver(req, now, r)
+	l.inflight.reply = nil // answered; not deferred: code that ends the goroutine leaves it for takeOver
+	return served
+}
+
+// untilMore returns the wait of a request for remaining+1 units on key
+// at now: 0 if that is above the key's capacity, or if the peek fails (a
+// rule's panic, which the table has dealt with; the allowance stands).
+func (l *loop) untilMore(key string, now time.Duration, remaining int) time.Duration {
+	// l.d is free: the allowance was copied out of it. A remote table's
+	// wait comes in a trip of its own (remote_lines.go), never at once.
+	if l.remote != nil || remaining == math.MaxInt || l.state.Table.PeekN(key, now, remaining+1, &l.d) != nil {
+		return 0
+	}
+	return l.d.RetryAfter
+}
+
+// hold notes req as the request in flight. A batch's refund mark starts
+// past its last item: those not decided yet are not Allowed, and giveBack
+// passes them by.
+func (l *loop) hold(req request) {
+	l.inflight = inflight{reply: req.reply, op: req.op, batch: req.batch}
+	if req.batch != nil {
+		l.inflight.refund = len(*req.batch)
+	}
+}
+
+// deliver sends r without blocking and counts it. If the caller gave up
+// while the request was decided, its channel is full: the grants are then
+// taken back, a batch's latest first. (A Reset whose caller left stands:
+// the caller cannot tell whether it happened, and dropping a key again is
+// harmless. So does what a function run by Do did: see Do.)
+func (l *loop) deliver(req request, now time.Duration, r reply) {
+	var c Counts
+	c.count(req, r) // now: once sent, a batch's items are the caller's
+	select {
+	case req.reply <- r:
+		l.state.Counts.Allowed += c.Allowed
+		l.state.Counts.Denied += c.Denied
+		l.state.Counts.Refused += c.Refused
+		return
+	default:
+	}
+	switch req.op {
+	case opAllow:
+		if r.d.Allowed {
+			l.refund(req.key, now, req.n, l.inflight.by)
+		}
+	case opBatch, opTry:
+		l.giveBack(now)
+	}
+}
+
+// refund gives back n units on key, granted at now, to where the grant
+// came from: the table, or for a remote one, its store (through a trip),
+// its local keys, or nowhere.
+func (l *loop) refund(key string, now time.Duration, n int, by keytable.From) {
+	switch {
+	case l.remote == nil || by == keytable.FromLocal:
+		l.state.Table.Refund(key, now, n)
+	case by == keytable.FromStore:
+		l.chores = append(l.chores, chore{at: now, item: keytable.Item{Key: key, N: n, Op: keytable.OpRefund}})
+	}
+}
+
+// giveBack refunds the grants of the batch in flight, latest first, from
+// its refund mark down, but for those whose key lost its state later in
+// the batch (Item.Gone). The mark passes each item before its refund, so
+// that if the rule ends the goroutine there, the next one goes on after it
+// and gives nothing back twice (that item's key is dropped anyway).
+func (l *loop) giveBack(now time.Duration) {
+	items := *l.inflight.batch
+	for l.inflight.refund > 0 {
+		l.inflight.refund--
+		if it := &items[l.inflight.refund]; it.D.Allowed && !it.Gone {
+			l.refund(it.Key, now, it.N, it.By)
+		}
+	}
+}
+
+// count counts the answer r to req.
+func (c *Counts) count(req request, r reply) {
+	switch req.op {
+	case opAllow:
+		c.note(&r.d, r.err)
+	case opWait:
+		if _, late := r.err.(*tooLate); late {
+			c.Denied++
+		} else {
+			c.note(&r.d, r.err)
+		}
+	case opBatch:
+		items := *req.batch
+		for i := range items { // by index: an Item is too large to copy per item
+			c.note(&items[i].D, items[i].Err)
+		}
+	case opTry: // one left to wait is no answer yet
+		items := *req.batch
+		for i := range items {
+			if it := &items[i]; it.Err != nil || it.D.Allowed {
+				c.note(&it.D, it.Err)
+			}
+		}
+	}
+}
+
+// note counts one decision or error. A panic's error counts where the
+// panic does: the table counts a rule's, tick the Clock's. (It asks a
+// panic's error nothing: errors.Is would call into the panic's value.)
+func (c *Counts) note(d *algorithms.Decision, err error) {
+	switch {
+	case err == nil && d.Allowed:
+		c.Allowed++
+	case err == nil:
+		c.Denied++
+	case supervise.Panicked(err):
+	case errors.Is(err, errs.ErrTooManyKeys):
+		c.Refused++
+	}
+}
