@@ -39,7 +39,7 @@ var (
 	// ErrTooManyKeys is returned for a request that would add a key when
 	// the key's partition holds its share of Config.MaxKeys and none of its
 	// keys is idle (without EvictLRU), or when the bytes of the
-	// partition's keys fill the space a partition has for them; see README.
+	// partition's keys fill the space a partition has for them (docs/keys.md).
 	// No key held is dropped to make room, and the request takes nothing.
 	ErrTooManyKeys = errs.ErrTooManyKeys
 

@@ -16,7 +16,7 @@ import (
 // Window under Algorithm, with Burst for the bucket algorithms (see the
 // fields of Config of the same names). A key under several policies is
 // allowed a request only if every policy allows it, and then the request
-// takes from each; a denial takes from none (README, "Several limits").
+// takes from each; a denial takes from none (docs/policies.md).
 type Policy struct {
 	// Name tells the policy apart from the key's others: in
 	// Decision.Policy, in changes of policies (a key keeps its state under
@@ -186,7 +186,7 @@ func hold(ctx context.Context, token chan struct{}) (release func(), err error) 
 // of its old policies had (a bucket its tokens, capped at the new
 // capacity; a window its log or counts, capped at the new Limit), read
 // under the new Limit and Window from the moment of the switch; under
-// every other policy it starts untouched (README, "Several limits"). A key
+// every other policy it starts untouched (docs/policies.md). A key
 // idle under a policy starts untouched under the new one.
 //
 // policies are checked as Config.Policies is in New; an invalid one is an

@@ -17,7 +17,7 @@
 // Code the router calls but does not own (an algorithm, its constructor, a
 // Clock) is supervised: a panic in it fails what it was doing, with
 // ErrAlgorithmPanic or ErrClockPanic (ErrInvalidConfig in New), and
-// nothing else. README.md says what each case costs.
+// nothing else. docs/keys.md says what each case costs.
 package chanlimit
 
 import (
@@ -60,8 +60,8 @@ type Config struct {
 	// DefaultPartitions(), or fewer if MailboxSize is so large that
 	// Partitions × MailboxSize would pass MaxQueued, or if MaxKeys is
 	// smaller. At most MaxPartitions. More partitions spread contention
-	// among many callers; fewer make batches cheaper (README measures
-	// both).
+	// among many callers; fewer make batches cheaper (docs/performance.md
+	// measures both).
 	Partitions int
 
 	// MailboxSize is the number of requests each partition queues before
@@ -74,7 +74,7 @@ type Config struct {
 	Clock clock.Clock
 
 	// MaxKeys caps the keys held across all partitions; 0 means no cap.
-	// Idle keys are let go anyway (see README), so the cap matters only
+	// Idle keys are let go anyway (docs/keys.md), so the cap matters only
 	// against a flood of new keys.
 	//
 	// Each partition holds at most its share: MaxKeys / Partitions, the
@@ -122,7 +122,7 @@ type Config struct {
 	// processes to share one quota (package redislimit); nil keeps it in
 	// the partitions' memory. Every method works the same with a Store but
 	// Snapshot and Restore, which return an error wrapping
-	// errors.ErrUnsupported; README, "Many instances: Redis", says what
+	// errors.ErrUnsupported; docs/redis.md says what
 	// holds across processes. The store decides on its own clock unless
 	// Clock is set.
 	Store Store
@@ -286,7 +286,7 @@ func (r *Router) Allow(key string) bool {
 }
 
 // AllowN decides a request for n units on key: all n are allowed, or none,
-// under every policy of the key (README, "Several limits"). It returns
+// under every policy of the key (docs/policies.md). It returns
 // ErrInvalidCount for n <= 0 and ErrKeyTooLong for a key longer than
 // MaxKeyBytes, without touching any state; ctx.Err() if ctx is done
 // before the request is answered, in which case the request uses up

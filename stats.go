@@ -11,7 +11,7 @@ import (
 // one instant. The counts are since New.
 type Stats struct {
 	Keys   int // keys held that are not idle: the keys in use
-	Idle   int // keys held that are idle, yet to expire (see README)
+	Idle   int // keys held that are idle, yet to expire (docs/keys.md)
 	Queued int // requests waiting in mailboxes
 
 	// Allowed, Denied and Refused count the answers callers received to
@@ -37,8 +37,8 @@ type Stats struct {
 }
 
 // Stats asks every partition for its figures, through its mailbox. Keys
-// and Idle count what the partitions hold at that moment; see README for
-// how exact Idle is when very many keys become idle at once.
+// and Idle count what the partitions hold at that moment; docs/keys.md
+// says more of how exact Idle is when very many keys become idle at once.
 func (r *Router) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{Partitions: make([]Stats, len(r.parts))}
 	err := r.each(ctx, func(i int, s *actor.State) error {

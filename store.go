@@ -77,7 +77,7 @@ const (
 )
 
 // FailMode is what a router with a Store does with a request the store
-// could not answer (README, "Many instances: Redis").
+// could not answer (docs/redis.md).
 type FailMode uint8
 
 const (

@@ -38,8 +38,8 @@ import (
 )
 
 // FailMode is what a router does with a request Redis could not answer:
-// FailClosed (the default), FailOpen or FailLocal. README, "Many
-// instances: Redis", says which to choose when.
+// FailClosed (the default), FailOpen or FailLocal. docs/redis.md, in the
+// repository, says which to choose when.
 type FailMode = chanlimit.FailMode
 
 // The FailModes.

@@ -17,7 +17,7 @@
 // (saving and loading), carry.go (moving keys between tables when their
 // policies change), quota.go (what each policy says a key has left).
 //
-// Words, as README.md defines them: a state is untouched when it decides as
+// Words, as docs/keys.md uses them: a state is untouched when it decides as
 // a key never seen; a key held whose state is untouched is idle; a table
 // expires its idle keys when its partition says, evicts keys that are not
 // idle to make room when its Limit says, and drops a key on Reset or when
