@@ -1,8 +1,9 @@
-// Package docs_test checks the Go in README.md and the guides of docs/:
-// every block that is a whole program (it starts with a package clause)
-// builds and passes go vet against the module as it is, and every other
-// block, a fragment of one, is Go that parses, as statements or as
-// declarations.
+// Package docs_test checks README.md, CONTRIBUTING.md, CHANGELOG.md and
+// the guides of docs/: every relative link leads to a file of the
+// repository; every Go block that is a whole program (it starts with a
+// package clause) builds and passes go vet against the module as it is,
+// and every other block, a fragment of one, is Go that parses, as
+// statements or as declarations.
 package docs_test
 
 import (
@@ -26,16 +27,46 @@ type block struct {
 
 var fence = regexp.MustCompile("(?ms)^```go\n(.*?)^```")
 
-// blocks returns the Go blocks of README.md and docs/*.md.
-func blocks(t *testing.T) []block {
+// pages returns the Markdown files the package checks.
+func pages(t *testing.T) []string {
 	t.Helper()
 	files, err := filepath.Glob("*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	files = append([]string{filepath.Join("..", "README.md")}, files...)
+	return append([]string{filepath.Join("..", "README.md"), filepath.Join("..", "CONTRIBUTING.md"), filepath.Join("..", "CHANGELOG.md")}, files...)
+}
+
+var (
+	link    = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	anyCode = regexp.MustCompile("(?ms)^```.*?^```")
+)
+
+// TestRelativeLinks: every link that is not to a web page leads to a
+// file or directory of the repository.
+func TestRelativeLinks(t *testing.T) {
+	for _, f := range pages(t) {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(anyCode.ReplaceAllString(string(src), ""), -1) {
+			target, _, _ := strings.Cut(m[1], "#")
+			if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(f), target)); err != nil {
+				t.Errorf("%s: the link to %s leads nowhere: %v", f, m[1], err)
+			}
+		}
+	}
+}
+
+// blocks returns the Go blocks of the pages.
+func blocks(t *testing.T) []block {
+	t.Helper()
 	var out []block
-	for _, f := range files {
+	for _, f := range pages(t) {
 		src, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
