@@ -953,12 +953,6 @@ local function decideCall(KEYS, ARGV)
   -- did not write; otherwise allowed, then for each policy allowed,
   -- remaining, retry after, reset after, delay.
   local function serve(key, kind, n, set, now)
-    if kind <= 2 and set.fast and vals[key] == nil and (not fast[key] or fast[key][6] == set) then
-      local r = serveFast(key, kind, n, set, now)
-      if r then
-        return r
-      end
-    end
     local v = value(key)
     if kind == 4 then
       -- The states go, a corrupt value too; the records stay: they are
@@ -1051,7 +1045,14 @@ local function decideCall(KEYS, ARGV)
     if kind ~= 4 then
       decides = true
     end
-    local ok, r = pcall(serve, KEYS[i], kind, args[b + 1], sets[args[b + 2]], args[b + 3])
+    local key, n, set, now = KEYS[i], args[b + 1], sets[args[b + 2]], args[b + 3]
+    local ok, r = false, nil
+    if kind <= 2 and set.fast and vals[key] == nil and (not fast[key] or fast[key][6] == set) then
+      ok, r = pcall(serveFast, key, kind, n, set, now) -- nil: a value serveFast leaves to serve
+    end
+    if not (ok and r) then
+      ok, r = pcall(serve, key, kind, n, set, now)
+    end
     if not ok then -- the key's value made the rules fail: it is corrupt
       r = kind <= 2 and {-1} or nil
     end
