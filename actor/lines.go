@@ -38,11 +38,12 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 		if r.err = t.AllowN(req.key, now, req.n, &l.d); r.err != nil {
 			return r, false
 		}
-		if l.d.Allowed && l.d.Delay <= 0 {
+		granted, giveBack, _ := keytable.Turn(&l.d)
+		if granted {
 			r.d = l.d
 			return r, false
 		}
-		if l.d.Allowed { // leaky_bucket: its turn is to come
+		if giveBack { // leaky_bucket: its turn is to come
 			t.Refund(req.key, now, req.n)
 		}
 	}
@@ -191,13 +192,14 @@ func (l *loop) serveLine(ln *line, now time.Duration) {
 		l.inflight = inflight{reply: w.reply, op: opWait} // if the rule ends the goroutine, takeOver answers it
 		err := t.AllowN(ln.key, at, w.n, &l.d)
 		l.inflight.reply = nil
+		granted, giveBack, _ := keytable.Turn(&l.d)
 		switch {
 		case err != nil:
 			l.answer(ln, at, reply{err: err})
-		case l.d.Allowed && l.d.Delay <= 0:
+		case granted:
 			l.answer(ln, at, reply{d: l.d})
 		default:
-			if l.d.Allowed {
+			if giveBack {
 				t.Refund(ln.key, at, w.n)
 			}
 			l.schedule(ln, at, &l.d)
@@ -220,10 +222,7 @@ func (l *loop) closeLine(ln *line) {
 // schedule sets ln due when its head, decided d at now (a denial, or a
 // grant with a Delay, given back), is to be asked again.
 func (l *loop) schedule(ln *line, now time.Duration, d *algorithms.Decision) {
-	wait := d.RetryAfter
-	if d.Allowed {
-		wait = d.Delay
-	}
+	_, _, wait := keytable.Turn(d)
 	l.waits.reschedule(ln, after(now, max(wait, 1)))
 }
 
@@ -392,10 +391,12 @@ func (l *loop) tryEach(items []keytable.Item, now time.Duration) {
 			it.D, it.Err = l.inLine(it.Key, it.N, now, ln) // it would join the line: a denial, or WaitN's error
 			continue
 		}
-		if it.Err = t.AllowN(it.Key, now, it.N, &it.D); it.Err != nil || !it.D.Allowed || it.D.Delay <= 0 {
+		if it.Err = t.AllowN(it.Key, now, it.N, &it.D); it.Err != nil {
 			continue
 		}
-		it.D.Allowed = false // first: if Refund ends the goroutine, giveBack passes it by
-		t.Refund(it.Key, now, it.N)
+		if _, giveBack, _ := keytable.Turn(&it.D); giveBack {
+			it.D.Allowed = false // first: if Refund ends the goroutine, giveBack passes it by
+			t.Refund(it.Key, now, it.N)
+		}
 	}
 }

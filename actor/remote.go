@@ -276,7 +276,10 @@ func (l *loop) land(tr *trip) (served int) {
 func (l *loop) turnsToCome(items []keytable.Item, now time.Duration) (sent bool) {
 	for k := range items {
 		it := &items[k]
-		if it.Skip || it.Err != nil || !it.D.Allowed || it.D.Delay <= 0 {
+		if it.Skip || it.Err != nil {
+			continue
+		}
+		if _, giveBack, _ := keytable.Turn(&it.D); !giveBack {
 			continue
 		}
 		it.D.Allowed = false // first: if the refund ends the goroutine, giveBack passes it by

@@ -155,6 +155,7 @@ func (l *loop) heardHead(c *chore, it *keytable.Item) {
 		}
 		return
 	}
+	turn, giveBack, wait := keytable.Turn(&it.D)
 	w := &ln.queue[0]
 	budget := w.budget
 	w.budget = -1 // checked once
@@ -162,14 +163,10 @@ func (l *loop) heardHead(c *chore, it *keytable.Item) {
 	case it.Err != nil:
 		l.answer(ln, at, reply{err: it.Err})
 		l.askNext(ln, at)
-	case granted && it.D.Delay <= 0:
+	case turn:
 		l.grant(ln, at, it)
 	default:
 		ln.seen = it.D
-		wait := it.D.RetryAfter
-		if granted {
-			wait = it.D.Delay
-		}
 		if budget >= 0 && wait > budget { // the first waiter's deadline comes first
 			l.tooLate(ln, at, it.D, wait, budget)
 			l.askNext(ln, at)
@@ -180,7 +177,7 @@ func (l *loop) heardHead(c *chore, it *keytable.Item) {
 			}
 			l.unpark(ln) // it waits: what came behind its head is served
 		}
-		if granted { // leaky_bucket: its turn is to come
+		if giveBack { // leaky_bucket: its turn is to come
 			l.refund(ln.key, at, c.item.N, it.By)
 		}
 	}
