@@ -139,8 +139,9 @@ func (b *batch) reset() {
 // ErrTooManyKeys, ErrAlgorithmPanic, ErrClockPanic, ErrStoreUnavailable),
 // and the others are decided. A request whose errs[i] is not nil already
 // is passed by: it is not decided, and keeps its error (a pipeline stage
-// marks so the items it could not key). out and errs must be at least as
-// long as reqs.
+// marks so the items it could not key, and an errs reused from a call
+// before must be cleared first). out and errs must be at least as long as
+// reqs, or AllowEach returns ErrShortOutput and decides nothing.
 //
 // AllowEach returns nil once every partition has answered, whatever the
 // requests' errors; or ctx.Err() or ErrClosed if they came first: then,
@@ -154,13 +155,18 @@ func (r *Router) AllowEach(ctx context.Context, reqs []Request, out []Decision, 
 // not wait at all, one round trip per partition: a request WaitN would
 // grant at once (its key has no callers waiting, and its policies allow
 // it with no Delay) is granted into out[i]; any other takes nothing and
-// gets a Decision that is not Allowed: its wait is WaitN's to decide; a
-// request WaitN would fail at once (a bad n or key, ErrExceedsCapacity,
-// ErrTooManyWaiters, ...) gets its error in errs[i].
-// Requests are decided in their order in reqs, several on one key
-// included. As with AllowEach, a request whose errs[i] is set already is
-// passed by, out and errs must be as long as reqs, and TryWaitEach
-// returns nil, ctx.Err() or ErrClosed.
+// gets a Decision that is not Allowed: its wait is WaitN's to decide
+// (under leaky_bucket, a request whose turn is to come has a Delay and no
+// RetryAfter); a request WaitN would fail at once (a bad n or key,
+// ErrExceedsCapacity, ErrTooManyWaiters on a full line, ErrTooManyKeys,
+// ErrAlgorithmPanic, ErrClockPanic, ErrStoreUnavailable) gets its error
+// in errs[i]. ctx's deadline refuses nothing here: only WaitN knows how
+// long it would wait. Requests are decided in their order in reqs,
+// several on one key included, but no line forms among them: a later,
+// smaller request on a key may be granted where an earlier one was not.
+// As with AllowEach, a request whose errs[i] is set already is passed
+// by, out and errs must be as long as reqs (else ErrShortOutput), and
+// TryWaitEach returns nil, ctx.Err() or ErrClosed.
 //
 // A pipeline that shapes its items (package pipeline's Throttle) tries
 // each item so, and has only those not granted wait, with WaitN.

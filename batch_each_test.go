@@ -84,3 +84,28 @@ func TestTryWaitEach(t *testing.T) {
 	clk.Advance(time.Second)
 	require.NoError(t, <-waited)
 }
+
+// TestTryWaitEachOnAFullLine: a try on a key whose line is full fails as
+// WaitN would, with ErrTooManyWaiters, after an n above capacity has had
+// its turn. Before, it was left not Allowed with no error, and its
+// caller's WaitN failed only then.
+func TestTryWaitEachOnAFullLine(t *testing.T) {
+	r, clk := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Second, Partitions: 1, MaxWaiters: 1})
+	ctx := context.Background()
+	require.True(t, r.Allow("k"))
+	waited := make(chan error, 1)
+	go func() { waited <- r.Wait(ctx, "k") }()
+	require.NoError(t, clk.BlockUntilContext(ctx, 1)) // the waiter's timer
+	_, err := r.WaitN(ctx, "k", 1)
+	require.ErrorIs(t, err, chanlimit.ErrTooManyWaiters, "WaitN's answer")
+
+	reqs := []chanlimit.Request{{Key: "k", N: 1}, {Key: "k", N: 2}}
+	out, errs := make([]chanlimit.Decision, 2), make([]error, 2)
+	require.NoError(t, r.TryWaitEach(ctx, reqs, out, errs))
+	assert.ErrorIs(t, errs[0], chanlimit.ErrTooManyWaiters)
+	assert.Zero(t, out[0])
+	assert.ErrorIs(t, errs[1], chanlimit.ErrExceedsCapacity, "a bad n first, as everywhere")
+
+	clk.Advance(time.Second)
+	require.NoError(t, <-waited)
+}

@@ -84,14 +84,23 @@ func compile(field string, policies []Policy) (*keytable.Set, error) {
 		}
 	}
 	set := keytable.NewSet(out)
-	set.Owner = policiesFrom(set)
+	set.Owner = &sharedSet{ops: policiesFrom(set), quota: policiesFrom(set)}
 	return set, nil
 }
 
-// sharedPolicies returns the policies of set, shared: the same slice for
-// the set for as long as it lasts, which nobody may change (a Store's ops
-// and a Quota carry it).
-func sharedPolicies(set *keytable.Set) []Policy { return set.Owner.([]Policy) }
+// sharedSet is the policies of a set as the router hands them on, the
+// same slices for the set for as long as it lasts: one that a Store's ops
+// carry, and another that Quotas carry, so that a caller who writes to a
+// Quota's (which nobody may) changes nothing a Store enforces.
+type sharedSet struct {
+	ops, quota []Policy
+}
+
+// sharedPolicies returns the policies of set that a Store's ops carry.
+func sharedPolicies(set *keytable.Set) []Policy { return set.Owner.(*sharedSet).ops }
+
+// quotaPolicies returns the policies of set that Quotas carry.
+func quotaPolicies(set *keytable.Set) []Policy { return set.Owner.(*sharedSet).quota }
 
 // checkName checks a policy's name: printable ASCII, as an HTTP field's
 // string needs.

@@ -12,7 +12,8 @@ import (
 // what the IETF RateLimit fields advertise (package httplimit writes them
 // from it). AllowQuota, PeekQuota and WaitQuota write it with their
 // decision, in the same round trip to the key's partition, so that the
-// two describe one instant.
+// two describe one instant (with a Store, a grant's quota takes the
+// partition one more round trip to the store, after the grant).
 type Quota struct {
 	// Policies are the key's policies (its override's, or the router's),
 	// in their order. The router hands the same slice for a set of
@@ -22,8 +23,16 @@ type Quota struct {
 	// change it.
 	Policies []Policy
 
-	// Each tells of some or all of Policies, in their order: a policy
-	// whose algorithm panicked while it was asked is left out.
+	// Each tells of the policies, in their order: what each has, taken
+	// alone, at the instant of the decision. It is empty if an algorithm
+	// panicked while it was asked (the key's state is then let go, as
+	// after any panic of its rule, and the decision stands). With a
+	// Store, whose states the router cannot read, it tells of the
+	// deciding policy alone, from the Decision: Remaining is the
+	// Decision's (what the request left, or for a peek would leave), and
+	// More, after an allowance, the wait for one unit more (0 after a
+	// peek, which asks the store nothing more), after a denial the
+	// Decision's RetryAfter (the wait for the request's n units).
 	Each []PolicyQuota
 }
 
@@ -76,8 +85,8 @@ func (r *Router) quota(ctx context.Context, key string, n int, q *Quota, ask ask
 	if err != nil && err == ctx.Err() { // the caller left: kq may be written yet
 		return d, err
 	}
-	if kq.Set != nil {
-		q.Policies = sharedPolicies(kq.Set)
+	if kq.Set != nil && (err == nil || d.Limit != 0) { // decided: allowed or denied, or a wait refused at once
+		q.Policies = quotaPolicies(kq.Set)
 		for _, pq := range kq.Policies {
 			q.Each = append(q.Each, PolicyQuota(pq))
 		}

@@ -2,6 +2,8 @@ package chanlimit_test
 
 import (
 	"context"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/algorithms"
 )
 
 // TestQuota: AllowQuota, PeekQuota and WaitQuota write what the key has
@@ -68,4 +71,36 @@ func TestQuota(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, d.Allowed)
 	clk.Advance(time.Second)
+}
+
+// peekExits is a fixed window whose PeekN calls runtime.Goexit while
+// armed: a quota's asking of each policy then ends the partition's
+// goroutine, after the request's decision.
+type peekExits struct {
+	*algorithms.FixedWindow
+	armed *atomic.Bool
+}
+
+func (m peekExits) PeekN(s *algorithms.FixedWindowState, now time.Duration, n int, d *chanlimit.Decision) {
+	if m.armed.Load() {
+		runtime.Goexit()
+	}
+	m.FixedWindow.PeekN(s, now, n, d)
+}
+
+// TestQuotaOfARuleThatExits: a request whose quota's asking ends the
+// goroutine fails with ErrAlgorithmPanic, and its Quota is empty. Before,
+// its Policies were set beside the error.
+func TestQuotaOfARuleThatExits(t *testing.T) {
+	armed := new(atomic.Bool)
+	name := register[algorithms.FixedWindowState](t, func(fw *algorithms.FixedWindow) peekExits { return peekExits{fw, armed} })
+	r, _ := newRouter(t, chanlimit.Config{Algorithm: name, Limit: 10, Window: time.Minute})
+	ctx := context.Background()
+	armed.Store(true)
+	var q chanlimit.Quota
+	_, err := r.AllowQuota(ctx, "k", 1, &q)
+	armed.Store(false)
+	require.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
+	assert.Nil(t, q.Policies)
+	assert.Empty(t, q.Each)
 }

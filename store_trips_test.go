@@ -285,3 +285,80 @@ func TestStoreTries(t *testing.T) {
 		assert.Equal(t, 500*time.Millisecond, d.Delay, "later has one unit queued, as before the try: %+v", d)
 	})
 }
+
+// TestStoreWaitQuotaLeavesWhileItsPeekIsHeld: a WaitQuota granted on a
+// Store whose quota's peek is held returns its context's error as soon as
+// the context ends, and its grant is given back once the peek lands.
+// Before, the caller's leave found no waiter in the line and passed by:
+// the caller waited for the peek, however long the store held it, and
+// returned the grant long past its deadline.
+func TestStoreWaitQuotaLeavesWhileItsPeekIsHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newHoldStore(clock.Real(), FailClosed, "k")
+		st.kind = StorePeek // the grant goes by; the peek of one more unit is held
+		r := routerOn(t, st.memStore, st, Config{Limit: 3, Window: time.Hour, Partitions: 1})
+		ctx, cancel := context.WithCancel(context.Background())
+		got := make(chan error, 1)
+		go func() {
+			var q Quota
+			_, err := r.WaitQuota(ctx, "k", 1, &q)
+			got <- err
+		}()
+		synctest.Wait()
+		require.EqualValues(t, 1, st.held.Load(), "the grant's quota peek is held")
+		cancel()
+		synctest.Wait()
+		select {
+		case err := <-got:
+			assert.ErrorIs(t, err, context.Canceled)
+		default:
+			t.Fatal("WaitQuota did not return when its context ended")
+		}
+		st.holding.Store(false)
+		close(st.release)
+		synctest.Wait()
+		d, err := r.Peek(context.Background(), "k", 1)
+		require.NoError(t, err)
+		assert.Equal(t, 2, d.Remaining, "the grant was given back: 3 units, less the peek's 1")
+		assert.EqualValues(t, 1, st.refunds.Load())
+	})
+}
+
+// TestStoreTryOnAFullLine: through a Store too, a try on a key whose line
+// is full fails with ErrTooManyWaiters.
+func TestStoreTryOnAFullLine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newMemStore(clock.Real(), FailClosed)
+		r := routerOn(t, st, st, Config{Limit: 1, Window: time.Hour, Partitions: 1, MaxWaiters: 1})
+		ctx := context.Background()
+		require.True(t, r.Allow("k"))
+		go func() { _, _ = r.WaitN(ctx, "k", 1) }()
+		synctest.Wait()
+		out, errs := make([]Decision, 1), make([]error, 1)
+		require.NoError(t, r.TryWaitEach(ctx, []Request{{Key: "k", N: 1}}, out, errs))
+		assert.ErrorIs(t, errs[0], ErrTooManyWaiters)
+	})
+}
+
+// TestStoreQuotaPoliciesAreNotTheOps: a caller who writes to a Quota's
+// Policies (which nobody may) changes nothing a Store enforces. Before,
+// the ops to the store carried that very slice: a key limited to 1 an
+// hour was allowed 5 of 5 once a caller had raised its Limit.
+func TestStoreQuotaPoliciesAreNotTheOps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newMemStore(clock.Real(), FailClosed)
+		r := routerOn(t, st, st, Config{Limit: 1, Window: time.Hour, Partitions: 1})
+		ctx := context.Background()
+		var q Quota
+		_, err := r.AllowQuota(ctx, "a", 1, &q)
+		require.NoError(t, err)
+		q.Policies[0].Limit = 1000
+		allowed := 0
+		for range 5 {
+			if r.Allow("b") {
+				allowed++
+			}
+		}
+		assert.Equal(t, 1, allowed, "the store enforces the router's policies")
+	})
+}

@@ -55,8 +55,7 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 		if r.err = t.PeekN(req.key, now, req.n, &d); r.err != nil {
 			return r, false
 		}
-		if ln != nil && l.waits.max > 0 && len(ln.queue) >= l.waits.max {
-			r.err = fmt.Errorf("%w: %d callers wait on this key, MaxWaiters is %d", errs.ErrTooManyWaiters, len(ln.queue), l.waits.max)
+		if r.err = l.waits.full(ln); r.err != nil {
 			return r, false
 		}
 		if d, r.err = l.lineWait(req.key, req.n, now, ln, &d); r.err != nil {
@@ -145,6 +144,9 @@ func (l *loop) lineWait(key string, n int, now time.Duration, ln *line, d *algor
 // next is asked at once. A waiter already answered is not in the line,
 // and its channel is full: serve passed the message by.
 func (l *loop) leave(req request, now time.Duration) {
+	if l.leftBeforeItsQuota(req) { // remote_lines.go
+		return
+	}
 	ln := l.waits.lineOf(req.key)
 	if ln == nil {
 		return
@@ -368,20 +370,37 @@ func (h *lineHeap) Pop() any {
 }
 
 // inLineEach decides, as inLine, the items of a batch whose key has a
-// line, and marks them for the table to pass by.
-func (l *loop) inLineEach(items []keytable.Item, now time.Duration) {
+// line, and marks them for the table to pass by. Items of WaitN requests
+// that must not wait (tries) fail as WaitN would on a full line, once
+// inLine's errors have had their turn.
+func (l *loop) inLineEach(items []keytable.Item, now time.Duration, tries bool) {
 	for k := range items {
 		it := &items[k]
 		if ln := l.waits.lineOf(it.Key); ln != nil {
 			it.D, it.Err = l.inLine(it.Key, it.N, now, ln)
+			if tries && it.Err == nil {
+				if it.Err = l.waits.full(ln); it.Err != nil {
+					it.D = algorithms.Decision{}
+				}
+			}
 			it.Skip = true
 		}
 	}
 }
 
-// tryEach serves a batch of WaitN requests that must not wait, on
-// distinct keys: each is granted as wait would grant it at once, or left
-// not Allowed, with no error, having taken nothing. (A grant that cannot
+// full returns ErrTooManyWaiters if ln, a key's line (nil: none), has
+// MaxWaiters callers already, and otherwise nil.
+func (w *waiting) full(ln *line) error {
+	if ln == nil || w.max <= 0 || len(ln.queue) < w.max {
+		return nil
+	}
+	return fmt.Errorf("%w: %d callers wait on this key, MaxWaiters is %d", errs.ErrTooManyWaiters, len(ln.queue), w.max)
+}
+
+// tryEach serves a batch of WaitN requests that must not wait, in order:
+// each is granted as wait would grant it at once, or left not Allowed,
+// with no error (or WaitN's, a full line's included), having taken
+// nothing. (A grant that cannot
 // be delivered is given back as a batch's is: giveBack.)
 func (l *loop) tryEach(items []keytable.Item, now time.Duration) {
 	t := l.state.Table
@@ -389,6 +408,11 @@ func (l *loop) tryEach(items []keytable.Item, now time.Duration) {
 		it := &items[k]
 		if ln := l.waits.lineOf(it.Key); ln != nil {
 			it.D, it.Err = l.inLine(it.Key, it.N, now, ln) // it would join the line: a denial, or WaitN's error
+			if it.Err == nil {
+				if it.Err = l.waits.full(ln); it.Err != nil {
+					it.D = algorithms.Decision{}
+				}
+			}
 			continue
 		}
 		if it.Err = t.AllowN(it.Key, now, it.N, &it.D); it.Err != nil {

@@ -216,7 +216,12 @@ type loop struct {
 	choreAt     int            // the first of its chores not yet served
 	spare       []*trip        // trips to reuse
 	chores      []chore        // work for the table that is no caller's request, to send (flush)
-	unparked    []request      // requests held behind a line's head, to serve now that it waits (remote_lines.go)
+
+	// The waiters granted whose answer waits for their quota's peek (a
+	// chore, out or to send), by reply channel: true once the caller has
+	// left, so that the grant is given back when the peek lands.
+	quotaWaits map[chan reply]bool
+	unparked   []request // requests held behind a line's head, to serve now that it waits (remote_lines.go)
 }
 
 // inflight is what the goroutine must know of the request it serves to

@@ -132,7 +132,7 @@ func (l *loop) dispatch(run []request, now time.Duration) (served int) {
 			tr.items = append(tr.items, keytable.Item{Key: req.key, Op: keytable.OpReset})
 		case opBatch, opTry:
 			if len(l.waits.lines) > 0 {
-				l.inLineEach(*req.batch, now)
+				l.inLineEach(*req.batch, now, req.op == opTry)
 			}
 			tr.items = append(tr.items, *req.batch...)
 		}
@@ -345,7 +345,9 @@ func (l *loop) answerLanding() {
 				l.refund(c.item.Key, c.at, c.item.N, it.By)
 			}
 		case c.waiter:
-			c.w.reply <- exited // never blocks: a waiter's channel gets one answer
+			if !l.waiterLeft(c) {
+				c.w.reply <- exited // never blocks: a waiter's channel gets one answer
+			}
 			if c.by == keytable.FromStore {
 				l.refund(c.item.Key, c.at, c.w.n, c.by)
 			}

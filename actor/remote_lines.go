@@ -1,12 +1,10 @@
 package actor
 
 import (
-	"fmt"
 	"math"
 	"time"
 
 	"github.com/chanlimit/chanlimit/algorithms"
-	"github.com/chanlimit/chanlimit/internal/errs"
 	"github.com/chanlimit/chanlimit/internal/keytable"
 )
 
@@ -115,6 +113,10 @@ func (l *loop) heard(c *chore, it *keytable.Item) {
 			more = it.D.RetryAfter
 		}
 		if c.waiter {
+			if l.waiterLeft(c) {
+				l.refund(c.item.Key, c.at, c.w.n, c.by)
+				return
+			}
 			l.fillQuotaMore(c.item.Key, c.at, &c.r.d, c.w.quota, more)
 			c.w.reply <- c.r // never blocks: a waiter's channel gets one answer
 			l.state.Counts.note(&c.r.d, c.r.err)
@@ -218,6 +220,10 @@ func (l *loop) grant(ln *line, at time.Duration, it *keytable.Item) {
 		ln.queue[0] = waiter{}
 		ln.queue = ln.queue[1:]
 		l.state.Waiting--
+		if l.quotaWaits == nil {
+			l.quotaWaits = make(map[chan reply]bool)
+		}
+		l.quotaWaits[w.reply] = false
 		l.chores = append(l.chores, l.quotaChore(ln.key, at, it, chore{w: w, waiter: true, r: reply{d: it.D}}))
 	}
 	l.askNext(ln, at)
@@ -280,8 +286,7 @@ func (l *loop) waitRemote(req request, now time.Duration) (r reply, queued bool)
 	ln := l.waits.lineOf(req.key)
 	budget := req.budget
 	if ln != nil {
-		if l.waits.max > 0 && len(ln.queue) >= l.waits.max {
-			r.err = fmt.Errorf("%w: %d callers wait on this key, MaxWaiters is %d", errs.ErrTooManyWaiters, len(ln.queue), l.waits.max)
+		if r.err = l.waits.full(ln); r.err != nil {
 			return r, false
 		}
 		if budget >= 0 {
@@ -325,4 +330,27 @@ func (l *loop) landChores(tr *trip, first int) {
 		l.heard(&tr.chores[k], &tr.items[first+k])
 	}
 	l.choreAt = 0
+}
+
+// leftBeforeItsQuota answers a leave message from a waiter granted whose
+// answer waits for its quota's peek, if req is one: the caller gets
+// errLeft at once, and the grant goes back when the peek lands
+// (waiterLeft). It reports whether req was one.
+func (l *loop) leftBeforeItsQuota(req request) bool {
+	left, ok := l.quotaWaits[req.reply]
+	if !ok || left {
+		return false
+	}
+	l.quotaWaits[req.reply] = true
+	req.reply <- reply{err: errLeft} // never blocks: its grant is not sent now
+	return true
+}
+
+// waiterLeft lets c, the quota's peek of a waiter's grant, go, and
+// reports whether its caller left meanwhile: then nobody is to be
+// answered, and the grant is to be given back.
+func (l *loop) waiterLeft(c *chore) bool {
+	left := l.quotaWaits[c.w.reply]
+	delete(l.quotaWaits, c.w.reply)
+	return left
 }

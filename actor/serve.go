@@ -83,7 +83,7 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 		}
 	case req.op == opBatch:
 		if len(l.waits.lines) > 0 {
-			l.inLineEach(*req.batch, now)
+			l.inLineEach(*req.batch, now, false)
 		}
 		t.AllowEach(*req.batch, now)
 		served = len(*req.batch)
