@@ -163,7 +163,7 @@ func policiesFrom(set *keytable.Set) []Policy {
 	return out
 }
 
-// hold waits for token, one of the router's administrative tokens, and
+// takeToken waits for token, one of the router's administrative tokens, and
 // returns the function that gives it back:
 //
 //   - policiesToken is held by SetPolicies, Snapshot and Restore, so that
@@ -176,7 +176,7 @@ func policiesFrom(set *keytable.Set) []Policy {
 //     each, and count there, so they need nothing more of one another.)
 //
 // Restore holds both, taking policiesToken first.
-func hold(ctx context.Context, token chan struct{}) (release func(), err error) {
+func takeToken(ctx context.Context, token chan struct{}) (release func(), err error) {
 	select {
 	case token <- struct{}{}:
 		return func() { <-token }, nil
@@ -217,7 +217,7 @@ func (r *Router) SetPolicies(ctx context.Context, policies ...Policy) error {
 	if err := checkStore(r.store, "SetPolicies", policiesFrom(set)); err != nil {
 		return err
 	}
-	release, err := hold(ctx, r.policiesToken)
+	release, err := takeToken(ctx, r.policiesToken)
 	if err != nil {
 		return fmt.Errorf("chanlimit: SetPolicies: %w", err)
 	}
@@ -266,7 +266,7 @@ func (r *Router) SetOverride(ctx context.Context, key string, policies ...Policy
 	if err := checkStore(r.store, "SetOverride", policiesFrom(set)); err != nil {
 		return err
 	}
-	release, err := hold(ctx, r.overridesToken)
+	release, err := takeToken(ctx, r.overridesToken)
 	if err != nil {
 		return fmt.Errorf("chanlimit: SetOverride: %w", err)
 	}
@@ -319,7 +319,7 @@ func (r *Router) ClearOverride(ctx context.Context, key string) error {
 	if len(key) > r.maxKeyBytes {
 		return r.keyTooLong(key)
 	}
-	release, err := hold(ctx, r.overridesToken)
+	release, err := takeToken(ctx, r.overridesToken)
 	if err != nil {
 		return fmt.Errorf("chanlimit: ClearOverride: %w", err)
 	}

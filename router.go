@@ -169,8 +169,8 @@ type Router struct {
 	closeOnce      sync.Once
 	batches        sync.Pool     // of *batch
 	quotas         sync.Pool     // of *keytable.Quota, for a partition to fill in (quota.go)
-	policiesToken  chan struct{} // held by SetPolicies, Snapshot and Restore while they run (hold)
-	overridesToken chan struct{} // held by SetOverride, ClearOverride and Restore while they run (hold)
+	policiesToken  chan struct{} // held by SetPolicies, Snapshot and Restore while they run (takeToken)
+	overridesToken chan struct{} // held by SetOverride, ClearOverride and Restore while they run (takeToken)
 }
 
 // New validates cfg and starts the router's partitions. Every invalid field

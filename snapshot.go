@@ -61,7 +61,7 @@ func (r *Router) Snapshot(ctx context.Context, w io.Writer) error {
 	if r.store != nil {
 		return fmt.Errorf("chanlimit: Snapshot: %w", errStoreSnapshot)
 	}
-	release, err := hold(ctx, r.policiesToken)
+	release, err := takeToken(ctx, r.policiesToken)
 	if err != nil {
 		return fmt.Errorf("chanlimit: Snapshot: %w", err)
 	}
@@ -229,12 +229,12 @@ func (r *Router) Restore(ctx context.Context, rd io.Reader) error {
 	if r.store != nil {
 		return fmt.Errorf("chanlimit: Restore: %w", errStoreSnapshot)
 	}
-	release, err := hold(ctx, r.policiesToken)
+	release, err := takeToken(ctx, r.policiesToken)
 	if err != nil {
 		return fmt.Errorf("chanlimit: Restore: %w", err)
 	}
 	defer release()
-	releaseOverrides, err := hold(ctx, r.overridesToken)
+	releaseOverrides, err := takeToken(ctx, r.overridesToken)
 	if err != nil {
 		return fmt.Errorf("chanlimit: Restore: %w", err)
 	}

@@ -75,7 +75,7 @@ func (p *Partition) serveRemote(req request, queued int, now time.Duration, cloc
 func (l *loop) serveRun(burst []request, now time.Duration, clockErr error) (served int, stop bool) {
 	start := 0 // the run to hand over at once starts here
 	for i := 0; ; i++ {
-		if i < len(burst) && clockErr == nil && l.together(burst[i]) {
+		if i < len(burst) && clockErr == nil && l.joinsTrip(burst[i]) {
 			continue
 		}
 		l.left.rest = burst[start:] // if the goroutine ends, the next serves them (takeOver)
@@ -95,8 +95,9 @@ func (l *loop) serveRun(burst []request, now time.Duration, clockErr error) (ser
 	return served, stop
 }
 
-// together reports whether req can go to the remote table with others.
-func (l *loop) together(req request) bool {
+// joinsTrip reports whether req can go to the remote table in a trip with
+// others.
+func (l *loop) joinsTrip(req request) bool {
 	switch req.op {
 	case opAllow, opPeek:
 		return l.waits.lineOf(req.key) == nil // in line: inLine answers it
@@ -224,7 +225,7 @@ func (l *loop) land(tr *trip) (served int) {
 	for k, req := range tr.run {
 		l.landingAt = k + 1 // first: if this one ends the goroutine, takeOver answers the rest
 		at := tr.sent[k]
-		l.hold(req)
+		l.noteInflight(req)
 		var r reply
 		switch req.op {
 		case opAllow, opPeek:

@@ -122,13 +122,13 @@ func (l *loop) heard(c *chore, it *keytable.Item) {
 			l.state.Counts.note(&c.r.d, c.r.err)
 			return
 		}
-		l.hold(c.req)
+		l.noteInflight(c.req)
 		l.inflight.by = c.by
 		l.fillQuotaMore(c.req.key, c.at, &c.r.d, c.req.quota, more)
 		l.deliver(c.req, c.at, c.r)
 		l.inflight.reply = nil
 	case c.req.reply != nil: // a try whose answer waited for its refunds
-		l.hold(c.req)
+		l.noteInflight(c.req)
 		l.deliver(c.req, c.at, reply{})
 		l.inflight.reply = nil
 	}

@@ -24,7 +24,7 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 	if len(req.reply) > 0 {
 		return 0 // the caller gave up before its turn: apply nothing
 	}
-	if l.remote != nil && clockErr == nil && l.together(req) {
+	if l.remote != nil && clockErr == nil && l.joinsTrip(req) {
 		return l.dispatch([]request{req}, now) // a remote table decides through trips alone
 	}
 	if clockErr == nil && req.op != opLeave && l.waits.dueBy(now) {
@@ -38,7 +38,7 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 		l.serveDue(now)
 		l.left.next = request{}
 	}
-	l.hold(req)
+	l.noteInflight(req)
 	served = 1
 	t := l.state.Table
 	var r reply
@@ -117,10 +117,10 @@ func (l *loop) untilMore(key string, now time.Duration, remaining int) time.Dura
 	return l.d.RetryAfter
 }
 
-// hold notes req as the request in flight. A batch's refund mark starts
+// noteInflight notes req as the request in flight. A batch's refund mark starts
 // past its last item: those not decided yet are not Allowed, and giveBack
 // passes them by.
-func (l *loop) hold(req request) {
+func (l *loop) noteInflight(req request) {
 	l.inflight = inflight{reply: req.reply, op: req.op, batch: req.batch}
 	if req.batch != nil {
 		l.inflight.refund = len(*req.batch)
