@@ -4,9 +4,10 @@
 // so that a consumer can build against them as it would against
 // released versions, with no network: .ci/consumer uses it.
 //
-//	mkproxy -out DIR -version V PATH=DIR [PATH=DIR ...]
+//	mkproxy -out DIR -version V -time T PATH=DIR [PATH=DIR ...]
 //
-// Each PATH=DIR is a module path and the directory its go.mod is in.
+// Each PATH=DIR is a module path and the directory its go.mod is in; T,
+// in RFC 3339, is the versions' time (.info), the commit's.
 // The zips are made by golang.org/x/mod/zip, which applies the rules the
 // go command does (nested modules and vendor directories left out, file
 // names checked).
@@ -28,9 +29,11 @@ import (
 func main() {
 	out := flag.String("out", "", "the proxy's directory")
 	version := flag.String("version", "", "the version of every module")
+	at := flag.String("time", "", "the versions' time, RFC 3339")
 	flag.Parse()
-	if *out == "" || *version == "" || flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: mkproxy -out DIR -version V PATH=DIR [PATH=DIR ...]")
+	when, err := time.Parse(time.RFC3339, *at)
+	if *out == "" || *version == "" || err != nil || flag.NArg() == 0 {
+		fmt.Fprintln(os.Stderr, "usage: mkproxy -out DIR -version V -time T PATH=DIR [PATH=DIR ...]")
 		os.Exit(2)
 	}
 	for _, arg := range flag.Args() {
@@ -38,14 +41,14 @@ func main() {
 		if !ok {
 			fail(fmt.Errorf("%q is not PATH=DIR", arg))
 		}
-		if err := write(*out, module.Version{Path: path, Version: *version}, dir); err != nil {
+		if err := write(*out, module.Version{Path: path, Version: *version}, dir, when); err != nil {
 			fail(err)
 		}
 	}
 }
 
-// write writes m, made from dir, into the proxy at root.
-func write(root string, m module.Version, dir string) error {
+// write writes m, made from dir at when, into the proxy at root.
+func write(root string, m module.Version, dir string, when time.Time) error {
 	escaped, err := module.EscapePath(m.Path)
 	if err != nil {
 		return err
@@ -61,7 +64,7 @@ func write(root string, m module.Version, dir string) error {
 	info, err := json.Marshal(struct {
 		Version string
 		Time    time.Time
-	}{m.Version, time.Now().UTC().Truncate(time.Second)})
+	}{m.Version, when.UTC()})
 	if err != nil {
 		return err
 	}
