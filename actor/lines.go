@@ -377,13 +377,24 @@ func (l *loop) inLineEach(items []keytable.Item, now time.Duration, tries bool) 
 	for k := range items {
 		it := &items[k]
 		if ln := l.waits.lineOf(it.Key); ln != nil {
-			it.D, it.Err = l.inLine(it.Key, it.N, now, ln)
-			if tries && it.Err == nil {
-				if it.Err = l.waits.full(ln); it.Err != nil {
-					it.D = algorithms.Decision{}
-				}
+			if tries {
+				l.tryInLine(it, now, ln)
+			} else {
+				it.D, it.Err = l.inLine(it.Key, it.N, now, ln)
 			}
 			it.Skip = true
+		}
+	}
+}
+
+// tryInLine decides it, a try on a key whose line is ln, as WaitN would
+// refuse to wait: inLine's denial, or inLine's error, or then a full
+// line's.
+func (l *loop) tryInLine(it *keytable.Item, now time.Duration, ln *line) {
+	it.D, it.Err = l.inLine(it.Key, it.N, now, ln)
+	if it.Err == nil {
+		if it.Err = l.waits.full(ln); it.Err != nil {
+			it.D = algorithms.Decision{}
 		}
 	}
 }
@@ -407,12 +418,7 @@ func (l *loop) tryEach(items []keytable.Item, now time.Duration) {
 	for k := range items {
 		it := &items[k]
 		if ln := l.waits.lineOf(it.Key); ln != nil {
-			it.D, it.Err = l.inLine(it.Key, it.N, now, ln) // it would join the line: a denial, or WaitN's error
-			if it.Err == nil {
-				if it.Err = l.waits.full(ln); it.Err != nil {
-					it.D = algorithms.Decision{}
-				}
-			}
+			l.tryInLine(it, now, ln) // it would join the line
 			continue
 		}
 		if it.Err = t.AllowN(it.Key, now, it.N, &it.D); it.Err != nil {
