@@ -55,10 +55,11 @@ func (m *memStore) FailMode() FailMode            { return m.mode }
 
 func (m *memStore) Decide(ctx context.Context, ops []StoreOp) {
 	m.calls.Add(1)
+	held := m.gated.Load() // before lens: a test that reads this call's length and then stops gating still finds it held
 	if m.lens != nil {
 		m.lens <- len(ops)
 	}
-	if m.gated.Load() {
+	if held {
 		select {
 		case g := <-m.gate:
 			select {
