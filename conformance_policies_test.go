@@ -16,7 +16,8 @@ import (
 )
 
 // TestTwoPoliciesMatchTheModels runs every pair of built-in algorithms as
-// the two policies of a router through random schedules, and checks each
+// the two policies of a router through random schedules of requests and
+// refunds, and checks each
 // decision against a brute-force reference: each policy's own reference
 // model (internal/model), combined by the rule of several policies: allowed
 // only if both allow, then taken from both; on a denial, a policy that
@@ -99,6 +100,13 @@ func (m *twoModels) decide(now time.Duration, n int) chanlimit.Decision {
 	return out
 }
 
+// refund gives n back to both models.
+func (m *twoModels) refund(now time.Duration, n int) {
+	for _, md := range m.models {
+		md.Refund(now, n)
+	}
+}
+
 func playTwoPolicies(t *testing.T, what string, rng *rand.Rand, policies []chanlimit.Policy) {
 	t.Helper()
 	r, clk := newRouter(t, chanlimit.Config{Policies: policies, Partitions: 1})
@@ -119,6 +127,14 @@ func playTwoPolicies(t *testing.T, what string, rng *rand.Rand, policies []chanl
 			step(time.Duration(rng.Int64N(int64(window)/8 + 1)))
 		}
 		n := 1 + rng.IntN(capacity)
+		if rng.IntN(6) == 0 { // a refund, now and then of more than either policy holds
+			if rng.IntN(3) == 0 {
+				n += capacity
+			}
+			require.NoError(t, r.Refund(bg, "k", n), "%s, step %d", what, i)
+			ref.refund(now, n)
+			continue
+		}
 		if rng.IntN(4) == 0 { // a batch of three on the key
 			reqs := []chanlimit.Request{{"k", n}, {"k", 1 + rng.IntN(capacity)}, {"k", 1}}
 			out := make([]chanlimit.Decision, len(reqs))

@@ -68,8 +68,10 @@ const (
 	// StorePeek answers what StoreAllow would, changing nothing.
 	StorePeek
 
-	// StoreRefund gives back N units that the StoreAllow just before it,
-	// on the same key, allowed (its caller left before the answer came).
+	// StoreRefund gives N units back to each of Key's policies at Now, as
+	// Router.Refund does; a key without state is left without. Right after
+	// a StoreAllow of N on Key, it takes that grant back (its caller left
+	// before the answer came).
 	StoreRefund
 
 	// StoreReset drops Key's state: its next request finds it untouched.
@@ -210,11 +212,13 @@ func (t *storeTable) Finish(trip keytable.Trip, items []keytable.Item, now time.
 
 // failed answers it, whose op the store could not answer, as the router's
 // FailMode says, noting where its grant came from. A refund the store
-// could not take is lost to it: its grant was the store's, and giving it
-// to the local keys, which never granted it, would count it twice.
+// could not take fails, whatever the FailMode: its grant was the store's,
+// and giving it to the local keys, which never granted it, would count it
+// twice.
 func (t *storeTable) failed(it *keytable.Item, op *StoreOp, now time.Duration) {
 	t.errors++
 	if op.Kind == StoreRefund {
+		it.D, it.Err = Decision{}, unavailable(op.Err)
 		return
 	}
 	switch t.mode {
@@ -275,7 +279,9 @@ var errTrips = errors.New("chanlimit: a Store's keys are decided through round t
 // Refund gives n units back to the local keys, which granted them
 // (FailLocal, keytable.FromLocal); the store's grants go back to the
 // store, through Prepare and Finish (keytable.OpRefund).
-func (t *storeTable) Refund(key string, now time.Duration, n int) { t.local.Refund(key, now, n) }
+func (t *storeTable) Refund(key string, now time.Duration, n int) error {
+	return t.local.Refund(key, now, n)
+}
 
 // Reset drops key's local state; the store's goes through Prepare and
 // Finish (keytable.OpReset).

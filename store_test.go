@@ -100,7 +100,7 @@ func (m *memStore) Decide(ctx context.Context, ops []StoreOp) {
 		case StorePeek:
 			op.Err = t.PeekN(op.Key, now, op.N, &op.Decision)
 		case StoreRefund:
-			t.Refund(op.Key, now, op.N)
+			op.Err = t.Refund(op.Key, now, op.N)
 		case StoreReset:
 			t.Reset(op.Key)
 		}

@@ -47,6 +47,13 @@ func (p *Partition) Reset(ctx context.Context, key string) error {
 	return p.call(ctx, request{op: opReset, key: key}).err
 }
 
+// Refund asks the partition to give n units back to key's policies now
+// (keytable.Table's Refund); the key's waiters are served as soon as that
+// lets them. n must lie in [1, MaxInt].
+func (p *Partition) Refund(ctx context.Context, key string, n int) error {
+	return p.call(ctx, request{op: opRefund, key: key, n: n}).err
+}
+
 // Pending is a batch in a partition's mailbox, to be waited on.
 type Pending struct {
 	p        *Partition

@@ -25,8 +25,8 @@
 //     after its send knows its request is ahead of the stop message, so it
 //     waits on its reply alone; one that sees stop closed also watches done,
 //     since its request may have come after the goroutine's last look.
-//   - The requests on the hot path (allow, peek, reset, a batch, a wait
-//     and its leaving, a batch of tries) are a closed set of messages.
+//   - The requests on the hot path (allow, peek, reset, refund, a batch, a
+//     wait and its leaving, a batch of tries) are a closed set of messages.
 //     Every other message is a function that the goroutine runs on its
 //     state between two requests (Do), so an administrative operation is
 //     written in one place, by its caller. After it, the partition
@@ -93,6 +93,7 @@ const (
 	opAllow op = iota + 1
 	opPeek
 	opReset
+	opRefund // give n units back to key's policies
 	opBatch
 	opTry   // a batch of WaitN requests, each granted now or left to wait (lines.go)
 	opDo    // run do on the partition's state

@@ -77,9 +77,9 @@ func (pt *probeTable) AllowEach(items []keytable.Item, now time.Duration) {
 	}
 }
 
-func (pt *probeTable) Refund(key string, now time.Duration, n int) {
+func (pt *probeTable) Refund(key string, now time.Duration, n int) error {
 	pt.refunds = append(pt.refunds, call{key, now, n})
-	pt.Table.Refund(key, now, n)
+	return pt.Table.Refund(key, now, n)
 }
 
 // outcome is what a call returned, sent back from the goroutine that made it.

@@ -101,7 +101,7 @@ func (l *loop) joinsTrip(req request) bool {
 	switch req.op {
 	case opAllow, opPeek:
 		return l.waits.lineOf(req.key) == nil // in line: inLine answers it
-	case opBatch, opTry, opReset:
+	case opBatch, opTry, opReset, opRefund:
 		return true
 	}
 	return false
@@ -131,6 +131,8 @@ func (l *loop) dispatch(run []request, now time.Duration) (served int) {
 			tr.items = append(tr.items, keytable.Item{Key: req.key, N: req.n, Op: keytable.OpPeek})
 		case opReset:
 			tr.items = append(tr.items, keytable.Item{Key: req.key, Op: keytable.OpReset})
+		case opRefund:
+			tr.items = append(tr.items, keytable.Item{Key: req.key, N: req.n, Op: keytable.OpRefund})
 		case opBatch, opTry:
 			if len(l.waits.lines) > 0 {
 				l.inLineEach(*req.batch, now, req.op == opTry)
@@ -242,7 +244,7 @@ func (l *loop) land(tr *trip) (served int) {
 			if req.quota != nil && r.err == nil {
 				l.fillQuota(req.key, tr.now, &r.d, req.quota) // a denial's: nothing to ask the table
 			}
-		case opReset:
+		case opReset, opRefund:
 			r.err = tr.items[at].Err
 			if ln := l.waits.lineOf(req.key); ln != nil {
 				l.waits.reschedule(ln, tr.now) // its head may be granted now

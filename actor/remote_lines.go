@@ -258,7 +258,7 @@ func (l *loop) parks(req request) bool {
 	}
 	var ln *line
 	switch req.op {
-	case opAllow, opPeek, opReset:
+	case opAllow, opPeek, opReset, opRefund:
 		ln = l.waits.lineOf(req.key)
 	case opBatch, opTry:
 		for i := range *req.batch {

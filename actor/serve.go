@@ -16,8 +16,8 @@ import (
 
 // serve decides one request at now and delivers the answer, holding it
 // as the request in flight meanwhile. If reading the clock failed with
-// clockErr, the requests that need the time (AllowN, PeekN, a batch) fail
-// with that error; Reset and Do need none, and go on at the latest reading
+// clockErr, the requests that need the time (AllowN, PeekN, Refund, a
+// batch) fail with that error; Reset and Do need none, and go on at the latest reading
 // that worked. It returns how many requests that was: a batch's items, or
 // 1.
 func (l *loop) serve(req request, now time.Duration, clockErr error) (served int) {
@@ -61,7 +61,7 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 			items[i].D, items[i].Err = algorithms.Decision{}, clockErr
 		}
 		served = len(items)
-	case clockErr != nil && (req.op == opAllow || req.op == opPeek):
+	case clockErr != nil && (req.op == opAllow || req.op == opPeek || req.op == opRefund):
 		r.err = clockErr
 	case (req.op == opAllow || req.op == opPeek) && l.waits.lineOf(req.key) != nil:
 		if ln := l.waits.lineOf(req.key); ln.asking {
@@ -76,8 +76,12 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 	case req.op == opPeek:
 		r.err = t.PeekN(req.key, now, req.n, &l.d)
 		r.d = l.d
-	case req.op == opReset:
-		t.Reset(req.key)
+	case req.op == opReset || req.op == opRefund:
+		if req.op == opReset {
+			t.Reset(req.key)
+		} else {
+			r.err = t.Refund(req.key, now, req.n)
+		}
 		if ln := l.waits.lineOf(req.key); ln != nil {
 			l.waits.reschedule(ln, now) // its head may be granted now
 		}
@@ -129,9 +133,10 @@ func (l *loop) noteInflight(req request) {
 
 // deliver sends r without blocking and counts it. If the caller gave up
 // while the request was decided, its channel is full: the grants are then
-// taken back, a batch's latest first. (A Reset whose caller left stands:
-// the caller cannot tell whether it happened, and dropping a key again is
-// harmless. So does what a function run by Do did: see Do.)
+// taken back, a batch's latest first. (A Reset or a Refund whose caller
+// left stands: the caller cannot tell whether it happened, as it cannot
+// for one whose answer it got just as its context ended. So does what a
+// function run by Do did: see Do.)
 func (l *loop) deliver(req request, now time.Duration, r reply) {
 	var c Counts
 	c.count(req, r) // now: once sent, a batch's items are the caller's

@@ -143,10 +143,15 @@ type Machine[S any] interface {
 	// PeekN writes into d what AllowN would, and changes nothing.
 	PeekN(s *S, now time.Duration, n int, d *Decision)
 
-	// Refund gives back n units that the AllowN just before it, at the same
-	// now, allowed on s: from then on s decides as if that call had not been
-	// made. It is how a partition takes back a grant whose caller stopped
-	// waiting.
+	// Refund gives back n units to s at now, as far as the rule can: a
+	// bucket gains n tokens, up to its capacity; a window or a log counts n
+	// fewer of the units it still counts at now, down to none (units that
+	// have left it are not touched). It never leaves s with more room than
+	// the zero S has, and leaves an untouched key untouched. Right after an
+	// AllowN at the same now that allowed n, it undoes that call: s then
+	// decides as if it had not been made (how a partition takes back a
+	// grant whose caller stopped waiting). Its n lies in [1, Capacity()],
+	// as AllowN's does.
 	Refund(s *S, now time.Duration, n int)
 }
 

@@ -60,9 +60,14 @@ func (w *FixedWindow) PeekN(s *FixedWindowState, now time.Duration, n int, d *De
 	w.decide(s, now, n, false, d)
 }
 
-// Refund takes the n units allowed at now out of the window.
+// Refund takes n units out of the window open at now, down to none; a
+// window that has ended is left as it is. A window left with no units is
+// no window: the next request opens one, as on an untouched key.
 func (w *FixedWindow) Refund(s *FixedWindowState, now time.Duration, n int) {
 	checkN(n, w.limit)
+	if w.ResetAfter(s, now) == 0 {
+		return // no window open at now
+	}
 	s.count -= min(n, s.count)
 }
 

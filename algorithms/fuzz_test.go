@@ -101,7 +101,9 @@ func decodeCalls(data []byte, p Params, capacity int) []call {
 		case 3:
 			n = []int{0, -1, capacity + 1, capacity/2 + 1}[int(b>>2)%4]
 		}
-		calls = append(calls, call{dt: dt, n: n})
+		// A step of 0 to 5 leaves a's high bit free: set, the call is a
+		// refund of n.
+		calls = append(calls, call{dt: dt, n: n, refund: a%8 < 6 && a&0x80 != 0})
 	}
 	return calls
 }

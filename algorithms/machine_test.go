@@ -93,7 +93,7 @@ func TestRefundUndoesTheGrant(t *testing.T) {
 		n  int
 	}
 	p := Params{Limit: 3, Window: s}
-	history := []call{{0, 1}, {300 * ms, 1}}
+	history := []call{{dt: 0, n: 1}, {dt: 300 * ms, n: 1}}
 	probes := []request{{at: 400 * ms, n: 1}, {at: 400 * ms, n: 1}, {at: 400 * ms, n: 1}, {at: 1100 * ms, n: 2}, {at: 1400 * ms, n: 3}}
 	for _, name := range builtins {
 		for _, refunded := range []request{{at: 300 * ms, n: 1}, {at: 350 * ms, n: 1}, {at: 100 * ms, n: 1}} {

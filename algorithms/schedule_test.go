@@ -138,10 +138,29 @@ func takesBurst(name string) bool {
 	return name == model.TokenBucket || name == model.GCRA || name == model.LeakyBucket
 }
 
-// call is one request of a schedule: advance the clock by dt, ask for n.
+// call is one request of a schedule: advance the clock by dt, ask for n,
+// or with refund, give n back (as Router.Refund does: an n below 1 is
+// refused, one above the capacity gives back the capacity).
 type call struct {
-	dt time.Duration
-	n  int
+	dt     time.Duration
+	n      int
+	refund bool
+}
+
+// refundBoth gives n back at now on the algorithm and on its model.
+func refundBoth(alg bound, m model.Model, now time.Duration, n int) {
+	if n < 1 {
+		return
+	}
+	alg.refund(now, min(n, alg.capacity))
+	m.Refund(now, n)
+}
+
+// refunded reports whether m is a bucket that a Refund gave tokens back:
+// its admissions then pass its rate, and no invariant bounds them.
+func refunded(m model.Model) bool {
+	r, ok := m.(interface{ Refunded() bool })
+	return ok && r.Refunded()
 }
 
 // play runs calls on the algorithm and its model. It returns the first
@@ -172,6 +191,13 @@ func play(name string, p Params, calls []call) error {
 		if err := sameState(alg, m, now); err != nil {
 			return fmt.Errorf("call %d: before AllowN(t+%v, %d): %w", i, now, c.n, err)
 		}
+		if c.refund {
+			refundBoth(alg, m, now, c.n)
+			if err := sameState(alg, m, now); err != nil {
+				return fmt.Errorf("call %d: after Refund(t+%v, %d): %w", i, now, c.n, err)
+			}
+			continue
+		}
 		peek, peekErr := alg.peekN(now, c.n)
 		modelPeek, modelPeekErr := m.PeekN(now, c.n)
 		got, err := alg.allowN(now, c.n)
@@ -201,6 +227,9 @@ func play(name string, p Params, calls []call) error {
 	}
 	if err := sameState(alg, m, now); err != nil {
 		return fmt.Errorf("after the last call, at t+%v: %w", now, err)
+	}
+	if refunded(m) {
+		return nil // what a refunded bucket admitted passes its rate, as it should
 	}
 	if name == model.LeakyBucket {
 		return model.CheckSpacing(p, m.Admitted())
@@ -269,6 +298,15 @@ func playBackwards(name string, p Params, calls []call) error {
 			now += c.dt
 		}
 		latest = max(latest, now)
+		if c.refund {
+			if c.n >= 1 {
+				alg.refund(now, min(c.n, alg.capacity))
+			}
+			if err := checkRoom(alg, now); err != nil {
+				return fmt.Errorf("call %d: after Refund(t+%v, %d): %w", i, now, c.n, err)
+			}
+			continue
+		}
 		atLatest, _ := alg.peekN(latest, c.n)
 		got, err := alg.allowN(now, c.n)
 		if err != nil {
@@ -283,6 +321,20 @@ func playBackwards(name string, p Params, calls []call) error {
 		if got.Allowed && !atLatest.Allowed {
 			return fmt.Errorf("call %d: AllowN(t+%v, %d) allowed, behind t+%v, which would refuse it", i, now, c.n, latest)
 		}
+	}
+	return nil
+}
+
+// checkRoom checks that the state at now has no more room than an
+// untouched key: a PeekN of the whole capacity decides as on a fresh state,
+// or denies.
+func checkRoom(alg bound, now time.Duration) error {
+	d, err := alg.peekN(now, 1)
+	if err != nil {
+		return err
+	}
+	if err := checkDecision(d, alg.capacity); err != nil {
+		return fmt.Errorf("PeekN(t+%v, 1) = %+v: %w", now, d, err)
 	}
 	return nil
 }
@@ -323,8 +375,9 @@ func randomParams(rng *rand.Rand, name string) Params {
 	return p
 }
 
-// randomCalls draws a schedule for p on an algorithm of the given capacity.
-func randomCalls(rng *rand.Rand, p Params, capacity, count int) []call {
+// randomCalls draws a schedule for p on an algorithm of the given
+// capacity; with refunds, about one call in five is a refund.
+func randomCalls(rng *rand.Rand, p Params, capacity, count int, refunds bool) []call {
 	token := max(p.Window/time.Duration(min(p.Limit, math.MaxInt64)), 1)
 	calls := make([]call, count)
 	for i := range calls {
@@ -359,7 +412,7 @@ func randomCalls(rng *rand.Rand, p Params, capacity, count int) []call {
 		default:
 			n = capacity + 1 // ErrExceedsCapacity, or MinInt's wrap at MaxInt
 		}
-		calls[i] = call{dt: dt, n: n}
+		calls[i] = call{dt: dt, n: n, refund: refunds && rng.IntN(5) == 0}
 	}
 	return calls
 }
@@ -401,12 +454,18 @@ func TestModels(t *testing.T) {
 					}
 					continue
 				}
-				calls := randomCalls(rng, p, alg.capacity, 60)
-				if err := play(name, p, calls); err != nil {
-					t.Fatalf("schedule %d, %+v: %v", i, p, err)
+				plays := []bool{false}
+				if i%2 == 0 {
+					plays = append(plays, true) // every other schedule again, with refunds
 				}
-				if err := playBackwards(name, p, calls); err != nil {
-					t.Fatalf("schedule %d, %+v, stepping back: %v", i, p, err)
+				for _, refunds := range plays {
+					calls := randomCalls(rng, p, alg.capacity, 60, refunds)
+					if err := play(name, p, calls); err != nil {
+						t.Fatalf("schedule %d (refunds %v), %+v: %v", i, refunds, p, err)
+					}
+					if err := playBackwards(name, p, calls); err != nil {
+						t.Fatalf("schedule %d (refunds %v), %+v, stepping back: %v", i, refunds, p, err)
+					}
 				}
 			}
 		})
@@ -445,7 +504,7 @@ func TestGCRAMatchesTokenBucket(t *testing.T) {
 			t.Fatalf("%+v: token_bucket accepts it, leaky_bucket says %v", p, err)
 		}
 		now := time.Duration(0)
-		for j, c := range randomCalls(rng, p, tb.capacity, 100) {
+		for j, c := range randomCalls(rng, p, tb.capacity, 100, false) {
 			if c.dt > math.MaxInt64/2-now {
 				c.dt = 0
 			}
@@ -477,7 +536,7 @@ func TestSlidingWindowCounterWithinItsBound(t *testing.T) {
 		m := model.New(model.SlidingWindowCounter, p).(*model.Counter)
 		var st SlidingWindowCounterState
 		now := time.Duration(0)
-		for j, call := range randomCalls(rng, p, p.Limit, 80) {
+		for j, call := range randomCalls(rng, p, p.Limit, 80, false) {
 			now += min(call.dt, 10*s)
 			if call.n < 1 || call.n > p.Limit {
 				continue

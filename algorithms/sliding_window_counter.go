@@ -90,10 +90,15 @@ func (c *SlidingWindowCounter) PeekN(s *SlidingWindowCounterState, now time.Dura
 	c.decide(s, now, n, false, d)
 }
 
-// Refund takes the n units allowed at now out of the current window.
+// Refund takes n units out of the window current at now, down to none;
+// the previous window, which has ended, is left as it is.
 func (c *SlidingWindowCounter) Refund(s *SlidingWindowCounterState, now time.Duration, n int) {
 	checkN(n, c.limit)
-	s.cur -= min(n, s.cur)
+	w, _ := c.roll(s, now)
+	if w.cur == 0 {
+		return // nothing counted in the current window
+	}
+	s.start, s.prev, s.cur = w.start, w.prev, w.cur-min(n, w.cur)
 }
 
 // ResetAfter returns the time until neither window weighs on.

@@ -141,20 +141,27 @@ func (l *SlidingWindowLog) Adopt(s *SlidingWindowLogState, from Machine[SlidingW
 	s.entries, s.total = l.prune(s.entries, first), min(total, l.limit)
 }
 
-// Refund removes the n units logged at now: in the newest entry, which is
-// where AllowN logged them, at now or, if now was behind, at that entry's
-// instant.
+// Refund removes the n newest units still in the window at now, newest
+// entry first; units that have left the window are left as they are. Right
+// after an AllowN they are the units it logged, in the newest entry, at now
+// or, if now was behind, at that entry's instant.
 func (l *SlidingWindowLog) Refund(s *SlidingWindowLogState, now time.Duration, n int) {
 	checkN(n, l.limit)
 	k := len(s.entries)
 	if k == 0 {
 		return
 	}
-	last := &s.entries[k-1]
-	n = min(n, last.n)
-	last.n -= n
-	s.total -= n
-	if last.n == 0 {
+	now, _ = catchUp(now, s.entries[k-1].at)
+	for ; k > 0 && n > 0 && since(now, s.entries[k-1].at) < l.window; k-- {
+		e := &s.entries[k-1]
+		take := min(n, e.n)
+		e.n -= take
+		s.total -= take
+		n -= take
+		if e.n > 0 {
+			break
+		}
+		s.entries[k-1] = logEntry{}
 		s.entries = s.entries[:k-1]
 	}
 }

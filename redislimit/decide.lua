@@ -429,17 +429,20 @@ local function logResetAfter(p, s, now)
   return 0
 end
 
-local function logRefund(s, n)
+-- logRefund takes n units off the newest entries still in the window at
+-- now, newest first.
+local function logRefund(p, s, now, n)
+  local at = logAt(s, now)
   local k = #s.entries
-  if k == 0 then
-    return
-  end
-  local last = s.entries[k]
-  n = min(n, last[2])
-  last[2] = last[2] - n
-  s.total = s.total - n
-  if last[2] == 0 then
+  while k > 0 and n > 0 and at - s.entries[k][1] < p.window do
+    local e = s.entries[k]
+    local take = min(n, e[2])
+    e[2], s.total, n = e[2] - take, s.total - take, n - take
+    if e[2] > 0 then
+      break
+    end
     s.entries[k] = nil
+    k = k - 1
   end
 end
 
@@ -610,7 +613,8 @@ local function valid(field, t)
     end
   end
   local alg = algOf(field)
-  if #t < 5 or (alg and (t[1] < 1 or t[2] < 1)) or (alg == 4 and #t % 2 ~= 0)
+  if #t < (alg == 4 and 4 or 5) -- a log a refund emptied keeps no entry
+      or (alg and (t[1] < 1 or t[2] < 1)) or (alg == 4 and #t % 2 ~= 0)
       or (alg and alg ~= 4 and #t ~= (alg == 5 and 6 or 5)) then
     return false
   end
@@ -985,10 +989,13 @@ local function decideCall(KEYS, ARGV)
           if p.alg <= 3 then
             bucketRefund(p, s, n)
           elseif p.alg == 4 then
-            logRefund(s, n)
-          elseif p.alg == 5 then
-            s.cur = s.cur - min(n, s.cur)
-          else
+            logRefund(p, s, now, n)
+          elseif p.alg == 5 then -- the current window's units, once rolled on to now
+            local w = roll(p, s, now)
+            if w.cur > 0 then
+              s.start, s.prev, s.cur = w.start, w.prev, w.cur - min(n, w.cur)
+            end
+          elseif fixedResetAfter(p, s, now) > 0 then -- a window open at now
             s.count = s.count - min(n, s.count)
           end
           v.states[p.field] = pack(p, s)

@@ -45,8 +45,9 @@ var parityPolicies = map[string][]chanlimit.Policy{
 	"large bucket":  {{Algorithm: "token_bucket", Limit: 100_000, Window: time.Hour, Burst: 3000}},
 }
 
-// TestParity: random schedules on the fake clock, through a router in
-// memory and one on Redis, get the same decisions: the same Allowed,
+// TestParity: random schedules of requests, refunds and resets on the
+// fake clock, through a router in memory and one on Redis, get the same
+// decisions: the same Allowed,
 // Remaining, Limit and Policy, and the same waits rounded up to the
 // microsecond.
 func TestParity(t *testing.T) {
@@ -105,6 +106,12 @@ func parity(t *testing.T, client redis.UniversalClient, policies []chanlimit.Pol
 		case k == 4:
 			require.NoError(t, mem.Reset(ctx, key))
 			require.NoError(t, red.Reset(ctx, key))
+		case k == 8 || k == 9:
+			if rng.IntN(4) == 0 {
+				n = capacity + 1 + rng.IntN(3) // more than a key ever took: no more than an untouched key has
+			}
+			require.NoError(t, mem.Refund(ctx, key, n))
+			require.NoError(t, red.Refund(ctx, key, n), "step %d: Refund(%q, %d)", step, key, n)
 		case k == 5:
 			a, aerr := mem.Peek(ctx, key, n)
 			b, berr := red.Peek(ctx, key, n)

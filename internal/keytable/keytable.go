@@ -100,9 +100,12 @@ type keyed interface {
 	// and writes each answer into its item's D and Err, and Gone.
 	AllowEach(items []Item, now time.Duration)
 
-	// Refund gives back n units that the AllowN just before it, on the same
-	// key at the same now, allowed.
-	Refund(key string, now time.Duration, n int)
+	// Refund gives n units back to each policy of key at now, as
+	// algorithms.Machine's Refund does (at most a policy's capacity); a key
+	// without state is left without. Right after an AllowN of n on key at
+	// the same now, it takes that grant back. If the rule panics, the key
+	// is dropped and the error wraps ErrAlgorithmPanic.
+	Refund(key string, now time.Duration, n int) error
 
 	// Reset drops key: its next request finds it untouched. It never calls
 	// the rule.

@@ -171,11 +171,12 @@ func containsShared(list []*shared, o *shared) bool {
 	return false
 }
 
-func (k *Keys) Refund(key string, now time.Duration, n int) {
+func (k *Keys) Refund(key string, now time.Duration, n int) error {
 	t := k.tableOf(key)
 	k.asking = t
-	t.Refund(key, now, n)
+	err := t.Refund(key, now, n)
 	k.asking = nil
+	return err
 }
 
 func (k *Keys) Reset(key string) { k.tableOf(key).Reset(key) }

@@ -204,6 +204,12 @@ func (r *policyRules[S]) decideOn(s *S, now time.Duration, n int, d *algorithms.
 	}
 }
 
+// refundOn gives n units back to s at now: at most the rule's capacity,
+// which is all a refund can give back (a rule takes no n above it).
+func (r *policyRules[S]) refundOn(s *S, now time.Duration, n int) {
+	r.m.Refund(s, now, min(n, r.m.Capacity()))
+}
+
 func (r *policyRules[S]) appendOf(dst []byte, s *S, now time.Duration) []byte {
 	return r.codec.AppendState(dst, s, now)
 }
@@ -228,7 +234,7 @@ func (c *states[S]) decide(i uint32, now time.Duration, n int, d *algorithms.Dec
 	c.decideOn(c.at(i), now, n, d, commit)
 }
 
-func (c *states[S]) refund(i uint32, now time.Duration, n int) { c.m.Refund(c.at(i), now, n) }
+func (c *states[S]) refund(i uint32, now time.Duration, n int) { c.refundOn(c.at(i), now, n) }
 
 func (c *states[S]) resetAfter(i uint32, now time.Duration) time.Duration {
 	return c.e.ResetAfter(c.at(i), now)
@@ -284,7 +290,7 @@ func (h head[S]) decide(i uint32, now time.Duration, n int, d *algorithms.Decisi
 	h.t.decideOn(h.at(i), now, n, d, commit)
 }
 
-func (h head[S]) refund(i uint32, now time.Duration, n int) { h.t.m.Refund(h.at(i), now, n) }
+func (h head[S]) refund(i uint32, now time.Duration, n int) { h.t.refundOn(h.at(i), now, n) }
 
 func (h head[S]) resetAfter(i uint32, now time.Duration) time.Duration {
 	return h.t.e.ResetAfter(h.at(i), now)

@@ -226,21 +226,22 @@ func (t *table[S]) PeekN(key string, now time.Duration, n int, d *algorithms.Dec
 	return err
 }
 
-func (t *table[S]) Refund(key string, now time.Duration, n int) {
+func (t *table[S]) Refund(key string, now time.Duration, n int) error {
 	i, ok := t.lookup(key)
 	if !ok {
-		return
+		return nil
 	}
 	var wait time.Duration
-	if t.ask(i, func() {
+	if err := t.ask(i, func() {
 		for _, c := range t.cols {
 			c.refund(i, now, n)
 		}
 		wait = t.stateResetAfter(i, now)
-	}) != nil {
-		return // the key is dropped
+	}); err != nil {
+		return err // the key is dropped
 	}
 	t.earlier(i, after(now, max(wait, 0))) // idle from then on, like any key
+	return nil
 }
 
 func (t *table[S]) Reset(key string) {

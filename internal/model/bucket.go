@@ -18,6 +18,7 @@ type bucket struct {
 	tokens       *big.Rat      // at last, the instant of the latest admission
 	last         time.Duration // meaningless before the first admission
 	leaky        bool          // report Delay: the time to refill what is missing now
+	refunded     bool          // a Refund gave tokens back: Admitted counts more than the bucket took
 }
 
 func newBucket(p algorithms.Params, leaky bool) *bucket {
@@ -80,6 +81,23 @@ func (m *bucket) PeekN(now time.Duration, n int) (algorithms.Decision, error) {
 	c.tokens = new(big.Rat).Set(m.tokens)
 	return c.AllowN(now, n)
 }
+
+// Refund puts n tokens back at now, up to burst. The admissions stay as
+// they were: a bucket that was refunded admits more than its rate in any
+// span (Refunded).
+func (m *bucket) Refund(now time.Duration, n int) {
+	if n < 1 || len(m.list) == 0 {
+		return
+	}
+	t := m.tokensAt(now)
+	if t.Add(t, rat(int64(n))).Cmp(rat(int64(m.burst))) > 0 {
+		t = rat(int64(m.burst))
+	}
+	m.tokens, m.last, m.refunded = t, now, true
+}
+
+// Refunded reports whether a Refund gave the bucket tokens back.
+func (m *bucket) Refunded() bool { return m.refunded }
 
 // Remaining returns the whole tokens at now.
 func (m *bucket) Remaining(now time.Duration) int { return floorInt(m.tokensAt(now)) }

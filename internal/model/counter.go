@@ -91,6 +91,17 @@ func (m *Counter) AllowN(now time.Duration, n int) (algorithms.Decision, error) 
 	return d, nil
 }
 
+// Refund takes n units out of the current window at now, newest first;
+// the previous window is not touched.
+func (m *Counter) Refund(now time.Duration, n int) {
+	elapsed, _, cur, _ := m.Windows(now)
+	if cur == 0 {
+		return
+	}
+	start := now - elapsed
+	m.takeBack(n, func(at time.Duration) bool { return at >= start && at < start+m.window })
+}
+
 // PeekN returns what AllowN would, and changes nothing.
 func (m *Counter) PeekN(now time.Duration, n int) (algorithms.Decision, error) {
 	c := *m

@@ -19,9 +19,10 @@ type fixed struct {
 
 func (m *fixed) Capacity() int { return m.limit }
 
-// open reports whether a window is open at now.
+// open reports whether a window is open at now: one that has not ended
+// and holds units (one that a Refund emptied is none).
 func (m *fixed) open(now time.Duration) bool {
-	return m.opened && now-m.start < m.window
+	return m.opened && now-m.start < m.window && m.countFrom(m.start) > 0
 }
 
 // countFrom returns the units admitted in the window that opens at start.
@@ -50,6 +51,14 @@ func (m *fixed) AllowN(now time.Duration, n int) (algorithms.Decision, error) {
 	m.start, m.opened = start, true
 	m.admit(now, 0, n)
 	return algorithms.Decision{Allowed: true, Limit: m.limit, Remaining: m.Remaining(now), ResetAfter: m.ResetAfter(now)}, nil
+}
+
+// Refund takes n units out of the window open at now, newest first.
+func (m *fixed) Refund(now time.Duration, n int) {
+	if !m.open(now) {
+		return
+	}
+	m.takeBack(n, func(at time.Duration) bool { return at >= m.start && at < m.start+m.window })
 }
 
 func (m *fixed) PeekN(now time.Duration, n int) (algorithms.Decision, error) {

@@ -44,6 +44,13 @@ type Model interface {
 	// PeekN returns what AllowN would, and changes nothing.
 	PeekN(now time.Duration, n int) (algorithms.Decision, error)
 
+	// Refund gives n units back at now, as chanlimit's Router.Refund
+	// promises: a bucket gains n tokens, up to its capacity; a window or a
+	// log counts n fewer of the units it counts at now, newest first, down
+	// to none, and units that have left it are not touched. An untouched
+	// key stays untouched. An n below 1 changes nothing.
+	Refund(now time.Duration, n int)
+
 	// Remaining returns the single units that would be allowed at now, as
 	// the state stands: what a decision at now that is denied reports as
 	// its Remaining.
@@ -138,6 +145,23 @@ func (h *history) Admitted() []Admission { return h.list }
 // admit records n units admitted at now, and delay for their work.
 func (h *history) admit(now, delay time.Duration, n int) {
 	h.list = append(h.list, Admission{At: now, Delay: delay, N: n})
+}
+
+// takeBack takes up to n units off the newest admissions that counted
+// says are counted, newest first, and drops an admission left with none.
+func (h *history) takeBack(n int, counted func(at time.Duration) bool) {
+	for i := len(h.list) - 1; i >= 0 && n > 0; i-- {
+		a := &h.list[i]
+		if !counted(a.At) {
+			continue
+		}
+		take := min(n, a.N)
+		a.N -= take
+		n -= take
+		if a.N == 0 {
+			h.list = slices.Delete(h.list, i, i+1)
+		}
+	}
 }
 
 // copied returns a copy of h that shares nothing with it.

@@ -46,6 +46,12 @@ func (m *slidingLog) AllowN(now time.Duration, n int) (algorithms.Decision, erro
 	return algorithms.Decision{Allowed: true, Limit: m.limit, Remaining: m.Remaining(now), ResetAfter: m.ResetAfter(now)}, nil
 }
 
+// Refund takes n units out of those admitted in (now - window, now],
+// newest first.
+func (m *slidingLog) Refund(now time.Duration, n int) {
+	m.takeBack(n, func(at time.Duration) bool { return at > now-m.window && at <= now })
+}
+
 func (m *slidingLog) PeekN(now time.Duration, n int) (algorithms.Decision, error) {
 	c := *m
 	c.history = m.copied()
