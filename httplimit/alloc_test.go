@@ -61,3 +61,21 @@ func TestMiddlewareAllocs(t *testing.T) {
 		})
 	}
 }
+
+// TestMiddlewareAllocsWithRefund: Refund costs one allocation more, the
+// ResponseWriter that notes the status.
+func TestMiddlewareAllocsWithRefund(t *testing.T) {
+	r, _ := newRouter(t, chanlimit.Config{Limit: 1 << 30, Window: time.Second})
+	refunds := 0
+	opts := httplimit.Options{Refund: func(_ *http.Request, status int) bool { refunds++; return status >= 500 }}
+	h := httplimit.Middleware(r, opts)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(503) }))
+	req := request("192.0.2.7:1")
+	w := &reusedWriter{h: http.Header{}}
+	allocs := testing.AllocsPerRun(200, func() {
+		clear(w.h)
+		h.ServeHTTP(w, req)
+	})
+	assert.Equal(t, 503, w.status)
+	assert.Positive(t, refunds)
+	assert.LessOrEqual(t, allocs, 3.0)
+}

@@ -52,8 +52,8 @@ type Options struct {
 
 	// OnLimited answers a refused request, after the middleware has set
 	// its RateLimit-Policy, RateLimit and Retry-After fields; DecisionFrom
-	// gives it the refusal's Decision. nil means 429 Too Many Requests
-	// with an RFC 9457 application/problem+json body.
+	// gives it the refusal's Decision. nil means WriteLimited: 429 Too
+	// Many Requests with an RFC 9457 application/problem+json body.
 	OnLimited http.Handler
 
 	// OnError answers a request whose key could not be made or that the
@@ -61,6 +61,20 @@ type Options struct {
 	// nil means WriteError, whose answer tells the client no more than
 	// its status does.
 	OnError func(http.ResponseWriter, *http.Request, error)
+
+	// Refund, if set, runs once the handler of an allowed request has
+	// returned, with the status it wrote (200 if it wrote none, or
+	// hijacked the connection); if it returns true, the request's Cost is
+	// given back to its key (Router.Refund), so that it counts for
+	// nothing: count failed logins only, or spare the client the server's
+	// own errors. It does not run for a refused request, which took
+	// nothing, nor after a handler that panicked. The refund is made even
+	// if the client has gone; one the router cannot make (it was closed,
+	// or a Store could not take it) leaves the request counted. With
+	// Refund set, the handler gets a ResponseWriter that notes the status
+	// (one allocation a request); it passes on Flush and Hijack, and
+	// Unwrap gives http.ResponseController the one below.
+	Refund func(r *http.Request, status int) bool
 }
 
 // WaitGrace is how long past MaxWait a request may wait for a grant that
@@ -161,7 +175,17 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 	h[fieldPolicy] = values[0:1:1]
 	h[fieldRateLimit] = values[1:2:2]
 	if d.Allowed {
-		next.ServeHTTP(w, req)
+		if m.opts.Refund == nil {
+			next.ServeHTTP(w, req)
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, req)
+		if m.opts.Refund(req, sw.written()) {
+			// Not the request's context, which ends with the handler: the
+			// router takes no value from it, only when to give up.
+			_ = m.router.Refund(context.Background(), key, n) // an error leaves the request counted, as documented
+		}
 		return
 	}
 	values[2] = strconv.FormatInt(t, 10)
@@ -257,6 +281,27 @@ type problem struct {
 	Policy     string `json:"policy,omitempty"`      // 429: the policy that refused
 	RetryAfter int64  `json:"retry_after,omitempty"` // 429: Retry-After, in seconds
 }
+
+// WriteLimited writes the default refusal of r, which OnLimited is
+// answering: 429 Too Many Requests with an RFC 9457
+// application/problem+json body naming the deciding policy and the
+// seconds to wait, for the Decision DecisionFrom(r) returns (the
+// RateLimit-Policy, RateLimit and Retry-After fields are already set). An
+// OnLimited can log the refusal, then call it. Called for a request that
+// carries no refusal (outside OnLimited), it answers as WriteError does
+// an internal error: 500.
+func WriteLimited(w http.ResponseWriter, r *http.Request) {
+	d, ok := DecisionFrom(r)
+	if !ok {
+		WriteError(w, r, errNoRefusal)
+		return
+	}
+	writeLimited(w, d)
+}
+
+// errNoRefusal is WriteLimited's error for a request that carries no
+// refusal.
+var errNoRefusal = errors.New("httplimit: WriteLimited was called for a request the middleware did not refuse")
 
 // writeLimited writes the default refusal: 429, with a problem body.
 func writeLimited(w http.ResponseWriter, d chanlimit.Decision) {

@@ -4,7 +4,8 @@
 // tenant's quota instead, with the tenant "acme" given a larger one by an
 // override. Every response carries the RateLimit-Policy and RateLimit
 // fields of the IETF draft; a refusal is a 429 with Retry-After and a
-// problem+json body.
+// problem+json body. POST /login counts failed logins only: 3 per user in
+// 15 minutes, a login that succeeds given back (Options.Refund).
 //
 // The tenant comes only from a credential the server checks (here, a map
 // of demo API keys; in a real server, a key in its database or a signed
@@ -19,6 +20,7 @@
 //	go run ./examples/httpserver
 //	curl -i http://127.0.0.1:8080/hello
 //	curl -i -H 'X-Api-Key: demo-key-acme' http://127.0.0.1:8080/hello
+//	curl -i -d user=ann -d password=guess http://127.0.0.1:8080/login
 //
 // With -demo-only it exits after its own requests.
 package main
@@ -68,9 +70,31 @@ func key(r *http.Request) (string, error) {
 	return "ip:" + ip, err
 }
 
-// newHandler returns the server's handler, on a router that reads clk
-// (nil: the real clock), which the caller closes.
-func newHandler(clk clock.Clock) (http.Handler, *chanlimit.Router, error) {
+// passwords are the demo's users. A real server checks a password hash.
+var passwords = map[string]string{"ann": "correct-horse"}
+
+// login answers 204 No Content to a user's right password, and 401
+// Unauthorized to anything else.
+func login(w http.ResponseWriter, r *http.Request) {
+	if want, ok := passwords[r.PostFormValue("user")]; ok && r.PostFormValue("password") == want {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	http.Error(w, "wrong user or password", http.StatusUnauthorized)
+}
+
+// byUser keys a login by the user it is for.
+func byUser(r *http.Request) (string, error) {
+	user := r.PostFormValue("user")
+	if user == "" {
+		return "", httplimit.ErrNoKey
+	}
+	return "user:" + user, nil
+}
+
+// newHandler returns the server's handler, on routers that read clk
+// (nil: the real clock), and a function that closes them.
+func newHandler(clk clock.Clock) (http.Handler, func(), error) {
 	r, err := chanlimit.New(chanlimit.Config{Clock: clk, Policies: []chanlimit.Policy{
 		{Name: "per-second", Limit: 5, Window: time.Second},
 		{Name: "per-minute", Algorithm: "sliding_window_counter", Limit: 60, Window: time.Minute},
@@ -78,25 +102,44 @@ func newHandler(clk clock.Clock) (http.Handler, *chanlimit.Router, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	// Logins have a router of their own: 3 failed logins per user in any
+	// 15 minutes. Each login takes a unit, and one that succeeds gives it
+	// back, so only the failures count.
+	logins, err := chanlimit.New(chanlimit.Config{Clock: clk, Policies: []chanlimit.Policy{
+		{Name: "failed-logins", Algorithm: "sliding_window_log", Limit: 3, Window: 15 * time.Minute},
+	}})
+	if err != nil {
+		r.Close()
+		return nil, nil, err
+	}
+	closeAll := func() {
+		r.Close()
+		logins.Close()
+	}
 	// acme pays for more: 50 a second, 2,000 a minute.
 	err = r.SetOverride(context.Background(), "tenant:acme",
 		chanlimit.Policy{Name: "acme-per-second", Limit: 50, Window: time.Second},
 		chanlimit.Policy{Name: "acme-per-minute", Algorithm: "sliding_window_counter", Limit: 2000, Window: time.Minute})
 	if err != nil {
-		r.Close()
+		closeAll()
 		return nil, nil, err
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hello\n") })
-	return httplimit.Middleware(r, httplimit.Options{Key: key})(mux), r, nil
+	failedOnly := httplimit.Middleware(logins, httplimit.Options{
+		Key:    byUser,
+		Refund: func(_ *http.Request, status int) bool { return status < 400 }, // a login that succeeds counts for nothing
+	})
+	mux.Handle("POST /login", failedOnly(http.HandlerFunc(login)))
+	return httplimit.Middleware(r, httplimit.Options{Key: key})(mux), closeAll, nil
 }
 
 func run(addr string, demoOnly bool) error {
-	handler, r, err := newHandler(nil)
+	handler, closeAll, err := newHandler(nil)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
+	defer closeAll()
 
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

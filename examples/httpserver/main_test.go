@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"testing"
 	"time"
 
@@ -23,9 +24,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // second on a frozen clock); only a key the server knows puts a request
 // under its tenant's quota.
 func TestNoClientSkipsItsLimit(t *testing.T) {
-	handler, r, err := newHandler(clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+	handler, closeAll, err := newHandler(clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 	require.NoError(t, err)
-	defer r.Close()
+	defer closeAll()
 	srv := httptest.NewServer(handler) // on 127.0.0.1
 	defer srv.Close()
 	get := func(header, value string) int {
@@ -57,4 +58,36 @@ func TestNoClientSkipsItsLimit(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 50, served, "acme's key: acme's quota")
+}
+
+// TestOnlyFailedLoginsCount: logins that succeed cost nothing; after 3
+// failures in 15 minutes a user's logins are refused, the right password
+// too, until the first failure leaves the window.
+func TestOnlyFailedLoginsCount(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	handler, closeAll, err := newHandler(clk)
+	require.NoError(t, err)
+	defer closeAll()
+	srv := httptest.NewServer(handler) // on 127.0.0.1
+	defer srv.Close()
+	post := func(user, password string) int {
+		resp, err := srv.Client().PostForm(srv.URL+"/login", url.Values{"user": {user}, "password": {password}})
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i := range 10 {
+		require.Equal(t, http.StatusNoContent, post("ann", "correct-horse"), "login %d", i)
+		clk.Advance(time.Second) // under the per-IP limit of 5 a second
+	}
+	for i := range 3 {
+		require.Equal(t, http.StatusUnauthorized, post("ann", "guess"), "failure %d", i)
+		clk.Advance(time.Second)
+	}
+	assert.Equal(t, http.StatusTooManyRequests, post("ann", "guess"))
+	assert.Equal(t, http.StatusTooManyRequests, post("ann", "correct-horse"), "locked out, whatever the password")
+	assert.Equal(t, http.StatusUnauthorized, post("bob", "guess"), "another user has failures of his own")
+	clk.Advance(15*time.Minute - 3*time.Second)
+	assert.Equal(t, http.StatusNoContent, post("ann", "correct-horse"), "the first failure has left the window")
 }
