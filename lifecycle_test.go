@@ -271,12 +271,12 @@ func TestRestoreRefusesBadSnapshotsAndLoadsNothing(t *testing.T) {
 	require.NoError(t, short.Restore(bg, bytes.NewReader(good)), "same config")
 
 	// A snapshot of another version, with its checksum made right.
-	v4 := bytes.Clone(good)
-	v4[len("chanlimit snapshot\n")] = 4
-	v4 = resum(v4)
-	err := dst.Restore(bg, bytes.NewReader(v4))
+	v5 := bytes.Clone(good)
+	v5[len("chanlimit snapshot\n")] = 5
+	v5 = resum(v5)
+	err := dst.Restore(bg, bytes.NewReader(v5))
 	assert.ErrorIs(t, err, chanlimit.ErrBadSnapshot)
-	assert.ErrorContains(t, err, "version 4")
+	assert.ErrorContains(t, err, "version 5")
 
 	// Nothing was half-loaded: dst is as it was.
 	assert.Equal(t, before, stats(t, dst).Keys)

@@ -29,6 +29,14 @@ type Policy struct {
 	Limit     int           // requests allowed per Window; > 0
 	Window    time.Duration // > 0
 	Burst     int           // the bucket algorithms' capacity; 0 means Limit; for the others, anything but 0 is an ErrInvalidConfig
+
+	// DryRun makes the policy a shadow one, to see whom a limit would
+	// deny before enforcing it: it is decided on every request and keeps
+	// its own state as if it were the key's only policy (taking when it
+	// would allow, nothing when it would deny), but it never denies and
+	// never shapes the Decision, whose WouldDeny says it would have
+	// denied (docs/policies.md, "Dry-run policies").
+	DryRun bool
 }
 
 // DefaultPolicyName is the Name of a Policy whose Name is "", and so of
@@ -81,10 +89,11 @@ func compile(field string, policies []Policy) (*keytable.Set, error) {
 			Algorithm: cmp.Or(p.Algorithm, DefaultAlgorithm),
 			Params:    algorithms.Params{Limit: p.Limit, Window: p.Window, Burst: p.Burst},
 			Rule:      rule,
+			DryRun:    p.DryRun,
 		}
 	}
 	set := keytable.NewSet(out)
-	set.Owner = &sharedSet{ops: policiesFrom(set), quota: policiesFrom(set)}
+	set.Owner = newSharedSet(set)
 	return set, nil
 }
 
@@ -94,6 +103,10 @@ func compile(field string, policies []Policy) (*keytable.Set, error) {
 // Quota's (which nobody may) changes nothing a Store enforces.
 type sharedSet struct {
 	ops, quota []Policy
+}
+
+func newSharedSet(set *keytable.Set) *sharedSet {
+	return &sharedSet{ops: policiesFrom(set), quota: policiesFrom(set)}
 }
 
 // sharedPolicies returns the policies of set that a Store's ops carry.
@@ -158,7 +171,7 @@ func policiesFrom(set *keytable.Set) []Policy {
 	ps := set.Policies()
 	out := make([]Policy, len(ps))
 	for j, p := range ps {
-		out[j] = Policy{Name: p.Name, Algorithm: p.Algorithm, Limit: p.Params.Limit, Window: p.Params.Window, Burst: p.Params.Burst}
+		out[j] = Policy{Name: p.Name, Algorithm: p.Algorithm, Limit: p.Params.Limit, Window: p.Params.Window, Burst: p.Params.Burst, DryRun: p.DryRun}
 	}
 	return out
 }

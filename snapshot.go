@@ -21,10 +21,11 @@ import (
 // uvarint length and the bytes.
 //
 //	magic     "chanlimit snapshot\n"
-//	version   uvarint: 3 (1 and 2 are read too)
+//	version   uvarint: 4 (1, 2 and 3 are read too)
 //	policies  the router's: uvarint count, then each policy:
 //	          name string, algorithm string, Limit uvarint, Window
-//	          uvarint, Burst uvarint
+//	          uvarint, Burst uvarint, flags uvarint (bit 0: DryRun;
+//	          version 4 only: version 3's policies are enforced)
 //	          (versions 1 and 2: one policy, named "default": algorithm
 //	          string, Limit uvarint, Window uvarint, capacity uvarint)
 //	sections  uvarint, then each, a partition's:
@@ -32,7 +33,7 @@ import (
 //	                 nanoseconds uvarint (version 1: Unix ns varint,
 //	                 which holds only the years 1678 to 2262)
 //	          overrides uvarint, then each: key string, policies
-//	                 (version 3 only)
+//	                 (versions 3 and 4)
 //	          keys uvarint, size uvarint, then size bytes of entries
 //	          (keytable.NextEntry), each state a key's states under its
 //	          policies, each a uvarint length and the bytes (versions 1
@@ -40,8 +41,11 @@ import (
 //	checksum  CRC-32C of all of the above, 4 bytes big-endian
 const (
 	snapshotMagic   = "chanlimit snapshot\n"
-	snapshotVersion = 3
+	snapshotVersion = 4
 )
+
+// policyDryRun is the bit of a policy's flags that says it is DryRun.
+const policyDryRun = 1
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -131,14 +135,19 @@ func appendPolicies(dst []byte, set *keytable.Set) []byte {
 		dst = binary.AppendUvarint(dst, uint64(p.Params.Limit))
 		dst = binary.AppendUvarint(dst, uint64(p.Params.Window))
 		dst = binary.AppendUvarint(dst, uint64(p.Params.Burst))
+		var flags uint64
+		if p.DryRun {
+			flags |= policyDryRun
+		}
+		dst = binary.AppendUvarint(dst, flags)
 	}
 	return dst
 }
 
-// readPolicies reads the policies appendPolicies wrote, and makes them a
-// set; it caches the sets it made in sets, so that overrides alike share
-// one. Its error wraps ErrBadSnapshot.
-func readPolicies(rd *wire.Reader, sets map[string]*keytable.Set) (*keytable.Set, error) {
+// readPolicies reads the policies appendPolicies wrote in a snapshot of
+// version, and makes them a set; it caches the sets it made in sets, so
+// that overrides alike share one. Its error wraps ErrBadSnapshot.
+func readPolicies(rd *wire.Reader, sets map[string]*keytable.Set, version uint64) (*keytable.Set, error) {
 	start := rd.Src
 	n := rd.Uvarint()
 	if rd.Err == nil && n > uint64(len(rd.Src)) { // each takes bytes: a bound before allocating
@@ -149,13 +158,17 @@ func readPolicies(rd *wire.Reader, sets map[string]*keytable.Set) (*keytable.Set
 		var p Policy
 		p.Name, p.Algorithm = string(rd.Bytes()), string(rd.Bytes())
 		limit, window, burst := rd.Uvarint(), rd.Uvarint(), rd.Uvarint()
+		var flags uint64
+		if version >= 4 {
+			flags = rd.Uvarint()
+		}
 		if rd.Err != nil {
 			return nil, badSnapshot("policies: %v", rd.Err)
 		}
-		if limit > math.MaxInt64 || window > math.MaxInt64 || burst > math.MaxInt64 {
+		if limit > math.MaxInt64 || window > math.MaxInt64 || burst > math.MaxInt64 || flags&^policyDryRun != 0 {
 			return nil, badSnapshot("policy %q: a field out of range", p.Name)
 		}
-		p.Limit, p.Window, p.Burst = int(limit), time.Duration(window), int(burst)
+		p.Limit, p.Window, p.Burst, p.DryRun = int(limit), time.Duration(window), int(burst), flags&policyDryRun != 0
 		ps = append(ps, p)
 	}
 	if rd.Err != nil {
@@ -175,6 +188,8 @@ func readPolicies(rd *wire.Reader, sets map[string]*keytable.Set) (*keytable.Set
 
 // samePolicies reports whether a snapshot's policies are the router's:
 // the same names, algorithms, Limits, Windows and capacities, in order.
+// DryRun may differ: a state means the same whether its policy enforces
+// or not, so a shadow policy promoted since the snapshot keeps its state.
 func samePolicies(a, b *keytable.Set) bool {
 	pa, pb := a.Policies(), b.Policies()
 	if len(pa) != len(pb) {
@@ -290,7 +305,7 @@ func (r *Router) load(ctx context.Context, data []byte) ([]*keytable.Keys, error
 	own := r.policies.Load()
 	sets := make(map[string]*keytable.Set)
 	if version >= 3 {
-		got, err := readPolicies(&rd, sets)
+		got, err := readPolicies(&rd, sets, version)
 		if err != nil {
 			return nil, err
 		}
@@ -352,7 +367,7 @@ func (r *Router) load(ctx context.Context, data []byte) ([]*keytable.Keys, error
 			taken = time.Unix(sec, int64(nsec))
 		}
 		if version >= 3 {
-			n, err := r.loadOverrides(&rd, sets, tables, nows)
+			n, err := r.loadOverrides(&rd, sets, tables, nows, version)
 			if err != nil {
 				return nil, fmt.Errorf("%w (section %d)", err, s)
 			}
@@ -406,7 +421,7 @@ func (r *Router) load(ctx context.Context, data []byte) ([]*keytable.Keys, error
 
 // loadOverrides reads the overrides of a section and sets them in tables,
 // and returns how many there were.
-func (r *Router) loadOverrides(rd *wire.Reader, sets map[string]*keytable.Set, tables []*keytable.Keys, nows []time.Duration) (int, error) {
+func (r *Router) loadOverrides(rd *wire.Reader, sets map[string]*keytable.Set, tables []*keytable.Keys, nows []time.Duration, version uint64) (int, error) {
 	n := rd.Uvarint()
 	if rd.Err == nil && n > uint64(len(rd.Src)) {
 		return 0, badSnapshot("%d overrides in %d bytes", n, len(rd.Src))
@@ -419,7 +434,7 @@ func (r *Router) loadOverrides(rd *wire.Reader, sets map[string]*keytable.Set, t
 		if len(key) > r.maxKeyBytes {
 			return 0, fmt.Errorf("%w: override: %w", ErrBadSnapshot, r.keyTooLong(key))
 		}
-		set, err := readPolicies(rd, sets)
+		set, err := readPolicies(rd, sets, version)
 		if err != nil {
 			return 0, fmt.Errorf("%w (override of key %q)", err, key)
 		}

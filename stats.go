@@ -23,6 +23,10 @@ type Stats struct {
 	Denied  uint64 // decisions that denied
 	Refused uint64 // requests refused with ErrTooManyKeys
 
+	// WouldDeny counts the decisions among those that a dry-run policy
+	// would have denied (Decision.WouldDeny), allowed or not.
+	WouldDeny uint64
+
 	Panicked uint64 // panics of the algorithm (each dropping the key it was on) and of the Clock, whether or not a caller heard of them; in the sum, also those met while Restore loaded a snapshot
 	Expired  uint64 // idle keys let go: after their grace, or at once to make room for a new key
 	Evicted  uint64 // keys evicted, not idle, to make room for a new key (EvictLRU)
@@ -44,14 +48,16 @@ func (r *Router) Stats(ctx context.Context) (Stats, error) {
 	err := r.each(ctx, func(i int, s *actor.State) error {
 		c := s.Table.Counts(s.Now)
 		st.Partitions[i] = Stats{
-			Keys:     s.Table.Len() - c.Idle,
-			Idle:     c.Idle,
-			Allowed:  s.Counts.Allowed,
-			Denied:   s.Counts.Denied,
-			Refused:  s.Counts.Refused,
-			Panicked: c.Panicked + s.Counts.ClockPanics,
-			Expired:  c.Expired,
-			Evicted:  c.Evicted,
+			Keys:    s.Table.Len() - c.Idle,
+			Idle:    c.Idle,
+			Allowed: s.Counts.Allowed,
+			Denied:  s.Counts.Denied,
+			Refused: s.Counts.Refused,
+
+			WouldDeny: s.Counts.WouldDeny,
+			Panicked:  c.Panicked + s.Counts.ClockPanics,
+			Expired:   c.Expired,
+			Evicted:   c.Evicted,
 
 			Waiting:   s.Waiting,
 			Overrides: keysOf(s).Overrides(),
@@ -73,6 +79,7 @@ func (r *Router) Stats(ctx context.Context) (Stats, error) {
 		st.Allowed += ps.Allowed
 		st.Denied += ps.Denied
 		st.Refused += ps.Refused
+		st.WouldDeny += ps.WouldDeny
 		st.Panicked += ps.Panicked
 		st.Expired += ps.Expired
 		st.Evicted += ps.Evicted

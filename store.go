@@ -76,6 +76,21 @@ const (
 
 	// StoreReset drops Key's state: its next request finds it untouched.
 	StoreReset
+
+	// StoreTurn decides N units as StoreAllow does, for a caller waiting
+	// in line: the key's dry-run policies decide (and take) only if the
+	// others grant the request now, allowed with no Delay, since a turn
+	// that must wait is asked again, or given back. Ops of this kind come
+	// only with a dry-run policy among Policies.
+	StoreTurn
+
+	// StoreGiveBack takes back a grant of N units on Key (a StoreAllow,
+	// or a StoreTurn that granted) whose caller left: StoreRefund to the
+	// policies that are not dry-run alone, since a dry-run policy counts
+	// every request decided. Ops of this kind come only with a dry-run
+	// policy among Policies; without one, a grant goes back as
+	// StoreRefund.
+	StoreGiveBack
 )
 
 // FailMode is what a router with a Store does with a request the store
@@ -169,19 +184,28 @@ func (t *storeTable) Prepare(items []keytable.Item, now time.Duration) keytable.
 		op := StoreOp{Key: it.Key, N: it.N, Now: t.now(now)}
 		set := t.setOf(it.Key)
 		switch it.Op {
-		case keytable.OpAllow, keytable.OpPeek:
+		case keytable.OpAllow, keytable.OpPeek, keytable.OpTurn:
 			if err := set.Exceeds(it.N); err != nil {
 				it.D, it.Err = Decision{}, err
 				continue
 			}
-			op.Kind = StoreAllow
-			if it.Op == keytable.OpPeek {
+			switch {
+			case it.Op == keytable.OpPeek:
 				op.Kind = StorePeek
+			case it.Op == keytable.OpTurn && set.HasDryRun(): // without one, a turn is an allow
+				op.Kind = StoreTurn
+			default:
+				op.Kind = StoreAllow
 			}
 		case keytable.OpReset:
 			op.Kind, op.N = StoreReset, 0
 		case keytable.OpRefund:
 			op.Kind = StoreRefund
+		case keytable.OpGiveBack:
+			op.Kind = StoreRefund
+			if set.HasDryRun() { // without one, a grant given back is a refund
+				op.Kind = StoreGiveBack
+			}
 		}
 		op.Policies = sharedPolicies(set)
 		if tr == nil {
@@ -217,7 +241,7 @@ func (t *storeTable) Finish(trip keytable.Trip, items []keytable.Item, now time.
 // twice.
 func (t *storeTable) failed(it *keytable.Item, op *StoreOp, now time.Duration) {
 	t.errors++
-	if op.Kind == StoreRefund {
+	if op.Kind == StoreRefund || op.Kind == StoreGiveBack {
 		it.D, it.Err = Decision{}, unavailable(op.Err)
 		return
 	}
@@ -232,6 +256,8 @@ func (t *storeTable) failed(it *keytable.Item, op *StoreOp, now time.Duration) {
 		switch op.Kind {
 		case StoreAllow:
 			it.Err = t.local.AllowN(it.Key, now, it.N, &it.D)
+		case StoreTurn:
+			it.Err = t.local.AllowTurn(it.Key, now, it.N, &it.D)
 		case StorePeek:
 			it.Err = t.local.PeekN(it.Key, now, it.N, &it.D)
 		}
@@ -263,6 +289,10 @@ func (t *storeTable) AllowN(key string, now time.Duration, n int, d *Decision) e
 	return errTrips
 }
 
+func (t *storeTable) AllowTurn(key string, now time.Duration, n int, d *Decision) error {
+	return errTrips
+}
+
 func (t *storeTable) PeekN(key string, now time.Duration, n int, d *Decision) error {
 	return errTrips
 }
@@ -276,11 +306,16 @@ func (t *storeTable) AllowEach(items []keytable.Item, now time.Duration) {
 // errTrips is what a store's table answers a request made at once.
 var errTrips = errors.New("chanlimit: a Store's keys are decided through round trips, never at once")
 
-// Refund gives n units back to the local keys, which granted them
-// (FailLocal, keytable.FromLocal); the store's grants go back to the
-// store, through Prepare and Finish (keytable.OpRefund).
+// Refund gives n units back to the local keys (FailLocal's); a Router's
+// Refund goes to the store, through Prepare and Finish (keytable.OpRefund).
 func (t *storeTable) Refund(key string, now time.Duration, n int) error {
 	return t.local.Refund(key, now, n)
+}
+
+// GiveBack gives a grant of the local keys back to them; the store's go
+// back through Prepare and Finish (keytable.OpGiveBack).
+func (t *storeTable) GiveBack(key string, now time.Duration, n int) error {
+	return t.local.GiveBack(key, now, n)
 }
 
 // Reset drops key's local state; the store's goes through Prepare and

@@ -40,7 +40,7 @@ type memStore struct {
 	quit  chan struct{}   // closed at the test's end: nothing stays held
 	calls atomic.Int64    // Decide calls
 	ops   atomic.Int64    // ops served
-	kinds [5]atomic.Int64 // ops served by kind
+	kinds [7]atomic.Int64 // ops served by kind
 	lens  chan int        // if set, each call's number of ops
 }
 
@@ -97,6 +97,10 @@ func (m *memStore) Decide(ctx context.Context, ops []StoreOp) {
 		switch op.Kind {
 		case StoreAllow:
 			op.Err = t.AllowN(op.Key, now, op.N, &op.Decision)
+		case StoreTurn:
+			op.Err = t.AllowTurn(op.Key, now, op.N, &op.Decision)
+		case StoreGiveBack:
+			op.Err = t.GiveBack(op.Key, now, op.N)
 		case StorePeek:
 			op.Err = t.PeekN(op.Key, now, op.N, &op.Decision)
 		case StoreRefund:

@@ -35,7 +35,7 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 	t := l.state.Table
 	ln := l.waits.lineOf(req.key)
 	if ln == nil {
-		if r.err = t.AllowN(req.key, now, req.n, &l.d); r.err != nil {
+		if r.err = t.AllowTurn(req.key, now, req.n, &l.d); r.err != nil {
 			return r, false
 		}
 		granted, giveBack, _ := keytable.Turn(&l.d)
@@ -44,7 +44,7 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 			return r, false
 		}
 		if giveBack { // leaky_bucket: its turn is to come
-			t.Refund(req.key, now, req.n)
+			t.GiveBack(req.key, now, req.n)
 		}
 	}
 	if ln != nil || req.budget >= 0 {
@@ -192,7 +192,7 @@ func (l *loop) serveLine(ln *line, now time.Duration) {
 	for len(ln.queue) > 0 {
 		w, at := ln.queue[0], ln.at
 		l.inflight = inflight{reply: w.reply, op: opWait} // if the rule ends the goroutine, takeOver answers it
-		err := t.AllowN(ln.key, at, w.n, &l.d)
+		err := t.AllowTurn(ln.key, at, w.n, &l.d)
 		l.inflight.reply = nil
 		granted, giveBack, _ := keytable.Turn(&l.d)
 		switch {
@@ -202,7 +202,7 @@ func (l *loop) serveLine(ln *line, now time.Duration) {
 			l.answer(ln, at, reply{d: l.d})
 		default:
 			if giveBack {
-				t.Refund(ln.key, at, w.n)
+				t.GiveBack(ln.key, at, w.n)
 			}
 			l.schedule(ln, at, &l.d)
 			if !passed(ln.at, now) {
@@ -421,12 +421,12 @@ func (l *loop) tryEach(items []keytable.Item, now time.Duration) {
 			l.tryInLine(it, now, ln) // it would join the line
 			continue
 		}
-		if it.Err = t.AllowN(it.Key, now, it.N, &it.D); it.Err != nil {
+		if it.Err = t.AllowTurn(it.Key, now, it.N, &it.D); it.Err != nil {
 			continue
 		}
 		if _, giveBack, _ := keytable.Turn(&it.D); giveBack {
-			it.D.Allowed = false // first: if Refund ends the goroutine, giveBack passes it by
-			t.Refund(it.Key, now, it.N)
+			it.D.Allowed = false // first: if GiveBack ends the goroutine, giveBack passes it by
+			t.GiveBack(it.Key, now, it.N)
 		}
 	}
 }

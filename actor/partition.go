@@ -178,6 +178,7 @@ type Counts struct {
 	Allowed     uint64 // decisions that allowed
 	Denied      uint64 // decisions that denied
 	Refused     uint64 // requests refused with ErrTooManyKeys
+	WouldDeny   uint64 // decisions a dry-run policy would have denied (Decision.WouldDeny)
 	ClockPanics uint64 // readings of the Clock that panicked
 }
 

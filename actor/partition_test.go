@@ -77,9 +77,10 @@ func (pt *probeTable) AllowEach(items []keytable.Item, now time.Duration) {
 	}
 }
 
-func (pt *probeTable) Refund(key string, now time.Duration, n int) error {
+// GiveBack notes the grants given back (in refunds).
+func (pt *probeTable) GiveBack(key string, now time.Duration, n int) error {
 	pt.refunds = append(pt.refunds, call{key, now, n})
-	return pt.Table.Refund(key, now, n)
+	return pt.Table.GiveBack(key, now, n)
 }
 
 // outcome is what a call returned, sent back from the goroutine that made it.

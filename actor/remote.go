@@ -137,7 +137,13 @@ func (l *loop) dispatch(run []request, now time.Duration) (served int) {
 			if len(l.waits.lines) > 0 {
 				l.inLineEach(*req.batch, now, req.op == opTry)
 			}
+			from := len(tr.items)
 			tr.items = append(tr.items, *req.batch...)
+			if req.op == opTry {
+				for k := from; k < len(tr.items); k++ {
+					tr.items[k].Op = keytable.OpTurn // granted now, or left to wait: a turn
+				}
+			}
 		}
 	}
 	if len(tr.items) == 0 {

@@ -99,7 +99,7 @@ func (l *loop) ask(ln *line) {
 	ln.asks++
 	ln.asking, ln.asked, ln.again = true, at, math.MaxInt64
 	ln.queue[0].asked = ln.asks
-	l.chores = append(l.chores, chore{at: at, item: keytable.Item{Key: ln.key, N: w.n}, ask: ln, no: ln.asks})
+	l.chores = append(l.chores, chore{at: at, item: keytable.Item{Key: ln.key, N: w.n, Op: keytable.OpTurn}, ask: ln, no: ln.asks})
 }
 
 // heard serves the answer to c, a chore, decided at c.at.

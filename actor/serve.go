@@ -145,6 +145,7 @@ func (l *loop) deliver(req request, now time.Duration, r reply) {
 		l.state.Counts.Allowed += c.Allowed
 		l.state.Counts.Denied += c.Denied
 		l.state.Counts.Refused += c.Refused
+		l.state.Counts.WouldDeny += c.WouldDeny
 		return
 	default:
 	}
@@ -164,9 +165,9 @@ func (l *loop) deliver(req request, now time.Duration, r reply) {
 func (l *loop) refund(key string, now time.Duration, n int, by keytable.From) {
 	switch {
 	case l.remote == nil || by == keytable.FromLocal:
-		l.state.Table.Refund(key, now, n)
+		l.state.Table.GiveBack(key, now, n)
 	case by == keytable.FromStore:
-		l.chores = append(l.chores, chore{at: now, item: keytable.Item{Key: key, N: n, Op: keytable.OpRefund}})
+		l.chores = append(l.chores, chore{at: now, item: keytable.Item{Key: key, N: n, Op: keytable.OpGiveBack}})
 	}
 }
 
@@ -215,6 +216,9 @@ func (c *Counts) count(req request, r reply) {
 // panic does: the table counts a rule's, tick the Clock's. (It asks a
 // panic's error nothing: errors.Is would call into the panic's value.)
 func (c *Counts) note(d *algorithms.Decision, err error) {
+	if err == nil && d.WouldDeny {
+		c.WouldDeny++
+	}
 	switch {
 	case err == nil && d.Allowed:
 		c.Allowed++

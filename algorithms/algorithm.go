@@ -40,6 +40,12 @@ type Decision struct {
 	// changed nothing.
 	Allowed bool
 
+	// WouldDeny reports that a dry-run policy of the key would have denied
+	// the request (chanlimit.Policy.DryRun): the router sets it; a rule
+	// leaves it false. It lies in Allowed's padding: a Decision is no
+	// larger for it.
+	WouldDeny bool
+
 	// Limit is the N in force for this key: requests allowed per Window;
 	// under several policies, the deciding policy's (see Policy).
 	Limit int

@@ -18,7 +18,8 @@ const (
 
 // policyFields is what the fields say of one set of policies, formatted
 // once: the RateLimit-Policy value, and the start of a RateLimit value for
-// each policy (`"name";r=`).
+// each policy (`"name";r=`). A dry-run policy is never advertised: it
+// limits nobody. A set of dry-run policies alone has no fields.
 type policyFields struct {
 	set    []chanlimit.Policy // a Quota's Policies: the router's own slice for its set
 	value  string
@@ -59,6 +60,9 @@ func (f *policyFields) index(name string) int {
 // nothing of the deciding policy (its rule panicked while asked), the
 // value is that policy's member alone, from d.
 func (f *policyFields) appendRateLimit(b []byte, d chanlimit.Decision, q *chanlimit.Quota) ([]byte, int64) {
+	if f.value == "" {
+		return b, 0 // dry-run policies alone: nothing limits the key
+	}
 	first, deciding := -1, f.index(d.Policy)
 	for k, pq := range q.Each {
 		if pq.Policy == deciding {
@@ -81,11 +85,14 @@ func (f *policyFields) appendRateLimit(b []byte, d chanlimit.Decision, q *chanli
 }
 
 // appendPolicies appends the RateLimit-Policy value of set to b: each
-// policy as `"name";q=Limit;w=Window`, the window in whole seconds,
-// rounded up.
+// policy that is not dry-run as `"name";q=Limit;w=Window`, the window in
+// whole seconds, rounded up.
 func appendPolicies(b []byte, set []chanlimit.Policy) []byte {
-	for j, p := range set {
-		if j > 0 {
+	for _, p := range set {
+		if p.DryRun {
+			continue
+		}
+		if len(b) > 0 {
 			b = append(b, ", "...)
 		}
 		b = appendString(b, p.Name)

@@ -172,8 +172,10 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 	values[1] = string(rate)
 	m.quotas.Put(q)
 	h := w.Header()
-	h[fieldPolicy] = values[0:1:1]
-	h[fieldRateLimit] = values[1:2:2]
+	if values[0] != "" { // dry-run policies alone: no fields
+		h[fieldPolicy] = values[0:1:1]
+		h[fieldRateLimit] = values[1:2:2]
+	}
 	if d.Allowed {
 		if m.opts.Refund == nil {
 			next.ServeHTTP(w, req)

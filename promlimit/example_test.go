@@ -52,4 +52,5 @@ func ExampleNew() {
 	// chanlimit_queued_requests 0
 	// chanlimit_store_errors_total 0
 	// chanlimit_waiting_requests 0
+	// chanlimit_would_deny_total 0
 }

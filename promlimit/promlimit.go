@@ -49,11 +49,12 @@ const DefaultTimeout = 5 * time.Second
 //	chanlimit_keys_expired_total         counter: idle keys let go
 //	chanlimit_keys_evicted_total         counter: keys evicted (EvictLRU)
 //	chanlimit_store_errors_total         counter: requests a remote store failed to answer
+//	chanlimit_would_deny_total           counter: decisions a dry-run policy would have denied
 type Collector struct {
 	router  *chanlimit.Router
 	timeout time.Duration
 
-	decisions, keys, queued, partitionQueued, waiting, overrides, expired, evicted, storeErrors *prometheus.Desc
+	decisions, keys, queued, partitionQueued, waiting, overrides, expired, evicted, storeErrors, wouldDeny *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -77,6 +78,7 @@ func New(r *chanlimit.Router, opts Options) *Collector {
 		expired:         desc("keys_expired_total", "Idle keys let go."),
 		evicted:         desc("keys_evicted_total", "Keys evicted, not idle, to make room for a new key (EvictLRU)."),
 		storeErrors:     desc("store_errors_total", "Requests a remote store failed to answer."),
+		wouldDeny:       desc("would_deny_total", "Decisions a dry-run policy would have denied, allowed or not: whom a limit in dry run would refuse."),
 	}
 }
 
@@ -96,7 +98,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *Collector) descs() []*prometheus.Desc {
-	return []*prometheus.Desc{c.decisions, c.keys, c.queued, c.partitionQueued, c.waiting, c.overrides, c.expired, c.evicted, c.storeErrors}
+	return []*prometheus.Desc{c.decisions, c.keys, c.queued, c.partitionQueued, c.waiting, c.overrides, c.expired, c.evicted, c.storeErrors, c.wouldDeny}
 }
 
 // Collect asks the router for its Stats and sends them as metrics. If the
@@ -136,6 +138,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.expired, st.Expired)
 	counter(c.evicted, st.Evicted)
 	counter(c.storeErrors, st.StoreErrors)
+	counter(c.wouldDeny, st.WouldDeny)
 }
 
 // invalid sends an invalid metric with err for each description.

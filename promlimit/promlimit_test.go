@@ -97,6 +97,9 @@ chanlimit_keys_evicted_total{router="api"} 0
 # HELP chanlimit_store_errors_total Requests a remote store failed to answer.
 # TYPE chanlimit_store_errors_total counter
 chanlimit_store_errors_total{router="api"} 0
+# HELP chanlimit_would_deny_total Decisions a dry-run policy would have denied, allowed or not: whom a limit in dry run would refuse.
+# TYPE chanlimit_would_deny_total counter
+chanlimit_would_deny_total{router="api"} 0
 `
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want)))
 
@@ -160,4 +163,21 @@ func TestScrapeFailsOnAClosedRouter(t *testing.T) {
 	require.NoError(t, reg.Register(promlimit.New(nil, promlimit.Options{Namespace: "other"})))
 	_, err = reg.Gather()
 	require.ErrorContains(t, err, "nil")
+}
+
+// TestWouldDeny: the decisions a dry-run policy would have denied are
+// counted, whatever the enforced policies decided.
+func TestWouldDeny(t *testing.T) {
+	r, err := chanlimit.New(chanlimit.Config{Clock: clock.NewFake(epoch), Policies: []chanlimit.Policy{
+		{Name: "second", Limit: 10, Window: time.Second},
+		{Name: "stricter", Limit: 1, Window: time.Second, DryRun: true},
+	}})
+	require.NoError(t, err)
+	defer r.Close()
+	for range 3 {
+		require.True(t, r.Allow("a"), "a dry-run policy denies nobody")
+	}
+	c := promlimit.New(r, promlimit.Options{})
+	assert.Equal(t, float64(2), gather(t, c, "chanlimit_would_deny_total"))
+	assert.Equal(t, float64(3), gather(t, c, "chanlimit_decisions_total", "result", "allowed"))
 }

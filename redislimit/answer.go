@@ -25,7 +25,7 @@ func (s *Store) answer(ops []chanlimit.StoreOp, c call) {
 	vals = vals[1:] // whether the call changed a key
 	for _, i := range c.ops {
 		op := &ops[i]
-		if op.Kind == chanlimit.StoreRefund || op.Kind == chanlimit.StoreReset {
+		if !answered(op.Kind) {
 			continue
 		}
 		if len(vals) > 0 && vals[0] == -1 {
@@ -44,19 +44,28 @@ func (s *Store) answer(ops []chanlimit.StoreOp, c call) {
 }
 
 // combine returns the decision of the policies whose decisions are vals
-// (perPolicy numbers each), as chanlimit combines them: Remaining the
-// smallest, ResetAfter (and, allowed, Delay) the largest, RetryAfter the
-// largest wait of the policies that denied; the policy that decided is,
-// on a denial, the denying one with the longest wait, and otherwise the
-// one with the fewest Remaining, the first on a tie. The longest wait is
-// the in-memory rules' (their nanoseconds), not the microseconds they
-// round up to: waits of 2.5 µs and 3 µs both say 3 µs, and the second is
-// the longer.
+// (perPolicy numbers each), as chanlimit combines them: of the policies
+// that are not dry-run, Remaining the smallest, ResetAfter (and, allowed,
+// Delay) the largest, RetryAfter the largest wait of the policies that
+// denied; the policy that decided is, on a denial, the denying one with
+// the longest wait, and otherwise the one with the fewest Remaining, the
+// first on a tie. The longest wait is the in-memory rules' (their
+// nanoseconds), not the microseconds they round up to: waits of 2.5 µs
+// and 3 µs both say 3 µs, and the second is the longer. WouldDeny says
+// that a dry-run policy denied; with no other policy, the decision is
+// allowed and says nothing else.
 func combine(policies []chanlimit.Policy, allowed bool, vals []int64) chanlimit.Decision {
-	d := chanlimit.Decision{Allowed: allowed, Remaining: int(vals[1])}
-	by := -1
-	for j := range policies {
+	var d chanlimit.Decision
+	by, enforced := -1, false
+	for j, p := range policies {
 		v := vals[perPolicy*j : perPolicy*j+perPolicy]
+		if p.DryRun {
+			d.WouldDeny = d.WouldDeny || v[0] == 0
+			continue
+		}
+		if !enforced {
+			d.Allowed, d.Remaining, enforced = allowed, int(v[1]), true
+		}
 		remaining, reset := int(v[1]), micro(v[3])
 		d.Remaining = min(d.Remaining, remaining)
 		d.ResetAfter = max(d.ResetAfter, reset)
@@ -69,6 +78,9 @@ func combine(policies []chanlimit.Policy, allowed bool, vals []int64) chanlimit.
 		case v[0] == 0 && (by < 0 || longer(v, vals[perPolicy*by:])):
 			by = j
 		}
+	}
+	if !enforced {
+		return chanlimit.Decision{Allowed: true, WouldDeny: d.WouldDeny} // dry-run policies alone
 	}
 	if !allowed {
 		d.RetryAfter = micro(vals[perPolicy*by+2])

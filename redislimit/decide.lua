@@ -19,20 +19,28 @@
 --          of sets of policies, then each set: its number of policies,
 --          then for each: algorithm (1 token_bucket, 2 gcra,
 --          3 leaky_bucket, 4 sliding_window_log, 5 sliding_window_counter,
---          6 fixed_window), limit, window (us), capacity, units refilled
---          per microsecond, units in a token (the buckets'; 0 for the
---          others); then for each request: kind (1 allow, 2 peek,
---          3 refund, 4 reset), n, its set, now in microseconds (-1:
---          Redis's own clock, TIME).
+--          6 fixed_window; negated for a dry-run policy), limit, window
+--          (us), capacity, units refilled per microsecond, units in a token
+--          (the buckets'; 0 for the others); then for each request: kind
+--          (1 allow, 2 peek, 3 refund, 4 reset, 5 turn, 6 give back), n,
+--          its set, now in microseconds (-1: Redis's own clock, TIME).
+--          A dry-run policy decides each allow, peek and granted turn
+--          alone, as if it were the key's only policy, taking if it allows
+--          (not on a peek); the others decide together. A turn is a
+--          waiter's: the dry-run policies decide it only if the others
+--          grant it with no delay. A give back is a refund to the policies
+--          that are not dry-run.
 --          2: the store's id; 3: the call's number; then the fields of
 --          the sets' policies, in order.
 --
 -- Returns 1 if the call changed a key, else 0; then, request after
--- request, for an allow or a peek: -1 if the key holds a value the script
--- did not write (the key is corrupt: its requests fail, the others are
--- decided), or allowed, then for each policy: allowed, remaining, retry
--- after, reset after, delay (us), and by how many ns its retry after was
--- rounded up; nothing for a refund or a reset.
+-- request, for an allow, a peek or a turn: -1 if the key holds a value
+-- the script did not write (the key is corrupt: its requests fail, the
+-- others are decided), or allowed (by the policies that are not dry-run),
+-- then for each policy: allowed, remaining, retry after, reset after,
+-- delay (us), and by how many ns its retry after was rounded up (a
+-- dry-run policy that did not decide says allowed); nothing for a refund,
+-- a reset or a give back.
 --
 -- A call that changes a key leaves its answers in the first key it
 -- leaves a state in, which lives as long as the client may send the call
@@ -753,6 +761,12 @@ local function parse(blob)
 end
 
 -- decideCall decides one call: KEYS and ARGV as above.
+-- answering reports whether a request of kind is answered: an allow, a
+-- peek or a turn.
+local function answering(kind)
+  return kind <= 2 or kind == 5
+end
+
 local function decideCall(KEYS, ARGV)
   if not rcall then
     bind()
@@ -813,15 +827,16 @@ local function decideCall(KEYS, ARGV)
     a = a + 1
     for j = 1, args[a] do
       local b = a + (j - 1) * 6
+      local alg = args[b + 1] -- negative: a dry-run policy's
       set[j] = {
-        alg = args[b + 1], field = ARGV[f], limit = args[b + 2], window = args[b + 3],
+        alg = math.abs(alg), dry = alg < 0, field = ARGV[f], limit = args[b + 2], window = args[b + 3],
         cap = args[b + 4], perUs = args[b + 5], perToken = args[b + 6],
       }
       f = f + 1
     end
     a = a + #set * 6
     local p = set[1]
-    if #set == 1 and (p.alg <= 3 or p.alg == 6) then
+    if #set == 1 and not p.dry and (p.alg <= 3 or p.alg == 6) then
       -- The common case, served without decoding (serveFast): the bytes its
       -- state starts with, in a value the script wrote.
       set.fast = MARK .. spack('<H', #p.field) .. p.field .. spack('<I4ddd', 5, p.limit, p.window, p.cap)
@@ -966,7 +981,7 @@ local function decideCall(KEYS, ARGV)
       return nil
     end
     if not v then
-      return kind <= 2 and {-1} or nil -- a refund finds nothing of its own to give back
+      return answering(kind) and {-1} or nil -- a refund finds nothing of its own to give back
     end
     local grace = clockGrace
     if now < 0 then
@@ -981,10 +996,10 @@ local function decideCall(KEYS, ARGV)
       ss[j] = s
     end
 
-    if kind == 3 then -- refund: a policy without a state is left without one
+    if kind == 3 or kind == 6 then -- refund: a policy without a state is left without one; a grant given back (6) leaves the dry-run ones
       local gave = false
       for j, p in ipairs(set) do
-        if v.states[p.field] then
+        if v.states[p.field] and not (kind == 6 and p.dry) then
           local s = ss[j]
           if p.alg <= 3 then
             bucketRefund(p, s, n)
@@ -1009,18 +1024,38 @@ local function decideCall(KEYS, ARGV)
       return nil
     end
 
-    local allowed = true
+    -- The enforced policies decide together; the dry-run ones each alone,
+    -- taking if they allow (an allow), or if the others grant the turn now
+    -- (a turn), or taking nothing (a peek).
+    local allowed, delay = true, 0
     local ds = {}
     for j, p in ipairs(set) do
-      local d = {}
-      decide(p, ss[j], now, n, d)
-      ds[j] = d
-      allowed = allowed and d.allowed
+      if not p.dry then
+        local d = {}
+        decide(p, ss[j], now, n, d)
+        ds[j] = d
+        allowed, delay = allowed and d.allowed, max(delay, d.delay)
+      end
+    end
+    local dryDecides = kind ~= 5 or (allowed and delay == 0)
+    for j, p in ipairs(set) do
+      if p.dry then
+        if not dryDecides then
+          ds[j] = {allowed = true, remaining = 0, retry = 0, reset = 0, delay = 0} -- not asked
+        elseif n > p.cap then
+          ds[j] = {allowed = false, remaining = 0, retry = 0, reset = 0, delay = 0} -- it would deny, and takes nothing
+        else
+          local d = {}
+          decide(p, ss[j], now, n, d)
+          d.take = d.allowed and kind ~= 2
+          ds[j] = d
+        end
+      end
     end
     local r = {allowed and 1 or 0}
     for j, p in ipairs(set) do
       local d = ds[j]
-      if not allowed and d.allowed then
+      if not allowed and d.allowed and not p.dry then
         -- A policy that would have allowed reports its state as it is.
         d.remaining = d.remaining + n
         d.reset = resetAfter(p, ss[j], now)
@@ -1033,12 +1068,16 @@ local function decideCall(KEYS, ARGV)
       r[#r + 1] = d.delay
       r[#r + 1] = d.sub or 0
     end
-    if allowed and kind == 1 then -- last: a key the rules fail on is left as it was
-      local longest = 0
-      for j, p in ipairs(set) do
-        v.states[p.field] = pack(p, ds[j].commit)
-        longest = max(longest, ds[j].reset)
+    -- Last: a key the rules fail on is left as it was.
+    local took, longest = false, 0
+    for j, p in ipairs(set) do
+      local d = ds[j]
+      if (p.dry and d.take) or (not p.dry and allowed and (kind == 1 or kind == 5)) then
+        v.states[p.field] = pack(p, d.commit)
+        took, longest = true, max(longest, d.reset)
       end
+    end
+    if took then
       note(key, set, now, grace, longest)
       taking = true
     end
@@ -1061,7 +1100,7 @@ local function decideCall(KEYS, ARGV)
       ok, r = pcall(serve, key, kind, n, set, now)
     end
     if not ok then -- the key's value made the rules fail: it is corrupt
-      r = kind <= 2 and {-1} or nil
+      r = answering(kind) and {-1} or nil
     end
     if r and r ~= true then -- true: serveFast answered in out
       for k = 1, #r do

@@ -2,6 +2,7 @@ package redislimit_test
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -39,6 +40,17 @@ var parityPolicies = map[string][]chanlimit.Policy{
 		{Name: "minute", Algorithm: "token_bucket", Limit: 30, Window: time.Minute, Burst: 8},
 	},
 	"odd window": {{Algorithm: "sliding_window_counter", Limit: 7, Window: 999_983 * time.Microsecond}},
+	// Dry-run policies: beside one that enforces, alone, and beside two.
+	"dry-run beside": {
+		{Name: "second", Algorithm: "token_bucket", Limit: 4, Window: time.Second},
+		{Name: "shadow", Algorithm: "sliding_window_log", Limit: 2, Window: time.Second, DryRun: true},
+	},
+	"dry-run alone": {{Name: "shadow", Algorithm: "fixed_window", Limit: 3, Window: time.Second, DryRun: true}},
+	"dry-run of two": {
+		{Name: "shadow", Algorithm: "gcra", Limit: 2, Window: time.Second, DryRun: true},
+		{Name: "second", Algorithm: "sliding_window_counter", Limit: 5, Window: time.Second},
+		{Name: "minute", Algorithm: "leaky_bucket", Limit: 30, Window: time.Minute, Burst: 6},
+	},
 	// Large counts, where the counter's rounding to the nanosecond turns
 	// at other instants than to the microsecond.
 	"large counter": {{Algorithm: "sliding_window_counter", Limit: 5003, Window: 700 * time.Millisecond}},
@@ -77,13 +89,18 @@ func parity(t *testing.T, client redis.UniversalClient, policies []chanlimit.Pol
 
 	rng := rand.New(rand.NewPCG(seed, 42))
 	keys := []string{"a", "b", "{c}", ""}
-	capacity := policies[0].Limit
+	capacity, dryOnly := math.MaxInt, true // the enforced policies': past a dry-run one's, it would deny
+	for _, p := range policies {
+		dryOnly = dryOnly && p.DryRun
+	}
 	for _, p := range policies {
 		c := p.Limit
 		if p.Burst > 0 {
 			c = p.Burst
 		}
-		capacity = min(capacity, c)
+		if !p.DryRun || dryOnly {
+			capacity = min(capacity, c)
+		}
 	}
 	for step := range steps {
 		key := keys[rng.IntN(len(keys))]
@@ -142,10 +159,15 @@ func parity(t *testing.T, client redis.UniversalClient, policies []chanlimit.Pol
 	require.Zero(t, s.StoreErrors)
 	// The schedule went both ways.
 	require.Greater(t, s.Allowed, uint64(steps/50), "allowed")
-	require.Greater(t, s.Denied, uint64(steps/50), "denied")
+	if dryOnly {
+		require.Greater(t, s.WouldDeny, uint64(steps/50), "would deny")
+	} else {
+		require.Greater(t, s.Denied, uint64(steps/50), "denied")
+	}
 	m, err := mem.Stats(ctx)
 	require.NoError(t, err)
 	require.Equal(t, m.Allowed, s.Allowed)
+	require.Equal(t, m.WouldDeny, s.WouldDeny)
 	t.Logf("%d allowed, %d denied", s.Allowed, s.Denied)
 }
 

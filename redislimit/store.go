@@ -182,7 +182,11 @@ func (s *Store) policyArgs(policies []chanlimit.Policy) *policySet {
 			capacity = p.Burst
 		}
 		perUs, perToken := perUnits(uint64(p.Limit), w)
-		set.nums = append(set.nums, float64(algorithms[p.Algorithm]), float64(p.Limit), float64(w), float64(capacity), float64(perUs), float64(perToken))
+		alg := float64(algorithms[p.Algorithm])
+		if p.DryRun {
+			alg = -alg // the script's mark of a dry-run policy
+		}
+		set.nums = append(set.nums, alg, float64(p.Limit), float64(w), float64(capacity), float64(perUs), float64(perToken))
 		set.fields = append(set.fields, p.Algorithm+"|"+p.Name)
 	}
 	if s.cached.Add(1) > 1024 { // sets let go (SetOverride, SetPolicies) are not kept for ever
@@ -204,10 +208,16 @@ const maxAnswers = 4096
 
 // answers returns how many numbers the script answers op with.
 func answers(op *chanlimit.StoreOp) int {
-	if op.Kind == chanlimit.StoreRefund || op.Kind == chanlimit.StoreReset {
+	if !answered(op.Kind) {
 		return 0
 	}
 	return 1 + perPolicy*len(op.Policies)
+}
+
+// answered reports whether the script answers a request of kind: an
+// allow, a peek or a turn; not a refund, a reset or a give back.
+func answered(kind chanlimit.StoreOpKind) bool {
+	return kind == chanlimit.StoreAllow || kind == chanlimit.StorePeek || kind == chanlimit.StoreTurn
 }
 
 // perPolicy is how many numbers the script answers for each policy of a

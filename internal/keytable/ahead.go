@@ -92,9 +92,7 @@ func (t *table[S]) decideLine(now time.Duration, ns []int) (at, free time.Durati
 				break
 			}
 			if giveBack {
-				for _, c := range t.cols {
-					c.refund(none, at, n)
-				}
+				t.giveBack(none, at, n)
 			}
 			if wait <= 0 {
 				return 0, 0, false
@@ -114,7 +112,7 @@ func (t *table[S]) decideLine(now time.Duration, ns []int) (at, free time.Durati
 // every policy allows.
 func (t *table[S]) decideFresh(now time.Duration, n int, d *algorithms.Decision) {
 	if t.multi {
-		t.decideAll(none, now, n, d, true)
+		t.decideAll(none, now, n, d, true, dryNone) // a waiter never waits for a dry-run policy
 		return
 	}
 	t.m.AllowN(&t.fresh, now, n, d)

@@ -89,8 +89,14 @@ type keyed interface {
 	// AllowN does on the key's state, and writes the answer into d. A key
 	// is held only once it is allowed something, under a copy of key the
 	// table owns. A new key the table has no room for is refused with an
-	// error wrapping errs.ErrTooManyKeys. On an error d is zero.
+	// error wrapping errs.ErrTooManyKeys. On an error d is zero. The key's
+	// dry-run policies decide too, each taking if it allows (Set).
 	AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error
+
+	// AllowTurn is AllowN for a waiter's turn: the dry-run policies decide
+	// only if the others grant the request now (Turn), so that a turn
+	// asked again, or given back, counts with them once, at its grant.
+	AllowTurn(key string, now time.Duration, n int, d *algorithms.Decision) error
 
 	// PeekN writes into d what AllowN would answer, errors included, and
 	// changes nothing.
@@ -100,12 +106,17 @@ type keyed interface {
 	// and writes each answer into its item's D and Err, and Gone.
 	AllowEach(items []Item, now time.Duration)
 
-	// Refund gives n units back to each policy of key at now, as
-	// algorithms.Machine's Refund does (at most a policy's capacity); a key
-	// without state is left without. Right after an AllowN of n on key at
-	// the same now, it takes that grant back. If the rule panics, the key
-	// is dropped and the error wraps ErrAlgorithmPanic.
+	// Refund gives n units back to each policy of key at now, dry-run ones
+	// included, as algorithms.Machine's Refund does (at most a policy's
+	// capacity); a key without state is left without. If the rule panics,
+	// the key is dropped and the error wraps ErrAlgorithmPanic.
 	Refund(key string, now time.Duration, n int) error
+
+	// GiveBack takes back a grant of n units on key made at now (an
+	// AllowN, or an AllowTurn that granted) whose caller left, or a
+	// waiter's turn that is to come: Refund to the enforced policies
+	// alone, since the dry-run ones count every request decided.
+	GiveBack(key string, now time.Duration, n int) error
 
 	// Reset drops key: its next request finds it untouched. It never calls
 	// the rule.
@@ -277,7 +288,9 @@ const (
 	OpAllow Op = iota
 	OpPeek
 	OpReset
-	OpRefund
+	OpRefund   // give N back to every policy (Router.Refund)
+	OpGiveBack // take back a grant whose caller left: to the enforced policies alone (GiveBack)
+	OpTurn     // decide as AllowTurn: a waiter's turn
 )
 
 // From is where a Remote table's grant came from.

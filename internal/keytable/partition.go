@@ -120,6 +120,14 @@ func (k *Keys) AllowN(key string, now time.Duration, n int, d *algorithms.Decisi
 	return err
 }
 
+func (k *Keys) AllowTurn(key string, now time.Duration, n int, d *algorithms.Decision) error {
+	t := k.tableOf(key)
+	k.asking = t
+	err := t.AllowTurn(key, now, n, d)
+	k.asking = nil
+	return err
+}
+
 func (k *Keys) PeekN(key string, now time.Duration, n int, d *algorithms.Decision) error {
 	t := k.tableOf(key)
 	k.asking = t
@@ -175,6 +183,14 @@ func (k *Keys) Refund(key string, now time.Duration, n int) error {
 	t := k.tableOf(key)
 	k.asking = t
 	err := t.Refund(key, now, n)
+	k.asking = nil
+	return err
+}
+
+func (k *Keys) GiveBack(key string, now time.Duration, n int) error {
+	t := k.tableOf(key)
+	k.asking = t
+	err := t.GiveBack(key, now, n)
 	k.asking = nil
 	return err
 }

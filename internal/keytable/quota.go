@@ -33,7 +33,8 @@ func (t *table[S]) quota(key string, now time.Duration, fs []PolicyQuota) ([]Pol
 	fs = fs[:0]
 	err := t.ask(i, func() {
 		d := &t.peeked
-		for j, c := range t.cols {
+		for _, j := range t.set.enforced { // a dry-run policy is never advertised
+			c := t.cols[j]
 			c.decide(i, now, 1, d, false)
 			q := PolicyQuota{Policy: j, Remaining: max(d.Remaining, 0)}
 			if d.Allowed {

@@ -2,6 +2,7 @@ package keytable
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"time"
@@ -17,10 +18,17 @@ type Policy struct {
 	Algorithm string
 	Params    algorithms.Params
 	Rule      Rule
+	DryRun    bool // decided on every request, alone, but never denying (see Set)
 }
 
 // Set is the policies every request of a key must pass, in order: a
-// request is allowed only if each allows it, and then takes from each. A
+// request is allowed only if each allows it, and then takes from each.
+// Its dry-run policies (Policy.DryRun) are apart: each decides every
+// request alone, as if it were the key's only policy (taking if it
+// allows, whatever the others say), and never denies: the decision is the
+// other policies' (every field of it; allowed with no other field set if
+// all are dry-run), and its WouldDeny says whether one of them would have
+// denied. A waiter never waits for them: they decide its grant. A
 // Set is immutable and shared: by the tables made from it, and by the keys
 // whose override it is. Tables keep a key's state under the first policy
 // inline in its slot, and its states under the others in columns beside
@@ -33,28 +41,42 @@ type Set struct {
 
 	policies   []Policy
 	capacities []int  // each policy's rule's
-	capacity   int    // the smallest of the policies' capacities
-	smallest   int    // the first policy with that capacity
-	id         string // the policies' names, algorithms and Params, for Same
+	capacity   int    // the smallest of the enforced policies' capacities; MaxInt if all are dry-run
+	smallest   int    // the first enforced policy with that capacity; -1 if all are dry-run
+	enforced   []int  // the policies that are not dry-run, in order
+	dry        []int  // the dry-run policies, in order
+	id         string // the policies' names, algorithms, Params and DryRun, for Same
 }
 
 // NewSet returns the set of policies, which must not be empty and whose
 // rules must each have a capacity of at least 1; their names are the
 // caller's to keep unique.
 func NewSet(policies []Policy) *Set {
-	s := &Set{policies: policies, capacities: make([]int, len(policies))}
+	s := &Set{policies: policies, capacities: make([]int, len(policies)), capacity: math.MaxInt, smallest: -1}
 	var id strings.Builder
 	for j, p := range policies {
 		c := p.Rule.Capacity()
 		s.capacities[j] = c
-		if j == 0 || c < s.capacity {
-			s.capacity, s.smallest = c, j
+		if p.DryRun {
+			s.dry = append(s.dry, j)
+		} else {
+			s.enforced = append(s.enforced, j)
+			if s.smallest < 0 || c < s.capacity {
+				s.capacity, s.smallest = c, j
+			}
 		}
-		fmt.Fprintf(&id, "%q %q %d %d %d;", p.Name, p.Algorithm, p.Params.Limit, p.Params.Window, p.Params.Burst)
+		fmt.Fprintf(&id, "%q %q %d %d %d %t;", p.Name, p.Algorithm, p.Params.Limit, p.Params.Window, p.Params.Burst, p.DryRun)
 	}
 	s.id = id.String()
 	return s
 }
+
+// Enforced returns the indexes of s's policies that are not dry-run, in
+// order; the caller must not change them.
+func (s *Set) Enforced() []int { return s.enforced }
+
+// HasDryRun reports whether s has a dry-run policy.
+func (s *Set) HasDryRun() bool { return len(s.dry) > 0 }
 
 // Policies returns the policies of s, which the caller must not change.
 func (s *Set) Policies() []Policy { return s.policies }
@@ -70,11 +92,12 @@ func (s *Set) Index(name string) int {
 }
 
 // Capacity returns the largest n a key under s can ever be allowed: the
-// smallest capacity of its policies.
+// smallest capacity of its enforced policies (math.MaxInt if all are
+// dry-run: nothing is refused).
 func (s *Set) Capacity() int { return s.capacity }
 
 // Same reports whether s and o hold the same policies, in the same order:
-// names, algorithms and Params.
+// names, algorithms, Params and DryRun.
 func (s *Set) Same(o *Set) bool { return s == o || s.id == o.id }
 
 // NewTable returns an empty table of keys under s: NewKeys(s).
@@ -97,8 +120,8 @@ func (s *Set) Exceeds(n int) error {
 	return s.exceeds(n)
 }
 
-// Smallest returns the index of the first policy with the smallest
-// capacity.
+// Smallest returns the index of the first enforced policy with the
+// smallest capacity, or -1 if every policy is dry-run.
 func (s *Set) Smallest() int { return s.smallest }
 
 // exceeds returns the error for a request of n units above s's capacity.

@@ -32,7 +32,7 @@ type table[S any] struct {
 	set            *Set                  // the policies the table's keys are under
 	capacity       int                   // the set's: the largest n a key may be allowed
 	name           string                // the first policy's name, for its decisions
-	multi          bool                  // more than one policy: decisions are combined (decideAll)
+	multi          bool                  // more than one policy, or a dry-run one: decisions are combined (decideAll)
 	cols           []column              // every policy's states, in the set's order: the head, then one column each
 	ds             []algorithms.Decision // a decision per policy, while decideAll combines them
 	buckets        []uint32              // the index
@@ -56,7 +56,18 @@ type table[S any] struct {
 	zero           S                   // the state of every key not held; only ever copied
 	fresh          S                   // the first policy's state of a key the table does not hold, while it is decided or loaded, or PeekN's copy: a field, as &fresh escapes
 	peeked         algorithms.Decision // quota's: a decision passed to a column escapes
+	keepFor        time.Duration       // decideAll's: how long the decision it made keeps the key (keep)
 }
+
+// dryMode is what a decision does with the key's dry-run policies.
+type dryMode uint8
+
+const (
+	dryTake    dryMode = iota // each decides, and takes if it allows: an answered request
+	dryPeek                   // each decides, taking nothing: PeekN
+	dryOnGrant                // each decides and takes, if the others grant the request now (Turn): a waiter's turn
+	dryNone                   // none decides: the line foreseen (Ahead), which never waits for them
+)
 
 var _ setTable = (*table[int])(nil)
 
@@ -66,7 +77,7 @@ func newTable[S any](set *Set, rules policyRules[S], extra []column) *table[S] {
 		set:         set,
 		capacity:    set.capacity,
 		name:        set.policies[0].Name,
-		multi:       len(extra) > 0,
+		multi:       len(extra) > 0 || set.HasDryRun(),
 		newest:      none,
 		oldest:      none,
 		asking:      none,
@@ -80,17 +91,26 @@ func newTable[S any](set *Set, rules policyRules[S], extra []column) *table[S] {
 }
 
 func (t *table[S]) AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error {
+	return t.allowN(key, now, n, d, dryTake)
+}
+
+func (t *table[S]) AllowTurn(key string, now time.Duration, n int, d *algorithms.Decision) error {
+	return t.allowN(key, now, n, d, dryOnGrant)
+}
+
+// allowN is AllowN, and AllowTurn with dry dryOnGrant.
+func (t *table[S]) allowN(key string, now time.Duration, n int, d *algorithms.Decision, dry dryMode) error {
 	if n > t.capacity {
 		*d = algorithms.Decision{}
 		return t.set.exceeds(n)
 	}
 	i, ok := t.lookup(key)
 	if !ok {
-		return t.allowNew(key, now, n, d)
+		return t.allowNew(key, now, n, d, dry)
 	}
 	if err := t.ask(i, func() {
 		if t.multi {
-			t.decideAll(i, now, n, d, true)
+			t.decideAll(i, now, n, d, true, dry)
 			return
 		}
 		t.m.AllowN(&t.slots[i].state, now, n, d)
@@ -103,10 +123,23 @@ func (t *table[S]) AllowN(key string, now time.Duration, n int, d *algorithms.De
 	return nil
 }
 
+// keep returns how long the decision d just made keeps its key, at
+// least: until the states it took from are untouched again, as far as d
+// tells; 0 if it took nothing.
+func (t *table[S]) keep(d *algorithms.Decision) time.Duration {
+	switch {
+	case t.multi:
+		return t.keepFor
+	case d.Allowed:
+		return d.ResetAfter
+	}
+	return 0
+}
+
 // used notes that the key in slot i was just decided d at now.
 func (t *table[S]) used(i uint32, now time.Duration, d *algorithms.Decision) {
-	if d.Allowed {
-		t.earlier(i, after(now, d.ResetAfter))
+	if wait := t.keep(d); wait > 0 {
+		t.earlier(i, after(now, wait))
 	}
 	if t.evicting() {
 		t.unlink(i)
@@ -116,10 +149,10 @@ func (t *table[S]) used(i uint32, now time.Duration, d *algorithms.Decision) {
 
 // allowNew decides a request on a key the table does not hold, on the
 // fresh states.
-func (t *table[S]) allowNew(key string, now time.Duration, n int, d *algorithms.Decision) (err error) {
+func (t *table[S]) allowNew(key string, now time.Duration, n int, d *algorithms.Decision, dry dryMode) (err error) {
 	err = t.ask(none, func() {
 		if t.multi {
-			t.decideAll(none, now, n, d, true)
+			t.decideAll(none, now, n, d, true, dry)
 			return
 		}
 		t.m.AllowN(&t.fresh, now, n, d)
@@ -127,12 +160,12 @@ func (t *table[S]) allowNew(key string, now time.Duration, n int, d *algorithms.
 	})
 	switch {
 	case err != nil:
-	case !d.Allowed || d.ResetAfter <= 0: // nothing to keep
+	case t.keep(d) <= 0: // nothing to keep
 	case !t.room(len(key)): // before admit, which may evict a key
 		err = errKeysFull
 	default:
 		if err = t.admit(now); err == nil {
-			t.insert(key, after(now, d.ResetAfter))
+			t.insert(key, after(now, t.keep(d)))
 		}
 	}
 	if err != nil {
@@ -166,12 +199,12 @@ func (t *table[S]) allowEach(items []Item, now time.Duration, pick []int32, want
 				// AllowN, spelled out: a call less per item.
 				i, ok := t.lookupItem(it)
 				if !ok {
-					it.Err = t.allowNew(it.Key, now, it.N, &it.D)
+					it.Err = t.allowNew(it.Key, now, it.N, &it.D, dryTake)
 					continue
 				}
 				t.asking = i
 				if t.multi {
-					t.decideAll(i, now, it.N, &it.D, true)
+					t.decideAll(i, now, it.N, &it.D, true, dryTake)
 				} else {
 					t.m.AllowN(&t.slots[i].state, now, it.N, &it.D)
 					it.D.Policy = t.name
@@ -199,7 +232,7 @@ func (t *table[S]) PeekN(key string, now time.Duration, n int, d *algorithms.Dec
 	}
 	err := t.ask(i, func() {
 		if t.multi {
-			t.decideAll(i, now, n, d, false)
+			t.decideAll(i, now, n, d, false, dryPeek)
 			return
 		}
 		// On a copy of the state's value: PeekN changes nothing, and if
@@ -214,7 +247,7 @@ func (t *table[S]) PeekN(key string, now time.Duration, n int, d *algorithms.Dec
 	t.clearFresh() // hold on to nothing of the key's
 	switch {
 	case err != nil:
-	case held || !d.Allowed || d.ResetAfter <= 0: // AllowN would not store the key
+	case held || t.keep(d) <= 0: // AllowN would not store the key
 	case !t.fits(len(key)):
 		err = errKeysFull
 	case !t.hasRoom(now):
@@ -227,14 +260,27 @@ func (t *table[S]) PeekN(key string, now time.Duration, n int, d *algorithms.Dec
 }
 
 func (t *table[S]) Refund(key string, now time.Duration, n int) error {
+	return t.refund(key, now, n, false)
+}
+
+func (t *table[S]) GiveBack(key string, now time.Duration, n int) error {
+	return t.refund(key, now, n, true)
+}
+
+// refund is Refund, or with enforcedOnly GiveBack.
+func (t *table[S]) refund(key string, now time.Duration, n int, enforcedOnly bool) error {
 	i, ok := t.lookup(key)
 	if !ok {
 		return nil
 	}
 	var wait time.Duration
 	if err := t.ask(i, func() {
-		for _, c := range t.cols {
-			c.refund(i, now, n)
+		if enforcedOnly {
+			t.giveBack(i, now, n)
+		} else {
+			for _, c := range t.cols {
+				c.refund(i, now, n)
+			}
 		}
 		wait = t.stateResetAfter(i, now)
 	}); err != nil {
@@ -266,60 +312,113 @@ func (t *table[S]) clearFresh() {
 }
 
 // decideAll decides n units on the key in slot i (none: the fresh
-// states) under every policy of the set, and writes the combined decision
-// into d: allowed only if every policy allows, and then, with commit, taken
-// from each; a denial takes from none. The policies but the last decide
-// first without taking (PeekN); the last then decides for real if they all
-// allow, so that its denial has nothing to give back, and the others take
-// only once it has allowed. Only a rule whose AllowN denies what its PeekN
-// allowed makes the policies that took give their units back (Refund).
-func (t *table[S]) decideAll(i uint32, now time.Duration, n int, d *algorithms.Decision, commit bool) {
-	ds := t.ds
-	last := len(t.cols) - 1
+// states) under every enforced policy of the set, and writes the combined
+// decision into d: allowed only if every policy allows, and then, with
+// commit, taken from each; a denial takes from none. The policies but the
+// last decide first without taking (PeekN); the last then decides for real
+// if they all allow, so that its denial has nothing to give back, and the
+// others take only once it has allowed. Only a rule whose AllowN denies
+// what its PeekN allowed makes the policies that took give their units
+// back (Refund). The dry-run policies then decide as dry says (decideDry).
+// It notes in keepFor how long the decision keeps the key, as AllowN
+// would make it (taking from the policies that allow).
+func (t *table[S]) decideAll(i uint32, now time.Duration, n int, d *algorithms.Decision, commit bool, dry dryMode) {
+	ds, enf := t.ds, t.set.enforced
 	allowed := true
-	for j, c := range t.cols[:last] {
-		c.decide(i, now, n, &ds[j], false)
-		allowed = allowed && ds[j].Allowed
-	}
-	took := commit && allowed
-	t.cols[last].decide(i, now, n, &ds[last], took)
-	allowed = allowed && ds[last].Allowed
-	if took && allowed {
-		for j, c := range t.cols[:last] {
-			if c.decide(i, now, n, &ds[j], true); ds[j].Allowed {
-				continue
-			}
-			t.cols[last].refund(i, now, n)
-			for k := j - 1; k >= 0; k-- {
-				t.cols[k].refund(i, now, n)
-			}
-			allowed = false
-			break
+	if k := len(enf); k > 0 {
+		last := enf[k-1]
+		for _, j := range enf[:k-1] {
+			t.cols[j].decide(i, now, n, &ds[j], false)
+			allowed = allowed && ds[j].Allowed
 		}
-	}
-	if !allowed {
-		// A policy that would have allowed reports its state as it is:
-		// nothing was taken from it.
-		for j := range ds {
-			if ds[j].Allowed {
-				ds[j].Remaining += n
-				ds[j].ResetAfter = t.cols[j].resetAfter(i, now)
+		took := commit && allowed
+		t.cols[last].decide(i, now, n, &ds[last], took)
+		allowed = allowed && ds[last].Allowed
+		if took && allowed {
+			for x, j := range enf[:k-1] {
+				if t.cols[j].decide(i, now, n, &ds[j], true); ds[j].Allowed {
+					continue
+				}
+				t.cols[last].refund(i, now, n)
+				for _, y := range enf[:x] {
+					t.cols[y].refund(i, now, n)
+				}
+				allowed = false
+				break
+			}
+		}
+		if !allowed {
+			// A policy that would have allowed reports its state as it
+			// is: nothing was taken from it.
+			for _, j := range enf {
+				if ds[j].Allowed {
+					ds[j].Remaining += n
+					ds[j].ResetAfter = t.cols[j].resetAfter(i, now)
+				}
 			}
 		}
 	}
 	t.combine(ds, allowed, d)
+	t.keepFor = 0
+	if allowed {
+		t.keepFor = d.ResetAfter
+	}
+	if dry == dryTake || dry == dryPeek || (dry == dryOnGrant && grants(d)) {
+		d.WouldDeny = t.decideDry(i, now, n, commit && dry != dryPeek)
+	}
 }
 
-// combine writes into d the decision of the policies whose decisions are
-// ds: Remaining the smallest, ResetAfter (and, allowed, Delay) the
+// grants reports whether d grants a waiter its turn now (Turn).
+func grants(d *algorithms.Decision) bool {
+	g, _, _ := Turn(d)
+	return g
+}
+
+// decideDry decides n units on the key in slot i under each dry-run
+// policy alone, taking from each that allows if take, and reports whether
+// one would deny: one whose capacity n passes does, and takes nothing. It
+// lengthens keepFor to the states of those that allow.
+func (t *table[S]) decideDry(i uint32, now time.Duration, n int, take bool) (wouldDeny bool) {
+	for _, j := range t.set.dry {
+		if n > t.set.capacities[j] {
+			wouldDeny = true
+			continue
+		}
+		e := &t.ds[j]
+		t.cols[j].decide(i, now, n, e, take)
+		if e.Allowed {
+			t.keepFor = max(t.keepFor, e.ResetAfter)
+		} else {
+			wouldDeny = true
+		}
+	}
+	return wouldDeny
+}
+
+// giveBack gives n units back to the enforced policies of the key in slot
+// i, as a grant they made at now whose caller left is given back: the
+// dry-run policies keep what they took, having counted a request made.
+func (t *table[S]) giveBack(i uint32, now time.Duration, n int) {
+	for _, j := range t.set.enforced {
+		t.cols[j].refund(i, now, n)
+	}
+}
+
+// combine writes into d the decision of the enforced policies, whose
+// decisions are in ds: Remaining the smallest, ResetAfter (and, allowed, Delay) the
 // largest, RetryAfter the largest wait of the policies that denied. The
 // policy that decided is, on a denial, the denying one with the longest
 // wait, and otherwise the one with the fewest Remaining, the first in the
 // set's order on a tie; Limit is its.
 func (t *table[S]) combine(ds []algorithms.Decision, allowed bool, d *algorithms.Decision) {
-	*d = algorithms.Decision{Allowed: allowed, Remaining: ds[0].Remaining}
+	enf := t.set.enforced
+	if len(enf) == 0 {
+		*d = algorithms.Decision{Allowed: true} // dry-run policies alone: nothing is enforced
+		return
+	}
+	*d = algorithms.Decision{Allowed: allowed, Remaining: ds[enf[0]].Remaining}
 	by := -1
-	for j := range ds {
+	for _, j := range enf {
 		e := &ds[j]
 		d.Remaining = min(d.Remaining, e.Remaining)
 		d.ResetAfter = max(d.ResetAfter, e.ResetAfter)
