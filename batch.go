@@ -36,7 +36,8 @@ type batch struct {
 // every partition has answered, AllowBatch returns ctx.Err() or ErrClosed;
 // the partitions that had not decided their part take nothing, and the
 // parts that were decided stand, with their decisions in out. A zero
-// Decision (its Limit is 0) marks a request that was not decided.
+// Decision marks a request that was not decided (a decided one is
+// Allowed, or has its deciding policy's Limit).
 func (r *Router) AllowBatch(ctx context.Context, reqs []Request, out []Decision) error {
 	if len(out) < len(reqs) {
 		return fmt.Errorf("%w (%d slots for %d requests)", ErrShortOutput, len(out), len(reqs))
@@ -146,7 +147,7 @@ func (b *batch) reset() {
 // AllowEach returns nil once every partition has answered, whatever the
 // requests' errors; or ctx.Err() or ErrClosed if they came first: then,
 // as with AllowBatch, the parts decided stand, and a request not decided
-// has a zero out[i] (its Limit is 0) and a nil errs[i].
+// has a zero out[i] and a nil errs[i].
 func (r *Router) AllowEach(ctx context.Context, reqs []Request, out []Decision, errs []error) error {
 	return r.eachOf("AllowEach", ctx, reqs, out, errs, (*actor.Partition).SendBatch)
 }

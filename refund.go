@@ -20,10 +20,13 @@ import "context"
 // Its errors are AllowN's: ErrInvalidCount for n <= 0 and ErrKeyTooLong,
 // before anything is sent; ctx.Err() if ctx is done before the refund is
 // answered, ErrClosed once the router is closed, ErrAlgorithmPanic or
-// ErrClockPanic. With a Store, an error wrapping ErrStoreUnavailable if the
-// store could not take it, whatever the FailMode: a refund is never made
-// on the local keys instead, which did not grant what it gives back. On
-// any error but the first two the refund may or may not have been made.
+// ErrClockPanic. With a Store, the refund goes to the store, and fails
+// with an error wrapping ErrStoreUnavailable if the store cannot take it
+// (or the key's value there is corrupt), whatever the FailMode: it is
+// never made on the local keys, which hold no grant of the store's. So a
+// grant that FailLocal made on them while the store was down is not given
+// back by Refund. On any error but the first two the refund may or may
+// not have been made.
 func (r *Router) Refund(ctx context.Context, key string, n int) error {
 	if err := r.check(key, n); err != nil {
 		return err

@@ -53,7 +53,7 @@ type StoreOp struct {
 	// its own clock (Redis's), one clock for every process.
 	Now time.Time
 
-	Decision Decision // the answer, for StoreAllow and StorePeek
+	Decision Decision // the answer, for StoreAllow, StorePeek and StoreTurn; for StoreDryRun, its WouldDeny
 	Err      error    // set if the store could not answer
 }
 
@@ -91,6 +91,14 @@ const (
 	// policy among Policies; without one, a grant goes back as
 	// StoreRefund.
 	StoreGiveBack
+
+	// StoreDryRun decides N units on Key under its dry-run policies alone,
+	// each taking if it allows, as StoreAllow decides them, and asks the
+	// others nothing: a request that callers waiting on the key refused
+	// (no barging) is decided by its dry-run policies all the same. Only
+	// Decision.WouldDeny is read. Ops of this kind come only with a
+	// dry-run policy among Policies.
+	StoreDryRun
 )
 
 // FailMode is what a router with a Store does with a request the store
@@ -178,7 +186,7 @@ func (t *storeTable) Prepare(items []keytable.Item, now time.Duration) keytable.
 	var tr *storeTrip
 	for i := range items {
 		it := &items[i]
-		if it.Skip {
+		if it.Skip && !dryOnly(it.Op) {
 			continue
 		}
 		op := StoreOp{Key: it.Key, N: it.N, Now: t.now(now)}
@@ -206,6 +214,10 @@ func (t *storeTable) Prepare(items []keytable.Item, now time.Duration) keytable.
 			if set.HasDryRun() { // without one, a grant given back is a refund
 				op.Kind = StoreGiveBack
 			}
+		case keytable.OpDryRun:
+			op.Kind = StoreDryRun
+		case keytable.OpDryPeek:
+			op.Kind = StorePeek // its WouldDeny alone is read (Finish)
 		}
 		op.Policies = sharedPolicies(set)
 		if tr == nil {
@@ -224,6 +236,14 @@ func (t *storeTable) Finish(trip keytable.Trip, items []keytable.Item, now time.
 	tr := trip.(*storeTrip)
 	for k := range tr.ops {
 		op, it := &tr.ops[k], &items[tr.at[k]]
+		if dryOnly(it.Op) { // the item's decision is its line's: the store adds WouldDeny
+			if op.Err != nil {
+				t.errors++ // the dry-run policies did not decide: nothing would have denied
+			} else {
+				it.D.WouldDeny = op.Decision.WouldDeny
+			}
+			continue
+		}
 		it.D, it.Err, it.By = op.Decision, nil, keytable.FromStore
 		if op.Kind == StoreReset {
 			t.local.Reset(it.Key) // its local state, if FailLocal decided on it
@@ -266,9 +286,13 @@ func (t *storeTable) failed(it *keytable.Item, op *StoreOp, now time.Duration) {
 	}
 }
 
-// open returns FailOpen's decision: allowed, as an untouched key would be.
+// open returns FailOpen's decision: allowed, as an untouched key would be
+// (under dry-run policies alone, allowed and nothing else).
 func (t *storeTable) open(key string, n int) Decision {
 	set := t.setOf(key)
+	if set.Smallest() < 0 {
+		return Decision{Allowed: true}
+	}
 	p := set.Policies()[set.Smallest()]
 	return Decision{Allowed: true, Limit: p.Params.Limit, Remaining: set.Capacity() - n, Policy: p.Name}
 }
@@ -297,11 +321,22 @@ func (t *storeTable) PeekN(key string, now time.Duration, n int, d *Decision) er
 	return errTrips
 }
 
+func (t *storeTable) DecideDry(key string, now time.Duration, n int, take bool) (bool, error) {
+	return false, errTrips
+}
+
+// HasDryRun tells whether key's policies include a dry-run one.
+func (t *storeTable) HasDryRun(key string) bool { return t.setOf(key).HasDryRun() }
+
 func (t *storeTable) AllowEach(items []keytable.Item, now time.Duration) {
 	for i := range items {
 		items[i].D, items[i].Err = Decision{}, errTrips
 	}
 }
+
+// dryOnly reports whether op asks a key's dry-run policies alone, for a
+// request a line refused (keytable.OpDryRun, OpDryPeek).
+func dryOnly(op keytable.Op) bool { return op == keytable.OpDryRun || op == keytable.OpDryPeek }
 
 // errTrips is what a store's table answers a request made at once.
 var errTrips = errors.New("chanlimit: a Store's keys are decided through round trips, never at once")
@@ -323,11 +358,15 @@ func (t *storeTable) GiveBack(key string, now time.Duration, n int) error {
 func (t *storeTable) Reset(key string) { t.local.Reset(key) }
 
 // Hint tells what the set of key's policies says: whether n is above its
-// capacity, and its tightest policy's Limit and name.
+// capacity, and its tightest enforced policy's Limit and name (none under
+// dry-run policies alone).
 func (t *storeTable) Hint(key string, n int) (Decision, error) {
 	set := t.setOf(key)
 	if err := set.Exceeds(n); err != nil {
 		return Decision{}, err
+	}
+	if set.Smallest() < 0 {
+		return Decision{}, nil
 	}
 	p := set.Policies()[set.Smallest()]
 	return Decision{Limit: p.Params.Limit, Policy: p.Name}, nil

@@ -40,7 +40,7 @@ type memStore struct {
 	quit  chan struct{}   // closed at the test's end: nothing stays held
 	calls atomic.Int64    // Decide calls
 	ops   atomic.Int64    // ops served
-	kinds [7]atomic.Int64 // ops served by kind
+	kinds [8]atomic.Int64 // ops served by kind
 	lens  chan int        // if set, each call's number of ops
 }
 
@@ -101,6 +101,8 @@ func (m *memStore) Decide(ctx context.Context, ops []StoreOp) {
 			op.Err = t.AllowTurn(op.Key, now, op.N, &op.Decision)
 		case StoreGiveBack:
 			op.Err = t.GiveBack(op.Key, now, op.N)
+		case StoreDryRun:
+			op.Decision.WouldDeny, op.Err = t.DecideDry(op.Key, now, op.N, true)
 		case StorePeek:
 			op.Err = t.PeekN(op.Key, now, op.N, &op.Decision)
 		case StoreRefund:

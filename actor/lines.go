@@ -381,9 +381,26 @@ func (l *loop) inLineEach(items []keytable.Item, now time.Duration, tries bool) 
 				l.tryInLine(it, now, ln)
 			} else {
 				it.D, it.Err = l.inLine(it.Key, it.N, now, ln)
+				switch {
+				case it.Err != nil || !l.state.Table.HasDryRun(it.Key):
+				case l.remote != nil:
+					it.Op = keytable.OpDryRun // the store's dry-run policies decide it, in its trip
+				default:
+					l.dryInLine(it.Key, it.N, now, true, &it.D)
+				}
 			}
 			it.Skip = true
 		}
+	}
+}
+
+// dryInLine has key's dry-run policies decide a request of n units that
+// its line refused (no barging), taking if take, and sets d's WouldDeny:
+// they decide every request. If their rule panics, the table has dropped
+// the key, and the refusal stands.
+func (l *loop) dryInLine(key string, n int, now time.Duration, take bool, d *algorithms.Decision) {
+	if wouldDeny, err := l.state.Table.DecideDry(key, now, n, take); err == nil {
+		d.WouldDeny = wouldDeny
 	}
 }
 

@@ -100,7 +100,9 @@ func (l *loop) serveRun(burst []request, now time.Duration, clockErr error) (ser
 func (l *loop) joinsTrip(req request) bool {
 	switch req.op {
 	case opAllow, opPeek:
-		return l.waits.lineOf(req.key) == nil // in line: inLine answers it
+		// In line, inLine answers it; with a dry-run policy, which decides
+		// every request, it goes to the store all the same (dispatch).
+		return l.waits.lineOf(req.key) == nil || l.remote.HasDryRun(req.key)
 	case opBatch, opTry, opReset, opRefund:
 		return true
 	}
@@ -124,16 +126,18 @@ func (l *loop) dispatch(run []request, now time.Duration) (served int) {
 		}
 		tr.run = append(tr.run, req)
 		tr.sent = append(tr.sent, len(tr.items))
-		switch req.op {
-		case opAllow:
+		switch {
+		case (req.op == opAllow || req.op == opPeek) && l.waits.lineOf(req.key) != nil:
+			tr.items = append(tr.items, l.dryInTrip(req, now))
+		case req.op == opAllow:
 			tr.items = append(tr.items, keytable.Item{Key: req.key, N: req.n})
-		case opPeek:
+		case req.op == opPeek:
 			tr.items = append(tr.items, keytable.Item{Key: req.key, N: req.n, Op: keytable.OpPeek})
-		case opReset:
+		case req.op == opReset:
 			tr.items = append(tr.items, keytable.Item{Key: req.key, Op: keytable.OpReset})
-		case opRefund:
+		case req.op == opRefund:
 			tr.items = append(tr.items, keytable.Item{Key: req.key, N: req.n, Op: keytable.OpRefund})
-		case opBatch, opTry:
+		case req.op == opBatch || req.op == opTry:
 			if len(l.waits.lines) > 0 {
 				l.inLineEach(*req.batch, now, req.op == opTry)
 			}
@@ -151,6 +155,21 @@ func (l *loop) dispatch(run []request, now time.Duration) (served int) {
 		return 0
 	}
 	return l.send(tr)
+}
+
+// dryInTrip returns the item of req, an AllowN or a PeekN on a key whose
+// line answers it (no barging), for the store's dry-run policies to decide
+// beside that answer: a request the line refuses is decided by them all
+// the same. An error of the line's answer is the item's, sent nowhere.
+func (l *loop) dryInTrip(req request, now time.Duration) keytable.Item {
+	it := keytable.Item{Key: req.key, N: req.n, Op: keytable.OpDryRun}
+	if req.op == opPeek {
+		it.Op = keytable.OpDryPeek
+	}
+	if it.D, it.Err = l.inRemoteLine(req.key, req.n, now, l.waits.lineOf(req.key)); it.Err != nil {
+		it.Op, it.Skip = keytable.OpAllow, true
+	}
+	return it
 }
 
 // send sends tr, whose items are filled, to the remote table on a

@@ -70,6 +70,9 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 			return 0
 		}
 		r.d, r.err = l.inLine(req.key, req.n, now, l.waits.lineOf(req.key)) // no barging
+		if r.err == nil && l.remote == nil {
+			l.dryInLine(req.key, req.n, now, req.op == opAllow, &r.d)
+		}
 	case req.op == opAllow:
 		r.err = t.AllowN(req.key, now, req.n, &l.d)
 		r.d = l.d

@@ -58,8 +58,8 @@ func (g *GCRA) PeekN(s *GCRAState, now time.Duration, n int, d *Decision) {
 	g.decide(s, now, n, false, d)
 }
 
-// Refund puts back the n tokens taken at now: TAT moves back by
-// n × Window / Limit.
+// Refund puts n tokens back at now, up to the bucket's capacity: TAT
+// moves back by n × Window / Limit, but not before now.
 func (g *GCRA) Refund(s *GCRAState, now time.Duration, n int) {
 	checkN(n, g.burst)
 	t := uint64(max(now, 0))

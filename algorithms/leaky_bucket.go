@@ -51,7 +51,8 @@ func (l *LeakyBucket) PeekN(s *GCRAState, now time.Duration, n int, d *Decision)
 	l.decide(s, now, n, false, d)
 }
 
-// Refund takes the n units queued at now back out of the queue.
+// Refund takes n units out of the queue at now, down to empty: later
+// admissions wait less.
 func (l *LeakyBucket) Refund(s *GCRAState, now time.Duration, n int) { l.gcra.Refund(s, now, n) }
 
 // ResetAfter returns the time until the queue is empty.

@@ -64,7 +64,8 @@ func (tb *TokenBucket) PeekN(s *TokenBucketState, now time.Duration, n int, d *D
 	tb.AllowN(&c, now, n, d)
 }
 
-// Refund puts back the n tokens taken at now.
+// Refund puts n tokens back, up to the bucket's capacity: taken from the
+// units used (which then refill as before), so at any instant.
 func (tb *TokenBucket) Refund(s *TokenBucketState, now time.Duration, n int) {
 	checkN(n, tb.burst)
 	s.used = s.used.SubFloor(wide.Mul(uint64(n), tb.perToken))

@@ -70,7 +70,8 @@ type Options struct {
 	// own errors. It does not run for a refused request, which took
 	// nothing, nor after a handler that panicked. The refund is made even
 	// if the client has gone; one the router cannot make (it was closed,
-	// or a Store could not take it) leaves the request counted. With
+	// or a Store could not take it) leaves the request counted; with a
+	// Store, the refund's round trip comes before ServeHTTP returns. With
 	// Refund set, the handler gets a ResponseWriter that notes the status
 	// (one allocation a request); it passes on Flush and Hijack, and
 	// Unwrap gives http.ResponseController the one below.

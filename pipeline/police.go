@@ -123,7 +123,7 @@ func (p *policer[T]) decide() {
 	for k := range p.reqs {
 		res := &p.results[p.at[k]]
 		res.Decision, res.Err = p.ds[k], p.errs[k]
-		if res.Err == nil && res.Decision.Limit == 0 { // not decided: ctx ended or the router closed first
+		if res.Err == nil && res.Decision == (chanlimit.Decision{}) { // not decided: ctx ended or the router closed first
 			res.Err = err
 		}
 	}

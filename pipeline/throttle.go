@@ -207,7 +207,7 @@ func (s *shaper[T]) try() {
 	for i, j := range trying {
 		res := Result[T]{Item: j.item, Decision: s.ds[i], Err: s.errs[i]}
 		switch {
-		case res.Err == nil && res.Decision.Limit == 0 && err != nil: // not decided: ctx ended or the router closed first
+		case res.Err == nil && res.Decision == (chanlimit.Decision{}) && err != nil: // not decided: ctx ended or the router closed first
 			res.Err = err
 		case res.Err == nil && !res.Decision.Allowed: // to wait (or, never decided, for WaitN to decide)
 			s.work(job[T]{key: j.key, item: j.item, n: j.n})

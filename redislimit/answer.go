@@ -25,7 +25,8 @@ func (s *Store) answer(ops []chanlimit.StoreOp, c call) {
 	vals = vals[1:] // whether the call changed a key
 	for _, i := range c.ops {
 		op := &ops[i]
-		if !answered(op.Kind) {
+		size := answers(op)
+		if size == 0 {
 			continue
 		}
 		if len(vals) > 0 && vals[0] == -1 {
@@ -33,12 +34,13 @@ func (s *Store) answer(ops []chanlimit.StoreOp, c call) {
 			vals = vals[1:]
 			continue
 		}
-		size := 1 + perPolicy*len(op.Policies)
 		if len(vals) < size {
 			op.Err = unavailable(fmt.Errorf("redislimit: the script answered too few numbers for %d requests", len(c.ops)))
 			continue
 		}
-		op.Decision = combine(op.Policies, vals[0] == 1, vals[1:size])
+		if op.Kind != chanlimit.StoreRefund {
+			op.Decision = combine(op.Policies, vals[0] == 1, vals[1:size])
+		}
 		vals = vals[size:]
 	}
 }

@@ -22,25 +22,29 @@
 --          6 fixed_window; negated for a dry-run policy), limit, window
 --          (us), capacity, units refilled per microsecond, units in a token
 --          (the buckets'; 0 for the others); then for each request: kind
---          (1 allow, 2 peek, 3 refund, 4 reset, 5 turn, 6 give back), n,
---          its set, now in microseconds (-1: Redis's own clock, TIME).
+--          (1 allow, 2 peek, 3 refund, 4 reset, 5 turn, 6 give back,
+--          7 dry run), n, its set, now in microseconds (-1: Redis's own
+--          clock, TIME).
 --          A dry-run policy decides each allow, peek and granted turn
 --          alone, as if it were the key's only policy, taking if it allows
 --          (not on a peek); the others decide together. A turn is a
 --          waiter's: the dry-run policies decide it only if the others
 --          grant it with no delay. A give back is a refund to the policies
---          that are not dry-run.
+--          that are not dry-run. A dry run is decided by the dry-run
+--          policies alone, as an allow is: a request callers waiting on
+--          its key refused.
 --          2: the store's id; 3: the call's number; then the fields of
 --          the sets' policies, in order.
 --
 -- Returns 1 if the call changed a key, else 0; then, request after
--- request, for an allow, a peek or a turn: -1 if the key holds a value
+-- request, for an allow, a peek, a refund, a turn or a dry run: -1 if
+-- the key holds a value
 -- the script did not write (the key is corrupt: its requests fail, the
 -- others are decided), or allowed (by the policies that are not dry-run),
 -- then for each policy: allowed, remaining, retry after, reset after,
 -- delay (us), and by how many ns its retry after was rounded up (a
--- dry-run policy that did not decide says allowed); nothing for a refund,
--- a reset or a give back.
+-- dry-run policy that did not decide says allowed); for a refund, 0;
+-- nothing for a reset or a give back.
 --
 -- A call that changes a key leaves its answers in the first key it
 -- leaves a state in, which lives as long as the client may send the call
@@ -621,7 +625,7 @@ local function valid(field, t)
     end
   end
   local alg = algOf(field)
-  if #t < (alg == 4 and 4 or 5) -- a log a refund emptied keeps no entry
+  if #t < 5 and not (alg == 4 and #t == 4 and t[4] == 0) -- an empty log, as an earlier script left one a grant given back emptied
       or (alg and (t[1] < 1 or t[2] < 1)) or (alg == 4 and #t % 2 ~= 0)
       or (alg and alg ~= 4 and #t ~= (alg == 5 and 6 or 5)) then
     return false
@@ -762,9 +766,9 @@ end
 
 -- decideCall decides one call: KEYS and ARGV as above.
 -- answering reports whether a request of kind is answered: an allow, a
--- peek or a turn.
+-- peek, a refund, a turn or a dry run.
 local function answering(kind)
-  return kind <= 2 or kind == 5
+  return kind <= 3 or kind == 5 or kind == 7
 end
 
 local function decideCall(KEYS, ARGV)
@@ -1013,13 +1017,20 @@ local function decideCall(KEYS, ARGV)
           elseif fixedResetAfter(p, s, now) > 0 then -- a window open at now
             s.count = s.count - min(n, s.count)
           end
-          v.states[p.field] = pack(p, s)
+          if resetAfter(p, s, now) > 0 then
+            v.states[p.field] = pack(p, s)
+          else
+            v.states[p.field] = nil -- untouched again: no state, as for a key never seen
+          end
           gave = true
         end
       end
       if gave then
         note(key, set, now, grace, nil)
         taking = true
+      end
+      if kind == 3 then
+        return {0} -- made: a refund is answered, so that one on a corrupt key can fail
       end
       return nil
     end
@@ -1030,7 +1041,10 @@ local function decideCall(KEYS, ARGV)
     local allowed, delay = true, 0
     local ds = {}
     for j, p in ipairs(set) do
-      if not p.dry then
+      if p.dry then
+      elseif kind == 7 then -- a request a line refused: for the dry-run policies alone
+        ds[j] = {allowed = true, remaining = 0, retry = 0, reset = 0, delay = 0}
+      else
         local d = {}
         decide(p, ss[j], now, n, d)
         ds[j] = d

@@ -124,7 +124,7 @@ func binEntry(field string, nums ...float64) string {
 }
 
 // TestCorruptKeyAlone: a key whose value another client wrote fails its
-// own requests, with ErrStoreUnavailable, and leaves the value as it is;
+// own requests (refunds too), with ErrStoreUnavailable, and leaves the value as it is;
 // the other keys of the same script call are decided and answered. Reset
 // drops the value.
 func TestCorruptKeyAlone(t *testing.T) {
@@ -157,6 +157,8 @@ func TestCorruptKeyAlone(t *testing.T) {
 				assert.Zero(t, d.Remaining, "value %d: good1's unit was taken once", v)
 				_, err = r.AllowN(ctx, bad, 1)
 				require.ErrorIs(t, err, redislimit.ErrStoreUnavailable)
+				require.ErrorIs(t, r.Refund(ctx, bad, 1), redislimit.ErrStoreUnavailable, "value %d: a refund it cannot make fails", v)
+				require.NoError(t, r.Refund(ctx, good2, 1), "value %d", v)
 				got, err := client.Get(ctx, st.Key(bad)).Result()
 				require.NoError(t, err)
 				assert.Equal(t, value, got, "value %d: left as it was", v)

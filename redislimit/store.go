@@ -208,16 +208,13 @@ const maxAnswers = 4096
 
 // answers returns how many numbers the script answers op with.
 func answers(op *chanlimit.StoreOp) int {
-	if !answered(op.Kind) {
-		return 0
+	switch op.Kind {
+	case chanlimit.StoreAllow, chanlimit.StorePeek, chanlimit.StoreTurn, chanlimit.StoreDryRun:
+		return 1 + perPolicy*len(op.Policies)
+	case chanlimit.StoreRefund:
+		return 1 // 0, or -1 for a corrupt key, which fails it
 	}
-	return 1 + perPolicy*len(op.Policies)
-}
-
-// answered reports whether the script answers a request of kind: an
-// allow, a peek or a turn; not a refund, a reset or a give back.
-func answered(kind chanlimit.StoreOpKind) bool {
-	return kind == chanlimit.StoreAllow || kind == chanlimit.StorePeek || kind == chanlimit.StoreTurn
+	return 0 // a reset or a give back: nobody waits for its answer
 }
 
 // perPolicy is how many numbers the script answers for each policy of a

@@ -76,7 +76,7 @@ func (t *table[S]) copyHeld(i uint32, now time.Duration) bool {
 // instant of the last grant, and the instant the states are untouched
 // after the grant before it.
 func (t *table[S]) decideLine(now time.Duration, ns []int) (at, free time.Duration, ok bool) {
-	at, free = now, after(now, t.stateResetAfter(none, now))
+	at, free = now, after(now, t.enforcedResetAfter(none, now)) // a dry-run policy's state is not the line's
 	var d algorithms.Decision
 	for k, n := range ns {
 		if n > t.capacity {

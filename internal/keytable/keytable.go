@@ -98,6 +98,16 @@ type keyed interface {
 	// asked again, or given back, counts with them once, at its grant.
 	AllowTurn(key string, now time.Duration, n int, d *algorithms.Decision) error
 
+	// DecideDry decides n units on key under its dry-run policies alone,
+	// each taking if it allows when take is set, and reports whether one
+	// would deny: a request that callers waiting on the key refuse
+	// (no barging) is decided by them all the same. A key without
+	// dry-run policies reports false and is not asked.
+	DecideDry(key string, now time.Duration, n int, take bool) (wouldDeny bool, err error)
+
+	// HasDryRun reports whether key's policies include a dry-run one.
+	HasDryRun(key string) bool
+
 	// PeekN writes into d what AllowN would answer, errors included, and
 	// changes nothing.
 	PeekN(key string, now time.Duration, n int, d *algorithms.Decision) error
@@ -291,6 +301,8 @@ const (
 	OpRefund   // give N back to every policy (Router.Refund)
 	OpGiveBack // take back a grant whose caller left: to the enforced policies alone (GiveBack)
 	OpTurn     // decide as AllowTurn: a waiter's turn
+	OpDryRun   // decide as DecideDry, taking: a request a line refused; Finish sets D's WouldDeny alone
+	OpDryPeek  // decide as DecideDry, taking nothing: a peek a line answered; likewise
 )
 
 // From is where a Remote table's grant came from.
@@ -310,7 +322,8 @@ type Remote interface {
 	Table
 
 	// Prepare readies items for the store, on the partition's goroutine,
-	// to be served in order by their Op, passing by those with Skip. It
+	// to be served in order by their Op, passing by those with Skip (but
+	// for OpDryRun and OpDryPeek, whose D is their line's already). It
 	// answers at once those it can (an n above the capacity), and returns
 	// the round trip that takes the others, or nil if none is left.
 	Prepare(items []Item, now time.Duration) Trip

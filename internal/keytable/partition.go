@@ -128,6 +128,16 @@ func (k *Keys) AllowTurn(key string, now time.Duration, n int, d *algorithms.Dec
 	return err
 }
 
+func (k *Keys) DecideDry(key string, now time.Duration, n int, take bool) (bool, error) {
+	t := k.tableOf(key)
+	k.asking = t
+	wouldDeny, err := t.DecideDry(key, now, n, take)
+	k.asking = nil
+	return wouldDeny, err
+}
+
+func (k *Keys) HasDryRun(key string) bool { return k.tableOf(key).HasDryRun(key) }
+
 func (k *Keys) PeekN(key string, now time.Duration, n int, d *algorithms.Decision) error {
 	t := k.tableOf(key)
 	k.asking = t

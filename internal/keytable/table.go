@@ -123,6 +123,34 @@ func (t *table[S]) allowN(key string, now time.Duration, n int, d *algorithms.De
 	return nil
 }
 
+func (t *table[S]) HasDryRun(string) bool { return t.set.HasDryRun() }
+
+func (t *table[S]) DecideDry(key string, now time.Duration, n int, take bool) (wouldDeny bool, err error) {
+	if !t.set.HasDryRun() {
+		return false, nil
+	}
+	i, held := t.lookup(key)
+	if !held {
+		i = none
+	}
+	t.keepFor = 0
+	err = t.ask(i, func() { wouldDeny = t.decideDry(i, now, n, take) })
+	switch {
+	case err != nil:
+		wouldDeny = false
+	case held:
+		if t.keepFor > 0 {
+			t.earlier(i, after(now, t.keepFor))
+		}
+	case take && t.keepFor > 0 && t.room(len(key)): // a new key, which a line never has: kept as AllowN would keep it
+		if err = t.admit(now); err == nil {
+			t.insert(key, after(now, t.keepFor))
+		}
+	}
+	t.clearFresh()
+	return wouldDeny, err
+}
+
 // keep returns how long the decision d just made keeps its key, at
 // least: until the states it took from are untouched again, as far as d
 // tells; 0 if it took nothing.
@@ -500,6 +528,19 @@ func (t *table[S]) stateResetAfter(i uint32, now time.Duration) time.Duration {
 	var wait time.Duration
 	for _, c := range t.cols {
 		wait = max(wait, c.resetAfter(i, now))
+	}
+	return wait
+}
+
+// enforcedResetAfter is stateResetAfter under the enforced policies alone:
+// what a Decision tells of the key.
+func (t *table[S]) enforcedResetAfter(i uint32, now time.Duration) time.Duration {
+	if !t.set.HasDryRun() {
+		return t.stateResetAfter(i, now)
+	}
+	var wait time.Duration
+	for _, j := range t.set.enforced {
+		wait = max(wait, t.cols[j].resetAfter(i, now))
 	}
 	return wait
 }
