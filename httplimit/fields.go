@@ -155,3 +155,19 @@ func appendString(b []byte, s string) []byte {
 	}
 	return append(b, '"')
 }
+
+// Fields returns the values of the fields Middleware writes for the
+// decision d on a key whose quota is q (as AllowQuota, PeekQuota or
+// WaitQuota wrote it with d): RateLimit-Policy, RateLimit, and for a
+// refusal the Retry-After seconds (0 for an allowance). policy and
+// rateLimit are "" for a key under dry-run policies alone, which has no
+// fields. Another protocol's middleware writes the same values with it
+// (package grpclimit, as header metadata).
+func Fields(d chanlimit.Decision, q *chanlimit.Quota) (policy, rateLimit string, retryAfter int64) {
+	f := newPolicyFields(q.Policies)
+	rate, t := f.appendRateLimit(nil, d, q)
+	if !d.Allowed {
+		retryAfter = t
+	}
+	return f.value, string(rate), retryAfter
+}

@@ -3,6 +3,8 @@ package httplimit_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -155,3 +157,51 @@ func TestErrorBodiesTellNothingOfTheError(t *testing.T) {
 type secretError struct{ text string }
 
 func (e *secretError) Error() string { return "database says: " + e.text }
+
+// TestDryRunNeverAdvertised: a dry-run policy is in no field, and a key
+// under dry-run policies alone gets none.
+func TestDryRunNeverAdvertised(t *testing.T) {
+	r, _ := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{
+		{Name: "shadow", Limit: 1, Window: time.Hour, DryRun: true},
+		{Name: "second", Limit: 5, Window: time.Second},
+	}})
+	require.NoError(t, r.SetOverride(context.Background(), "trial", chanlimit.Policy{Name: "trial", Limit: 1, Window: time.Hour, DryRun: true}))
+	srv := httptest.NewServer(httplimit.Middleware(r, httplimit.Options{Key: httplimit.KeyByHeader("X-Key")})(hello))
+	defer srv.Close()
+	for i := range 2 {
+		resp, _ := get(t, srv.Client(), srv.URL, "X-Key", "k")
+		require.Equal(t, http.StatusOK, resp.StatusCode, "request %d: the shadow denies nobody", i)
+		assert.Equal(t, []member{{"second", map[string]int64{"q": 5, "w": 1}}}, parseField(t, resp.Header, "RateLimit-Policy"))
+		assert.Equal(t, []member{{"second", map[string]int64{"r": int64(4 - i), "t": 1}}}, parseField(t, resp.Header, "RateLimit"))
+	}
+	resp, _ := get(t, srv.Client(), srv.URL, "X-Key", "trial")
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Empty(t, resp.Header.Values("RateLimit-Policy"), "a key under dry-run policies alone has no fields")
+	assert.Empty(t, resp.Header.Values("RateLimit"))
+}
+
+// TestFieldsAreTheMiddlewares: Fields gives the values the middleware
+// writes, for an allowance and for a refusal.
+func TestFieldsAreTheMiddlewares(t *testing.T) {
+	r, _ := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{
+		{Name: "second", Limit: 1, Window: time.Second},
+		{Name: "minute", Algorithm: "fixed_window", Limit: 30, Window: time.Minute},
+	}})
+	h := httplimit.Middleware(r, httplimit.Options{Key: func(*http.Request) (string, error) { return "a", nil }})(hello)
+	other, _ := newRouter(t, chanlimit.Config{Policies: r.Policies()})
+	for i := range 2 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, request("192.0.2.1:1"))
+		var q chanlimit.Quota
+		d, err := other.AllowQuota(context.Background(), "a", 1, &q)
+		require.NoError(t, err)
+		policy, rate, retry := httplimit.Fields(d, &q)
+		assert.Equal(t, w.Header().Get("RateLimit-Policy"), policy, "request %d", i)
+		assert.Equal(t, w.Header().Get("RateLimit"), rate, "request %d", i)
+		if d.Allowed {
+			assert.Zero(t, retry)
+		} else {
+			assert.Equal(t, w.Header().Get("Retry-After"), strconv.FormatInt(retry, 10))
+		}
+	}
+}

@@ -194,3 +194,14 @@ func FuzzKeyByIP(f *testing.F) {
 		}
 	})
 }
+
+func TestKeyOfIP(t *testing.T) {
+	for addr, want := range map[string]string{
+		"192.0.2.7":            "192.0.2.7",
+		"::ffff:192.0.2.7":     "192.0.2.7",
+		"2001:db8:1:2:3:4:5:6": "2001:db8:1:2::/64",
+		"fe80::1%eth0":         "fe80::/64",
+	} {
+		assert.Equal(t, want, httplimit.KeyOfIP(netip.MustParseAddr(addr)), addr)
+	}
+}

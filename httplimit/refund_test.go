@@ -2,7 +2,6 @@ package httplimit_test
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -129,26 +128,4 @@ func TestWriteLimited(t *testing.T) {
 	httplimit.WriteLimited(w, request("192.0.2.1:1"))
 	assert.Equal(t, http.StatusInternalServerError, w.Code)
 	assert.True(t, strings.HasPrefix(w.Header().Get("Content-Type"), "application/problem+json"))
-}
-
-// TestDryRunNeverAdvertised: a dry-run policy is in no field, and a key
-// under dry-run policies alone gets none.
-func TestDryRunNeverAdvertised(t *testing.T) {
-	r, _ := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{
-		{Name: "shadow", Limit: 1, Window: time.Hour, DryRun: true},
-		{Name: "second", Limit: 5, Window: time.Second},
-	}})
-	require.NoError(t, r.SetOverride(context.Background(), "trial", chanlimit.Policy{Name: "trial", Limit: 1, Window: time.Hour, DryRun: true}))
-	srv := httptest.NewServer(httplimit.Middleware(r, httplimit.Options{Key: httplimit.KeyByHeader("X-Key")})(hello))
-	defer srv.Close()
-	for i := range 2 {
-		resp, _ := get(t, srv.Client(), srv.URL, "X-Key", "k")
-		require.Equal(t, http.StatusOK, resp.StatusCode, "request %d: the shadow denies nobody", i)
-		assert.Equal(t, []member{{"second", map[string]int64{"q": 5, "w": 1}}}, parseField(t, resp.Header, "RateLimit-Policy"))
-		assert.Equal(t, []member{{"second", map[string]int64{"r": int64(4 - i), "t": 1}}}, parseField(t, resp.Header, "RateLimit"))
-	}
-	resp, _ := get(t, srv.Client(), srv.URL, "X-Key", "trial")
-	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.Empty(t, resp.Header.Values("RateLimit-Policy"), "a key under dry-run policies alone has no fields")
-	assert.Empty(t, resp.Header.Values("RateLimit"))
 }

@@ -1,0 +1,22 @@
+module github.com/chanlimit/chanlimit/grpclimit
+
+go 1.26.0
+
+replace github.com/chanlimit/chanlimit => ../
+
+require (
+	github.com/chanlimit/chanlimit v0.2.0
+	github.com/dunglas/httpsfv v1.1.2
+	github.com/stretchr/testify v1.12.1
+	go.uber.org/goleak v1.3.0
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+)
