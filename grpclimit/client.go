@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/httplimit"
 )
 
 // UnaryClientInterceptor makes each unary call wait its turn on r (WaitN,
@@ -17,9 +18,13 @@ import (
 // come after MaxWait (0: no bound but its context) or its deadline fails
 // at once with codes.ResourceExhausted and the wait in a
 // google.rpc.RetryInfo (Refusal), one whose context ends while it waits
-// with its context's code, one the router cannot decide with the router's
-// error (a key function's error as it is): none of them is sent, and none
-// takes any quota.
+// with its context's code; one the router cannot decide, or whose key
+// function fails, with an error whose gRPC code is what a server would
+// answer (status.Code: codes.Unavailable for a closed router,
+// codes.InvalidArgument for a cost above the key's capacity or a key
+// error, codes.ResourceExhausted for a full line) and which matches the
+// router's error (errors.Is). None of them is sent, and none takes any
+// quota.
 func UnaryClientInterceptor(r *chanlimit.Router, opts Options) grpc.UnaryClientInterceptor {
 	c := client{r: r, opts: opts}
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
@@ -57,20 +62,20 @@ func (c *client) wait(ctx context.Context, method string) error {
 		return nil
 	}
 	if c.r == nil {
-		return errNoRouter
+		return &notSent{err: errNoRouter, code: codes.Internal}
 	}
 	key := method
 	if c.opts.Key != nil {
 		var err error
 		if key, err = c.opts.Key(ctx, method); err != nil {
-			return err
+			return &notSent{err: err, code: codes.InvalidArgument}
 		}
 	}
 	n := cost(ctx, c.opts.Cost, method)
 	wctx := ctx
 	if c.opts.MaxWait > 0 {
 		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(ctx, c.opts.MaxWait)
+		wctx, cancel = httplimit.WaitContext(ctx, c.opts.MaxWait)
 		defer cancel()
 	}
 	d, err := c.r.WaitN(wctx, key, n)
@@ -81,8 +86,26 @@ func (c *client) wait(ctx context.Context, method string) error {
 		return status.FromContextError(ctx.Err()).Err()
 	case errors.Is(err, context.DeadlineExceeded) && d.RetryAfter > 0:
 		return Refusal(d) // its turn would come past MaxWait or its deadline
-	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.ResourceExhausted, msgLimited) // its turn came later than foreseen, past MaxWait
+	case errors.Is(err, context.DeadlineExceeded): // its turn came later than foreseen, past MaxWait and its grace
+		d.RetryAfter = httplimit.WaitGrace
+		return Refusal(d)
 	}
-	return err
+	return &notSent{err: err, code: codeOf(ctx, err)}
 }
+
+// notSent is the error of a call a client interceptor did not send, as
+// the router (or the key function) answered: its gRPC code (GRPCStatus)
+// is what a server would answer the same error with, and errors.Is
+// matches the router's error through it.
+type notSent struct {
+	err  error
+	code codes.Code
+}
+
+func (e *notSent) Error() string { return "grpclimit: the call was not sent: " + e.err.Error() }
+
+func (e *notSent) Unwrap() error { return e.err }
+
+// GRPCStatus returns the call's status, for status.FromError and
+// status.Code. Its message is the error's: it never leaves the client.
+func (e *notSent) GRPCStatus() *status.Status { return status.New(e.code, e.Error()) }

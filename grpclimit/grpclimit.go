@@ -154,6 +154,10 @@ func (s *server) admit(ctx context.Context, method string, setHeader func(metada
 	n := cost(ctx, s.opts.Cost, method)
 	var q chanlimit.Quota
 	d, err := s.decide(ctx, key, n, &q)
+	if errors.Is(err, chanlimit.ErrTooManyWaiters) {
+		d, err = s.r.PeekQuota(ctx, key, n, &q) // a refusal like any other: the key's line has no room
+		d.Allowed = false
+	}
 	if err != nil {
 		return "", 0, statusOf(ctx, err)
 	}
@@ -168,13 +172,13 @@ func (s *server) admit(ctx context.Context, method string, setHeader func(metada
 }
 
 // decide asks the router for n units on key: AllowN, or WaitN up to
-// MaxWait, with the key's quota in q. A wait MaxWait cuts short is a
-// refusal.
+// MaxWait (and httplimit.WaitGrace for a grant a little late), with the
+// key's quota in q. A wait MaxWait cuts short is a refusal.
 func (s *server) decide(ctx context.Context, key string, n int, q *chanlimit.Quota) (chanlimit.Decision, error) {
 	if s.opts.MaxWait <= 0 {
 		return s.r.AllowQuota(ctx, key, n, q)
 	}
-	wctx, cancel := context.WithTimeout(ctx, s.opts.MaxWait)
+	wctx, cancel := httplimit.WaitContext(ctx, s.opts.MaxWait)
 	defer cancel()
 	d, err := s.r.WaitQuota(wctx, key, n, q)
 	switch {
@@ -186,7 +190,10 @@ func (s *server) decide(ctx context.Context, key string, n int, q *chanlimit.Quo
 		d.Allowed = false
 		return d, nil // refused at once: WaitN says how long the wait would be
 	}
-	d, err = s.r.PeekQuota(ctx, key, n, q) // the grant came later than foreseen
+	// The grant came later than foreseen, past the grace: as it stands now.
+	if d, err = s.r.PeekQuota(ctx, key, n, q); err == nil && d.Allowed {
+		return s.r.AllowQuota(ctx, key, n, q)
+	}
 	d.Allowed = false
 	return d, err
 }
@@ -220,21 +227,43 @@ func Refusal(d chanlimit.Decision) error {
 }
 
 // statusOf returns the status error of a call the router could not
-// decide: codes.InvalidArgument for a key too long or a cost above what
-// the key's policies ever allow at once (or below 1); codes.Unavailable
-// for a closed router, one full of keys, or a Store that cannot answer;
-// the context's code if the call's context ended; codes.Internal for
-// anything else. Its message is fixed for each code.
+// decide with err, with the code codeOf gives and a message fixed for
+// each code.
 func statusOf(ctx context.Context, err error) error {
-	switch {
-	case errors.Is(err, chanlimit.ErrKeyTooLong), errors.Is(err, chanlimit.ErrExceedsCapacity), errors.Is(err, chanlimit.ErrInvalidCount):
-		return status.Error(codes.InvalidArgument, msgBadRequest)
-	case errors.Is(err, chanlimit.ErrClosed), errors.Is(err, chanlimit.ErrTooManyKeys), errors.Is(err, chanlimit.ErrStoreUnavailable):
-		return status.Error(codes.Unavailable, msgUnavailable)
-	case ctx.Err() != nil:
+	code := codeOf(ctx, err)
+	if code == codes.Canceled || code == codes.DeadlineExceeded {
 		return status.FromContextError(ctx.Err()).Err()
 	}
-	return status.Error(codes.Internal, msgInternal)
+	return status.Error(code, messages[code])
+}
+
+// messages are the fixed messages of the codes codeOf gives.
+var messages = map[codes.Code]string{
+	codes.InvalidArgument:   msgBadRequest,
+	codes.Unavailable:       msgUnavailable,
+	codes.Internal:          msgInternal,
+	codes.ResourceExhausted: msgLimited,
+}
+
+// codeOf returns the code of a call the router could not decide with
+// err: codes.InvalidArgument for a key too long or a cost above what the
+// key's policies ever allow at once; codes.ResourceExhausted for a key
+// whose line of waiters is full; codes.Unavailable for a closed router,
+// one full of keys, or a Store that cannot answer; the context's code if
+// the call's context ended; codes.Internal for anything else, a Cost
+// below 1 (the Cost function is wrong) included.
+func codeOf(ctx context.Context, err error) codes.Code {
+	switch {
+	case errors.Is(err, chanlimit.ErrKeyTooLong), errors.Is(err, chanlimit.ErrExceedsCapacity), errors.Is(err, ErrNoKey):
+		return codes.InvalidArgument
+	case errors.Is(err, chanlimit.ErrTooManyWaiters):
+		return codes.ResourceExhausted
+	case errors.Is(err, chanlimit.ErrClosed), errors.Is(err, chanlimit.ErrTooManyKeys), errors.Is(err, chanlimit.ErrStoreUnavailable):
+		return codes.Unavailable
+	case ctx.Err() != nil:
+		return status.FromContextError(ctx.Err()).Code()
+	}
+	return codes.Internal
 }
 
 // cost returns the call's cost: 1, or what f says.
@@ -258,7 +287,7 @@ func KeyByPeer(ctx context.Context, _ string) (string, error) {
 	if !ok || p.Addr == nil {
 		return "", fmt.Errorf("%w: no peer", ErrNoKey)
 	}
-	if a, ok := p.Addr.(*net.TCPAddr); ok {
+	if a, ok := p.Addr.(*net.TCPAddr); ok && a != nil {
 		if addr, ok := netip.AddrFromSlice(a.IP); ok {
 			return httplimit.KeyOfIP(addr), nil
 		}

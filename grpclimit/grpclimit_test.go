@@ -348,3 +348,66 @@ func TestKeyByPeerIPv6(t *testing.T) {
 	_, err := grpclimit.KeyByPeer(ctx, check)
 	assert.ErrorIs(t, err, grpclimit.ErrNoKey)
 }
+
+// TestServerFullLine: a call refused because the key's line of waiters is
+// full is refused as any other, with its details and metadata; a Cost
+// function that returns 0 is the server's fault: Internal.
+func TestServerFullLine(t *testing.T) {
+	r, clk := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Second, MaxWaiters: 1})
+	one := func(context.Context, string) (string, error) { return "one", nil }
+	_, client := serve(t, []grpc.ServerOption{grpc.UnaryInterceptor(grpclimit.UnaryServerInterceptor(r, grpclimit.Options{Key: one, MaxWait: time.Minute}))})
+	ctx := context.Background()
+	_, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
+	waited := make(chan error, 1)
+	go func() {
+		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
+		waited <- err
+	}()
+	waitFor(t, r, 1)
+	var header metadata.MD
+	_, err = client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&header))
+	st := status.Convert(err)
+	require.Equal(t, codes.ResourceExhausted, st.Code(), "%v", err)
+	require.Len(t, st.Details(), 2)
+	assert.NotEmpty(t, header.Get("ratelimit"))
+	clk.Advance(time.Second)
+	require.NoError(t, <-waited)
+
+	zero, _ := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Second})
+	_, client = serve(t, []grpc.ServerOption{grpc.UnaryInterceptor(grpclimit.UnaryServerInterceptor(zero, grpclimit.Options{Cost: func(context.Context, string) int { return 0 }}))})
+	_, err = client.Check(ctx, &healthpb.HealthCheckRequest{})
+	assert.Equal(t, codes.Internal, status.Code(err), "the Cost function is wrong, not the call")
+}
+
+// TestClientErrors: a call the client's router cannot decide fails with
+// the code a server would answer, and the router's error.
+func TestClientErrors(t *testing.T) {
+	r, _ := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Second})
+	costly := grpclimit.Options{Cost: func(context.Context, string) int { return 2 }}
+	_, client := serve(t, nil, grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(r, costly)))
+	ctx := context.Background()
+	_, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
+	assert.Equal(t, codes.InvalidArgument, status.Code(err))
+	assert.ErrorIs(t, err, chanlimit.ErrExceedsCapacity)
+
+	noKey := grpclimit.Options{Key: func(context.Context, string) (string, error) { return "", errors.New("no account") }}
+	_, client = serve(t, nil, grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(r, noKey)))
+	_, err = client.Check(ctx, &healthpb.HealthCheckRequest{})
+	assert.Equal(t, codes.InvalidArgument, status.Code(err))
+
+	closed, _ := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Second})
+	require.NoError(t, closed.Close())
+	_, client = serve(t, nil, grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(closed, grpclimit.Options{})))
+	_, err = client.Check(ctx, &healthpb.HealthCheckRequest{})
+	assert.Equal(t, codes.Unavailable, status.Code(err))
+	assert.ErrorIs(t, err, chanlimit.ErrClosed)
+
+	_, client = serve(t, nil, grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(nil, grpclimit.Options{})))
+	_, err = client.Check(ctx, &healthpb.HealthCheckRequest{})
+	assert.Equal(t, codes.Internal, status.Code(err), "no router")
+
+	ctx = peer.NewContext(ctx, &peer.Peer{Addr: (*net.TCPAddr)(nil)})
+	_, err = grpclimit.KeyByPeer(ctx, check)
+	assert.ErrorIs(t, err, grpclimit.ErrNoKey, "a typed nil address")
+}

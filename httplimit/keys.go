@@ -244,8 +244,9 @@ func KeyJoin(keys ...func(*http.Request) (string, error)) func(*http.Request) (s
 	}
 }
 
-// KeyOfIP returns the key KeyByIP gives a peer at addr: an IPv4 address
-// as itself, an IPv6 address by its /64, an IPv4-mapped IPv6 address as
-// the IPv4 address, a zone dropped. Another protocol's middleware keys
-// its peers with it (package grpclimit).
+// KeyOfIP returns the key KeyByIP gives a peer at addr, which must be a
+// valid address: an IPv4 address as itself, an IPv6 address by its /64,
+// an IPv4-mapped IPv6 address as the IPv4 address, a zone dropped.
+// Another protocol's middleware keys its peers with it (package
+// grpclimit).
 func KeyOfIP(addr netip.Addr) string { return ipKey(norm(addr)) }

@@ -207,7 +207,7 @@ func (m *middleware) decide(ctx context.Context, key string, n int, q *chanlimit
 	if m.opts.MaxWait <= 0 {
 		return m.router.AllowQuota(ctx, key, n, q)
 	}
-	wctx, cancel := waitContext(ctx, m.opts.MaxWait)
+	wctx, cancel := WaitContext(ctx, m.opts.MaxWait)
 	d, err := m.router.WaitQuota(wctx, key, n, q)
 	cancel()
 	switch {
@@ -230,10 +230,12 @@ func (m *middleware) refusal(ctx context.Context, key string, n int, q *chanlimi
 	return d, err
 }
 
-// waitContext returns ctx for a WaitN of at most maxWait: its Deadline,
-// which WaitN refuses at once to wait past, is maxWait from now (or
-// ctx's, if sooner), and it ends WaitGrace after that.
-func waitContext(ctx context.Context, maxWait time.Duration) (context.Context, context.CancelFunc) {
+// WaitContext returns ctx for a WaitN of at most maxWait, as Middleware
+// (with MaxWait), Transport and package grpclimit wait: its Deadline,
+// which WaitN refuses at once to wait past, is maxWait from now (or ctx's,
+// if sooner), and it ends WaitGrace after that, so that a grant foreseen
+// within maxWait that comes a little late is still waited for.
+func WaitContext(ctx context.Context, maxWait time.Duration) (context.Context, context.CancelFunc) {
 	// A context's deadline is on the wall clock, whatever the router's
 	// Clock: WaitN reads it there too (as the time left), so this is the
 	// one clock both sides agree on.

@@ -49,6 +49,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return base.RoundTrip(req)
 }
 
+// CloseIdleConnections closes the idle connections of Base, if it has
+// any to close (http.Client.CloseIdleConnections calls it).
+func (t *Transport) CloseIdleConnections() {
+	base := t.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if c, ok := base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 // errNoTransportRouter is the error of a Transport with no Router.
 var errNoTransportRouter = errors.New("httplimit: Transport has no Router")
 
@@ -73,7 +85,7 @@ func (t *Transport) wait(req *http.Request) error {
 		_, err := t.Router.WaitN(ctx, key, n)
 		return err
 	}
-	wctx, cancel := waitContext(ctx, t.MaxWait)
+	wctx, cancel := WaitContext(ctx, t.MaxWait)
 	defer cancel()
 	d, err := t.Router.WaitN(wctx, key, n)
 	if err != nil && d.RetryAfter > 0 {

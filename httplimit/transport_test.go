@@ -153,3 +153,19 @@ func (c *closeNoter) Close() error {
 	c.closed = true
 	return nil
 }
+
+// closeCounter is a RoundTripper that counts CloseIdleConnections.
+type closeCounter struct {
+	http.RoundTripper
+	closed int
+}
+
+func (c *closeCounter) CloseIdleConnections() { c.closed++ }
+
+// TestTransportClosesIdleConnections: an http.Client's
+// CloseIdleConnections reaches Base through the Transport.
+func TestTransportClosesIdleConnections(t *testing.T) {
+	base := &closeCounter{RoundTripper: http.DefaultTransport}
+	(&http.Client{Transport: &httplimit.Transport{Base: base}}).CloseIdleConnections()
+	assert.Equal(t, 1, base.closed)
+}

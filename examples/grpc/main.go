@@ -5,7 +5,7 @@
 // waits its turn (2 a second, one at a time) before it sends each call,
 // so that it is never refused.
 //
-//	go run ./examples/grpc    (from examples/grpc: go run .)
+//	cd examples/grpc && go run .    (a module of its own)
 package main
 
 import (
