@@ -71,10 +71,6 @@ func NewSet(policies []Policy) *Set {
 	return s
 }
 
-// Enforced returns the indexes of s's policies that are not dry-run, in
-// order; the caller must not change them.
-func (s *Set) Enforced() []int { return s.enforced }
-
 // HasDryRun reports whether s has a dry-run policy.
 func (s *Set) HasDryRun() bool { return len(s.dry) > 0 }
 
