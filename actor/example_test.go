@@ -1,0 +1,57 @@
+package actor_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/chanlimit/chanlimit/actor"
+	"github.com/chanlimit/chanlimit/algorithms"
+	"github.com/chanlimit/chanlimit/clock"
+	"github.com/chanlimit/chanlimit/internal/keytable"
+)
+
+// One partition: a goroutine that owns a table of keys, fed through its
+// mailbox. Callers on any goroutine send it requests and read their
+// answers; none of them touches the table. (A router starts one such
+// partition per share of the keys; the table comes from chanlimit's
+// internal packages, which is why this package is for reading the
+// protocol rather than for building on.)
+func Example() {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	bucket, err := algorithms.NewTokenBucket(algorithms.Params{Limit: 2, Window: time.Minute})
+	if err != nil {
+		panic(err)
+	}
+	p := actor.Start(keytable.NewRule(bucket).NewTable(), clk, clk.Now(), 16, 0)
+	defer func() {
+		p.Stop()  // answers what is queued, then the goroutine exits
+		<-p.Done() // closed once it has
+	}()
+
+	ctx := context.Background()
+	for range 3 {
+		d, err := p.AllowN(ctx, "ann", 1) // a request by value; the answer on a reply channel
+		fmt.Println(d.Allowed, d.RetryAfter, err)
+	}
+
+	// A caller that gives up takes nothing: its context is done before
+	// its turn, so the partition skips it, or gives its grant back.
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = p.AllowN(gone, "bob", 1)
+	fmt.Println(err)
+	d, _ := p.PeekN(ctx, "bob", 1) // what an AllowN would leave: 1 of 2, so bob's call took nothing
+	fmt.Println("bob's remaining:", d.Remaining)
+
+	clk.Advance(30 * time.Second) // the fake clock moves only when told
+	d, _ = p.AllowN(ctx, "ann", 1)
+	fmt.Println(d.Allowed)
+	// Output:
+	// true 0s <nil>
+	// true 0s <nil>
+	// false 30s <nil>
+	// context canceled
+	// bob's remaining: 1
+	// true
+}
