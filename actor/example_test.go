@@ -25,7 +25,7 @@ func Example() {
 	}
 	p := actor.Start(keytable.NewRule(bucket).NewTable(), clk, clk.Now(), 16, 0)
 	defer func() {
-		p.Stop()  // answers what is queued, then the goroutine exits
+		p.Stop()   // answers what is queued, then the goroutine exits
 		<-p.Done() // closed once it has
 	}()
 
