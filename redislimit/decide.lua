@@ -585,12 +585,15 @@ local algs = {
 -- paramsOf returns the params of a state t stored under field that the
 -- call's sets do not have (another instance's policy), or nil if its
 -- algorithm is not one the script knows.
-local algOfField = {} -- the algorithm of each field met in a call, false for one the script does not know: emptied by each call
+local algOfField, fieldsMet = {}, 0 -- the algorithm of each field met, false for one the script does not know; let go at 1,024
 local function algOf(field)
   local alg = algOfField[field]
   if alg == nil then
     alg = algs[match(field, '^([%w_]+)|') or ''] or false
-    algOfField[field] = alg
+    if fieldsMet >= 1024 then
+      algOfField, fieldsMet = {}, 0
+    end
+    algOfField[field], fieldsMet = alg, fieldsMet + 1
   end
   return alg or nil
 end
@@ -764,26 +767,391 @@ local function parse(blob)
   return nil
 end
 
--- decideCall decides one call: KEYS and ARGV as above.
+-- setCache holds the sets of policies of earlier calls, by their first
+-- field: what the arguments say of a set never changes, so a set a store
+-- sends again is made once. It is let go once it holds maxSets, as sets
+-- let go by their routers (SetPolicies, SetOverride) are not kept for ever.
+local setCache, setsCached, maxSets = {}, 0, 1024
+
+-- sameSet reports whether set is the one the arguments describe: its np
+-- policies' numbers from args[a + 1] on, six each, and fields from
+-- ARGV[f] on.
+local function sameSet(set, np, args, a, ARGV, f)
+  if #set ~= np then
+    return false
+  end
+  for j = 1, np do
+    local p, b = set[j], a + (j - 1) * 6
+    if p.field ~= ARGV[f + j - 1] or p.sent ~= args[b + 1] or p.limit ~= args[b + 2] or p.window ~= args[b + 3]
+        or p.cap ~= args[b + 4] or p.perUs ~= args[b + 5] or p.perToken ~= args[b + 6] then
+      return false
+    end
+  end
+  return true
+end
+
+-- setOf returns the set of policies whose count is args[a], whose numbers
+-- follow it and whose fields are ARGV[f] on.
+local function setOf(args, a, ARGV, f)
+  local np, list = args[a], setCache[ARGV[f]]
+  if list then
+    for k = 1, #list do
+      if sameSet(list[k], np, args, a, ARGV, f) then
+        return list[k]
+      end
+    end
+  end
+  local set = {}
+  if np == 0 then
+    return set
+  end
+  for j = 1, np do
+    local b = a + (j - 1) * 6
+    local alg = args[b + 1] -- negative: a dry-run policy's
+    set[j] = {
+      alg = math.abs(alg), dry = alg < 0, sent = alg, field = ARGV[f + j - 1], limit = args[b + 2], window = args[b + 3],
+      cap = args[b + 4], perUs = args[b + 5], perToken = args[b + 6],
+    }
+  end
+  local p = set[1]
+  if np == 1 and not p.dry and (p.alg <= 3 or p.alg == 6) then
+    -- The common case, served without decoding (serveFast): the bytes its
+    -- state starts with, in a value the script wrote.
+    set.fast = MARK .. spack('<H', #p.field) .. p.field .. spack('<I4ddd', 5, p.limit, p.window, p.cap)
+  end
+  if setsCached >= maxSets then
+    setCache, setsCached = {}, 0
+  end
+  list = setCache[p.field] or {}
+  list[#list + 1] = set
+  setCache[p.field], setsCached = list, setsCached + 1
+  return set
+end
+
 -- answering reports whether a request of kind is answered: an allow, a
 -- peek, a refund, a turn or a dry run.
 local function answering(kind)
   return kind <= 3 or kind == 5 or kind == 7
 end
 
+-- The state of the call being decided. decideCall sets it at its start,
+-- and the functions below read it: they are made once (in a Function's
+-- library) rather than at every call, as closures would be.
+local ownGrace, clockGrace, replay, low -- the grace past ResetAfter on Redis's clock and the caller's (ms); how long a record is kept (ms); the store's lowest call out
+local keep -- this store's calls below low that may yet run again: their records stay
+local noCalls = {} -- keep, when there are none: never written
+local raw -- the keys' values as read, by key
+local mine, record -- the prefix of this store's records, and this call's record
+local redisNow -- Redis's clock, in microseconds: read once, if needed
+-- The keys' values, parsed as the requests need them and kept as they
+-- change them: false for a corrupt one. The keys written, in order, with
+-- for each its set, the time of its latest request, its grace, and the
+-- longest ResetAfter of its writes (nil: a refund's, which keeps the
+-- key's TTL).
+local vals, written, wrote
+local fast -- serveFast's writes, by key: the state's two numbers, the records after, grace, ResetAfter, set
+local out -- the answers; first: 1 if the call wrote, so that its answers are kept
+local taking -- the call took or gave back units, or decided beside a reset: its answers are kept (recordOf)
+local clock -- Redis's clock in ms, read once the requests are decided
+local recorded -- the call's record is written, or needs none
+
+local function timeNow()
+  if not redisNow then
+    local t = rcall('TIME')
+    redisNow = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return redisNow
+end
+
+local function value(key)
+  local v = vals[key]
+  local f = fast[key]
+  if v == nil and f then -- serveFast's write, as serve keeps it
+    local p = f[6][1]
+    v = {states = {[p.field] = {p.limit, p.window, p.cap, f[1], f[2]}}, records = {}, rest = f[3]}
+    vals[key], fast[key] = v, nil
+    wrote[key] = {set = f[6], now = 0, grace = f[4], longest = f[5]}
+    return v
+  end
+  if v == nil then
+    if raw[key] then
+      v = parse(raw[key]) or false
+    else
+      v = {states = {}, records = {}}
+    end
+    vals[key] = v
+  end
+  return v
+end
+
+local function note(key, set, now, grace, longest)
+  local w = wrote[key]
+  if not w then
+    w = {}
+    wrote[key] = w
+    written[#written + 1] = key
+  end
+  w.set, w.now, w.grace = set, now, grace
+  if longest then
+    w.longest = max(w.longest or 0, longest)
+  end
+end
+
+-- allRecords reports whether rest, a value's bytes after its states, is
+-- whole records, and nothing else.
+local function allRecords(rest)
+  local n, pos = #rest, 1
+  while pos <= n do
+    if pos + 1 > n then
+      return false
+    end
+    local len = sunpack('<H', rest, pos)
+    if byte(rest, pos + 2) ~= 35 or pos + 5 + len > n then
+      return false
+    end
+    pos = pos + 6 + len + 8 * sunpack('<I4', rest, pos + 2 + len)
+    if pos - 1 > n then
+      return false
+    end
+  end
+  return true
+end
+
+-- serveFast serves an allow or a peek on key, not touched yet in this
+-- call, under set, a single bucket or fixed window, whose value holds its
+-- state alone, first, then records or nothing: as serve would, reading
+-- the two numbers of its state in place. It returns nil for any other
+-- value, for serve.
+local function serveFast(key, kind, n, set, now)
+  local p, head = set[1], set.fast
+  local blob = raw[key]
+  local x, y, rest -- the state's numbers (a bucket's used and last, a window's start and count); the records after
+  local f = fast[key]
+  if f then -- written earlier in this call
+    x, y, rest, blob = f[1], f[2], f[3], nil
+  elseif blob then
+    if #blob < #head + 16 or find(blob, head, 1, true) ~= 1 then
+      return nil
+    end
+    x, y = sunpack('<dd', blob, #head + 1)
+    if not (x >= 0 and x % 1 == 0 and y >= 0 and y % 1 == 0 and x < 9007199254740992 and y < 9007199254740992) then
+      return nil
+    end
+    rest = #blob > #head + 16 and sub(blob, #head + 17) or ''
+    if rest ~= '' and not allRecords(rest) then -- another entry than a record follows, or a broken one: serve's
+      return nil
+    end
+  end
+  local grace = clockGrace
+  if now < 0 then
+    now, grace = timeNow(), ownGrace
+  end
+  local allowed, remaining, retry, reset, delay, rounded = false, 0, 0, 0, 0, 0
+  if p.alg <= 3 then
+    allowed, remaining, retry, reset, delay, rounded, x, y = bucketDecision(p, x or 0, y or now, now, n) -- a fresh bucket is full, whenever it was made
+  else
+    allowed, remaining, retry, reset, x, y = fixedDecision(p, x or 0, y or 0, now, n)
+  end
+  if allowed and kind == 1 then
+    if not fast[key] then
+      written[#written + 1] = key
+    end
+    taking = true
+    fast[key] = {x, y, rest or '', grace, reset, set}
+  end
+  local a = allowed and 1 or 0
+  local o = #out
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] = a, a, remaining, retry, reset, delay, rounded
+  return true -- answered, in out
+end
+
+-- serve serves one request on key, and returns its answer:
+-- nil for a refund or a reset; {-1} if the key holds a value the script
+-- did not write; otherwise allowed, then for each policy allowed,
+-- remaining, retry after, reset after, delay.
+local function serve(key, kind, n, set, now)
+  local v = value(key)
+  if kind == 4 then
+    -- The states go, a corrupt value too; the records stay: they are
+    -- about calls, not the key.
+    vals[key] = {states = {}, records = v and v.records or {}, rest = v and v.rest}
+    note(key, set, 0, 0, 0)
+    return nil
+  end
+  if not v then
+    return answering(kind) and {-1} or nil -- a refund finds nothing of its own to give back
+  end
+  local grace = clockGrace
+  if now < 0 then
+    now, grace = timeNow(), ownGrace
+  end
+  local ss = {}
+  for j, p in ipairs(set) do
+    local s = load(p, v.states[p.field], now)
+    if s.fresh then
+      s.last = now -- a fresh bucket is full, whenever it was made
+    end
+    ss[j] = s
+  end
+
+  if kind == 3 or kind == 6 then -- refund: a policy without a state is left without one; a grant given back (6) leaves the dry-run ones
+    local gave = false
+    for j, p in ipairs(set) do
+      if v.states[p.field] and not (kind == 6 and p.dry) then
+        local s = ss[j]
+        if p.alg <= 3 then
+          bucketRefund(p, s, n)
+        elseif p.alg == 4 then
+          logRefund(p, s, now, n)
+        elseif p.alg == 5 then -- the current window's units, once rolled on to now
+          local w = roll(p, s, now)
+          if w.cur > 0 then
+            s.start, s.prev, s.cur = w.start, w.prev, w.cur - min(n, w.cur)
+          end
+        elseif fixedResetAfter(p, s, now) > 0 then -- a window open at now
+          s.count = s.count - min(n, s.count)
+        end
+        if resetAfter(p, s, now) > 0 then
+          v.states[p.field] = pack(p, s)
+        else
+          v.states[p.field] = nil -- untouched again: no state, as for a key never seen
+        end
+        gave = true
+      end
+    end
+    if gave then
+      note(key, set, now, grace, nil)
+      taking = true
+    end
+    if kind == 3 then
+      return {0} -- made: a refund is answered, so that one on a corrupt key can fail
+    end
+    return nil
+  end
+
+  -- The enforced policies decide together; the dry-run ones each alone,
+  -- taking if they allow (an allow), or if the others grant the turn now
+  -- (a turn), or taking nothing (a peek).
+  local allowed, delay = true, 0
+  local ds = {}
+  for j, p in ipairs(set) do
+    if p.dry then
+    elseif kind == 7 then -- a request a line refused: for the dry-run policies alone
+      ds[j] = {allowed = true, remaining = 0, retry = 0, reset = 0, delay = 0}
+    else
+      local d = {}
+      decide(p, ss[j], now, n, d)
+      ds[j] = d
+      allowed, delay = allowed and d.allowed, max(delay, d.delay)
+    end
+  end
+  local dryDecides = kind ~= 5 or (allowed and delay == 0)
+  for j, p in ipairs(set) do
+    if p.dry then
+      if not dryDecides then
+        ds[j] = {allowed = true, remaining = 0, retry = 0, reset = 0, delay = 0} -- not asked
+      elseif n > p.cap then
+        ds[j] = {allowed = false, remaining = 0, retry = 0, reset = 0, delay = 0} -- it would deny, and takes nothing
+      else
+        local d = {}
+        decide(p, ss[j], now, n, d)
+        d.take = d.allowed and kind ~= 2
+        ds[j] = d
+      end
+    end
+  end
+  local r = {allowed and 1 or 0}
+  for j, p in ipairs(set) do
+    local d = ds[j]
+    if not allowed and d.allowed and not p.dry then
+      -- A policy that would have allowed reports its state as it is.
+      d.remaining = d.remaining + n
+      d.reset = resetAfter(p, ss[j], now)
+      d.delay = 0
+    end
+    r[#r + 1] = d.allowed and 1 or 0
+    r[#r + 1] = d.remaining
+    r[#r + 1] = d.retry
+    r[#r + 1] = d.reset
+    r[#r + 1] = d.delay
+    r[#r + 1] = d.sub or 0
+  end
+  -- Last: a key the rules fail on is left as it was.
+  local took, longest = false, 0
+  for j, p in ipairs(set) do
+    local d = ds[j]
+    if (p.dry and d.take) or (not p.dry and allowed and (kind == 1 or kind == 5)) then
+      v.states[p.field] = pack(p, d.commit)
+      took, longest = true, max(longest, d.reset)
+    end
+  end
+  if took then
+    note(key, set, now, grace, longest)
+    taking = true
+  end
+  return r
+end
+
+local function keeps(name, expiry)
+  if expiry <= clock then
+    return false
+  end
+  local seq = sub(name, 1, #mine) == mine and tonumber(sub(name, #mine + 1))
+  return not (seq and seq < low and not keep[seq])
+end
+
+-- keepRest appends to parts the entries of rest (a value's records, as
+-- bytes) that stay, and returns how many, and the latest expiry of them.
+local function keepRest(rest, parts)
+  local n, pos, kept, latest = #rest, 1, 0, 0
+  while pos <= n do
+    local len = sunpack('<H', rest, pos)
+    local name = sub(rest, pos + 2, pos + 1 + len)
+    local k = sunpack('<I4', rest, pos + 2 + len)
+    local stop = pos + 6 + len + 8 * k
+    local expiry = sunpack('<d', rest, pos + 6 + len)
+    if byte(name) ~= 35 or keeps(name, expiry) then
+      parts[#parts + 1] = sub(rest, pos, stop - 1)
+      kept, latest = kept + 1, max(latest, expiry)
+    end
+    pos = stop
+  end
+  return kept, latest
+end
+
+local function inSet(set, field)
+  for _, p in ipairs(set) do
+    if p.field == field then
+      return true
+    end
+  end
+  return false
+end
+
+local function recordOf()
+  if recorded then
+    return nil
+  end
+  recorded = true
+  -- entry(record, {clock + replay, out...}), without the table: a
+  -- call's answers are at most maxAnswers numbers, which Lua moves at
+  -- once.
+  return spack('<H', #record) .. record .. spack('<I4d', #out + 1, clock + replay) .. spack(dfmtOf(#out), unpack(out))
+end
+
+-- decideCall decides one call: KEYS and ARGV as above.
 local function decideCall(KEYS, ARGV)
   if not rcall then
     bind()
   end
-  algOfField = {}
 
   -- The arguments: the numbers, packed as doubles in ARGV[1]; the store's
   -- id, the call's number and the policies' fields, strings.
   local args = unpackNums(ARGV[1], 1, #ARGV[1] / 8)
-  local ownGrace, clockGrace, replay, low = args[1], args[2], args[3], args[4]
+  ownGrace, clockGrace, replay, low = args[1], args[2], args[3], args[4]
   local me, call = ARGV[2], ARGV[3]
   local nkeep = args[5]
-  local keep = {} -- this store's calls below low that may yet run again: their records stay
+  keep = nkeep > 0 and {} or noCalls -- this store's calls below low that may yet run again: their records stay
   for i = 1, nkeep do
     keep[args[5 + i]] = true
   end
@@ -791,7 +1159,7 @@ local function decideCall(KEYS, ARGV)
 
   -- The keys' values, read at once, by key (two requests of one call may
   -- be on one key).
-  local raw = {}
+  raw = {}
   do
     local got = rcall('MGET', unpack(KEYS))
     for i, key in ipairs(KEYS) do
@@ -802,11 +1170,11 @@ local function decideCall(KEYS, ARGV)
   -- A call the client sent again (go-redis retries a pipeline after a read
   -- timeout) finds its record in a key it wrote: its answers are the first
   -- time's, and nothing is decided twice.
-  local mine = '#' .. me .. ':'
-  local record = mine .. call
+  mine = '#' .. me .. ':'
+  record = mine .. call
   for _, key in ipairs(KEYS) do
     local blob = raw[key]
-    if blob and find(blob, record, 1, true) then
+    if blob and #blob >= #record and find(blob, record, 1, true) then
       local v = parse(blob)
       local r = v and v.records[record]
       if r then
@@ -827,276 +1195,30 @@ local function decideCall(KEYS, ARGV)
   local sets = {}
   local f = 4 -- the next field in ARGV
   for i = 1, args[a] do
-    local set = {}
     a = a + 1
-    for j = 1, args[a] do
-      local b = a + (j - 1) * 6
-      local alg = args[b + 1] -- negative: a dry-run policy's
-      set[j] = {
-        alg = math.abs(alg), dry = alg < 0, field = ARGV[f], limit = args[b + 2], window = args[b + 3],
-        cap = args[b + 4], perUs = args[b + 5], perToken = args[b + 6],
-      }
-      f = f + 1
-    end
-    a = a + #set * 6
-    local p = set[1]
-    if #set == 1 and not p.dry and (p.alg <= 3 or p.alg == 6) then
-      -- The common case, served without decoding (serveFast): the bytes its
-      -- state starts with, in a value the script wrote.
-      set.fast = MARK .. spack('<H', #p.field) .. p.field .. spack('<I4ddd', 5, p.limit, p.window, p.cap)
-    end
+    local set = setOf(args, a, ARGV, f)
+    a, f = a + #set * 6, f + #set
     sets[i] = set
   end
   a = a + 1
 
-  local redisNow -- Redis's clock, in microseconds: read once, if needed
-  local function timeNow()
-    if not redisNow then
-      local t = rcall('TIME')
-      redisNow = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    end
-    return redisNow
-  end
+  redisNow = nil
 
   -- The keys' values, parsed as the requests need them and kept as they
   -- change them: false for a corrupt one. The keys written, in order, with
   -- for each its set, the time of its latest request, its grace, and the
   -- longest ResetAfter of its writes (nil: a refund's, which keeps the
   -- key's TTL).
-  local vals = {}
-  local written, wrote = {}, {}
-  local fast = {} -- serveFast's writes, by key: the state's two numbers, the records after, grace, ResetAfter, set
-  local out = {0} -- first: 1 if the call wrote, so that its answers are kept
-  local taking = false -- the call took or gave back units, or decided beside a reset: its answers are kept (recordOf)
+  vals = {}
+  written, wrote = {}, {}
+  fast = {}
+  out = {0}
+  taking = false
 
-  local function value(key)
-    local v = vals[key]
-    local f = fast[key]
-    if v == nil and f then -- serveFast's write, as serve keeps it
-      local p = f[6][1]
-      v = {states = {[p.field] = {p.limit, p.window, p.cap, f[1], f[2]}}, records = {}, rest = f[3]}
-      vals[key], fast[key] = v, nil
-      wrote[key] = {set = f[6], now = 0, grace = f[4], longest = f[5]}
-      return v
-    end
-    if v == nil then
-      if raw[key] then
-        v = parse(raw[key]) or false
-      else
-        v = {states = {}, records = {}}
-      end
-      vals[key] = v
-    end
-    return v
-  end
 
-  local function note(key, set, now, grace, longest)
-    local w = wrote[key]
-    if not w then
-      w = {}
-      wrote[key] = w
-      written[#written + 1] = key
-    end
-    w.set, w.now, w.grace = set, now, grace
-    if longest then
-      w.longest = max(w.longest or 0, longest)
-    end
-  end
 
-  -- allRecords reports whether rest, a value's bytes after its states, is
-  -- whole records, and nothing else.
-  local function allRecords(rest)
-    local n, pos = #rest, 1
-    while pos <= n do
-      if pos + 1 > n then
-        return false
-      end
-      local len = sunpack('<H', rest, pos)
-      if byte(rest, pos + 2) ~= 35 or pos + 5 + len > n then
-        return false
-      end
-      pos = pos + 6 + len + 8 * sunpack('<I4', rest, pos + 2 + len)
-      if pos - 1 > n then
-        return false
-      end
-    end
-    return true
-  end
 
-  -- serveFast serves an allow or a peek on key, not touched yet in this
-  -- call, under set, a single bucket or fixed window, whose value holds its
-  -- state alone, first, then records or nothing: as serve would, reading
-  -- the two numbers of its state in place. It returns nil for any other
-  -- value, for serve.
-  local function serveFast(key, kind, n, set, now)
-    local p, head = set[1], set.fast
-    local blob = raw[key]
-    local x, y, rest -- the state's numbers (a bucket's used and last, a window's start and count); the records after
-    local f = fast[key]
-    if f then -- written earlier in this call
-      x, y, rest, blob = f[1], f[2], f[3], nil
-    elseif blob then
-      if #blob < #head + 16 or find(blob, head, 1, true) ~= 1 then
-        return nil
-      end
-      x, y = sunpack('<dd', blob, #head + 1)
-      if not (x >= 0 and x % 1 == 0 and y >= 0 and y % 1 == 0 and x < 9007199254740992 and y < 9007199254740992) then
-        return nil
-      end
-      rest = sub(blob, #head + 17)
-      if rest ~= '' and not allRecords(rest) then -- another entry than a record follows, or a broken one: serve's
-        return nil
-      end
-    end
-    local grace = clockGrace
-    if now < 0 then
-      now, grace = timeNow(), ownGrace
-    end
-    local allowed, remaining, retry, reset, delay, rounded = false, 0, 0, 0, 0, 0
-    if p.alg <= 3 then
-      allowed, remaining, retry, reset, delay, rounded, x, y = bucketDecision(p, x or 0, y or now, now, n) -- a fresh bucket is full, whenever it was made
-    else
-      allowed, remaining, retry, reset, x, y = fixedDecision(p, x or 0, y or 0, now, n)
-    end
-    if allowed and kind == 1 then
-      if not fast[key] then
-        written[#written + 1] = key
-      end
-      taking = true
-      fast[key] = {x, y, rest or '', grace, reset, set}
-    end
-    local a = allowed and 1 or 0
-    local o = #out
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] = a, a, remaining, retry, reset, delay, rounded
-    return true -- answered, in out
-  end
 
-  -- serve serves one request on key, and returns its answer:
-  -- nil for a refund or a reset; {-1} if the key holds a value the script
-  -- did not write; otherwise allowed, then for each policy allowed,
-  -- remaining, retry after, reset after, delay.
-  local function serve(key, kind, n, set, now)
-    local v = value(key)
-    if kind == 4 then
-      -- The states go, a corrupt value too; the records stay: they are
-      -- about calls, not the key.
-      vals[key] = {states = {}, records = v and v.records or {}, rest = v and v.rest}
-      note(key, set, 0, 0, 0)
-      return nil
-    end
-    if not v then
-      return answering(kind) and {-1} or nil -- a refund finds nothing of its own to give back
-    end
-    local grace = clockGrace
-    if now < 0 then
-      now, grace = timeNow(), ownGrace
-    end
-    local ss = {}
-    for j, p in ipairs(set) do
-      local s = load(p, v.states[p.field], now)
-      if s.fresh then
-        s.last = now -- a fresh bucket is full, whenever it was made
-      end
-      ss[j] = s
-    end
-
-    if kind == 3 or kind == 6 then -- refund: a policy without a state is left without one; a grant given back (6) leaves the dry-run ones
-      local gave = false
-      for j, p in ipairs(set) do
-        if v.states[p.field] and not (kind == 6 and p.dry) then
-          local s = ss[j]
-          if p.alg <= 3 then
-            bucketRefund(p, s, n)
-          elseif p.alg == 4 then
-            logRefund(p, s, now, n)
-          elseif p.alg == 5 then -- the current window's units, once rolled on to now
-            local w = roll(p, s, now)
-            if w.cur > 0 then
-              s.start, s.prev, s.cur = w.start, w.prev, w.cur - min(n, w.cur)
-            end
-          elseif fixedResetAfter(p, s, now) > 0 then -- a window open at now
-            s.count = s.count - min(n, s.count)
-          end
-          if resetAfter(p, s, now) > 0 then
-            v.states[p.field] = pack(p, s)
-          else
-            v.states[p.field] = nil -- untouched again: no state, as for a key never seen
-          end
-          gave = true
-        end
-      end
-      if gave then
-        note(key, set, now, grace, nil)
-        taking = true
-      end
-      if kind == 3 then
-        return {0} -- made: a refund is answered, so that one on a corrupt key can fail
-      end
-      return nil
-    end
-
-    -- The enforced policies decide together; the dry-run ones each alone,
-    -- taking if they allow (an allow), or if the others grant the turn now
-    -- (a turn), or taking nothing (a peek).
-    local allowed, delay = true, 0
-    local ds = {}
-    for j, p in ipairs(set) do
-      if p.dry then
-      elseif kind == 7 then -- a request a line refused: for the dry-run policies alone
-        ds[j] = {allowed = true, remaining = 0, retry = 0, reset = 0, delay = 0}
-      else
-        local d = {}
-        decide(p, ss[j], now, n, d)
-        ds[j] = d
-        allowed, delay = allowed and d.allowed, max(delay, d.delay)
-      end
-    end
-    local dryDecides = kind ~= 5 or (allowed and delay == 0)
-    for j, p in ipairs(set) do
-      if p.dry then
-        if not dryDecides then
-          ds[j] = {allowed = true, remaining = 0, retry = 0, reset = 0, delay = 0} -- not asked
-        elseif n > p.cap then
-          ds[j] = {allowed = false, remaining = 0, retry = 0, reset = 0, delay = 0} -- it would deny, and takes nothing
-        else
-          local d = {}
-          decide(p, ss[j], now, n, d)
-          d.take = d.allowed and kind ~= 2
-          ds[j] = d
-        end
-      end
-    end
-    local r = {allowed and 1 or 0}
-    for j, p in ipairs(set) do
-      local d = ds[j]
-      if not allowed and d.allowed and not p.dry then
-        -- A policy that would have allowed reports its state as it is.
-        d.remaining = d.remaining + n
-        d.reset = resetAfter(p, ss[j], now)
-        d.delay = 0
-      end
-      r[#r + 1] = d.allowed and 1 or 0
-      r[#r + 1] = d.remaining
-      r[#r + 1] = d.retry
-      r[#r + 1] = d.reset
-      r[#r + 1] = d.delay
-      r[#r + 1] = d.sub or 0
-    end
-    -- Last: a key the rules fail on is left as it was.
-    local took, longest = false, 0
-    for j, p in ipairs(set) do
-      local d = ds[j]
-      if (p.dry and d.take) or (not p.dry and allowed and (kind == 1 or kind == 5)) then
-        v.states[p.field] = pack(p, d.commit)
-        took, longest = true, max(longest, d.reset)
-      end
-    end
-    if took then
-      note(key, set, now, grace, longest)
-      taking = true
-    end
-    return r
-  end
 
   local decides = false -- an op of the call is not a reset
   for i = 1, #KEYS do
@@ -1131,42 +1253,9 @@ local function decideCall(KEYS, ARGV)
   -- keeps reports whether a record, name, that expires at expiry (ms,
   -- Redis's clock), stays: until it expires, and for the store's own, while
   -- its client may send its call again.
-  local clock = floor(timeNow() / 1000)
-  local function keeps(name, expiry)
-    if expiry <= clock then
-      return false
-    end
-    local seq = sub(name, 1, #mine) == mine and tonumber(sub(name, #mine + 1))
-    return not (seq and seq < low and not keep[seq])
-  end
+  clock = floor(timeNow() / 1000)
 
-  -- keepRest appends to parts the entries of rest (a value's records, as
-  -- bytes) that stay, and returns how many, and the latest expiry of them.
-  local function keepRest(rest, parts)
-    local n, pos, kept, latest = #rest, 1, 0, 0
-    while pos <= n do
-      local len = sunpack('<H', rest, pos)
-      local name = sub(rest, pos + 2, pos + 1 + len)
-      local k = sunpack('<I4', rest, pos + 2 + len)
-      local stop = pos + 6 + len + 8 * k
-      local expiry = sunpack('<d', rest, pos + 6 + len)
-      if byte(name) ~= 35 or keeps(name, expiry) then
-        parts[#parts + 1] = sub(rest, pos, stop - 1)
-        kept, latest = kept + 1, max(latest, expiry)
-      end
-      pos = stop
-    end
-    return kept, latest
-  end
 
-  local function inSet(set, field)
-    for _, p in ipairs(set) do
-      if p.field == field then
-        return true
-      end
-    end
-    return false
-  end
 
   -- Each key written is stored once: its set's states first, in order (so
   -- that serveFast reads the next), those of policies the call does not
@@ -1174,23 +1263,12 @@ local function decideCall(KEYS, ARGV)
   -- still be asked for; the first key the call leaves a state in also holds
   -- this call's record (a reset alone needs none: dropping a key again is
   -- harmless).
-  local recorded = false
   -- recordOf returns this call's record, as an entry, once: the first key
   -- written holds it, if the call took or gave back units, or decided
   -- anything beside a reset (a request denied before a reset would be
   -- allowed after it). A call of resets alone needs none: dropping a key
   -- again is harmless.
-  local recorded = not (taking or decides)
-  local function recordOf()
-    if recorded then
-      return nil
-    end
-    recorded = true
-    -- entry(record, {clock + replay, out...}), without the table: a
-    -- call's answers are at most maxAnswers numbers, which Lua moves at
-    -- once.
-    return spack('<H', #record) .. record .. spack('<I4d', #out + 1, clock + replay) .. spack(dfmtOf(#out), unpack(out))
-  end
+  recorded = not (taking or decides)
 
   -- Each key is kept no sooner than its ResetAfter, and grace after, and
   -- as long as the records it keeps may be asked for.
@@ -1205,13 +1283,22 @@ local function decideCall(KEYS, ARGV)
           state, latest = table.concat(parts), last
         end
       end
-      local px = max(cdiv(f[5], 1000) + f[4], latest - clock)
+      local ms = floor(f[5] / 1000) -- ResetAfter in ms, rounded up: exact, as f[5] < 2^53
+      if ms * 1000 < f[5] then
+        ms = ms + 1
+      end
+      local px = ms + f[4]
+      if latest - clock > px then
+        px = latest - clock
+      end
       local r = recordOf()
       if r then
         state = state .. r
-        px = max(px, replay) -- the record outlives any attempt of its call
+        if replay > px then
+          px = replay -- the record outlives any attempt of its call
+        end
       end
-      rcall('SET', key, state, 'PX', max(px, 1))
+      rcall('SET', key, state, 'PX', px > 1 and px or 1)
     end
     local v, w = vals[key], wrote[key]
     if v and not f then

@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -65,4 +66,46 @@ func TestReadsEarlierValues(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, byte(0xC2), blob[0], "written back in the script's layout")
 	assert.Contains(t, string(blob), "#earlier:1", "another store's record, kept while it lasts")
+}
+
+// TestSetsToldApart: the script keeps the sets of policies it has met,
+// across calls, by their first field; a set that differs from a kept one
+// in a number (a limit changed by SetPolicies, a policy turned dry run)
+// or in a field is decided as itself, in one call and across calls, as a
+// Function and as a script.
+func TestSetsToldApart(t *testing.T) {
+	for _, how := range []callKind{byFunction, byScript} {
+		t.Run(fmt.Sprint("how=", how), func(t *testing.T) {
+			s := newTestStore(t, singleNode(t))
+			ctx := context.Background()
+			tb := func(limit int, dry bool, name string) []chanlimit.Policy {
+				return []chanlimit.Policy{{Name: name, Algorithm: "token_bucket", Limit: limit, Window: time.Hour, DryRun: dry}}
+			}
+			sets := [][]chanlimit.Policy{tb(2, false, "default"), tb(1, false, "default"), tb(1, true, "default"), tb(1, false, "other")}
+			// Two requests on a key of each set's own: what the second gets.
+			type second struct{ allowed, wouldDeny bool }
+			want := []second{{true, false}, {false, false}, {true, true}, {false, false}}
+			for round := range 2 {
+				var ops []chanlimit.StoreOp
+				for i, p := range sets {
+					for range 2 {
+						ops = append(ops, chanlimit.StoreOp{Kind: chanlimit.StoreAllow, Key: fmt.Sprint("r", round, "k", i), N: 1, Policies: p})
+					}
+				}
+				calls := s.calls(ops)
+				s.build(ops, calls)
+				s.send(ctx, calls, how)
+				for _, c := range calls {
+					s.answer(ops, c)
+				}
+				for i := range sets {
+					first, last := ops[2*i], ops[2*i+1]
+					require.NoError(t, first.Err)
+					require.NoError(t, last.Err)
+					assert.True(t, first.Decision.Allowed, "round %d, set %d: the first request", round, i)
+					assert.Equal(t, want[i], second{last.Decision.Allowed, last.Decision.WouldDeny}, "round %d, set %d: the second request", round, i)
+				}
+			}
+		})
+	}
 }
