@@ -76,6 +76,61 @@ func TestAPanickingKeyOrWeightFailsItsItemAlone(t *testing.T) {
 	}
 }
 
+// A panic's value whose String method panics: fmt tells that panic in the
+// text. (One whose String panics with such a value again is told by its
+// type.)
+type hostile struct{ again bool }
+
+func (h hostile) String() string {
+	if h.again {
+		panic(hostile{})
+	}
+	panic("a String that panics")
+}
+
+// TestAPanicsValueIsInItsError: the error of an item whose key panicked
+// tells the panic's value, and an error value is in its chain; a value
+// whose String panics, or panic(nil), still fails the item alone.
+func TestAPanicsValueIsInItsError(t *testing.T) {
+	cause := errors.New("the tenant table is gone")
+	values := map[string]any{"text": "no key for this one", "error": cause, "hostile": hostile{}, "hostile again": hostile{again: true}, "nil": nil}
+	for _, st := range stages {
+		t.Run(st.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r, _ := newRouter(t, chanlimit.Config{Limit: 10, Window: time.Second})
+				key := func(e event) string {
+					if v, ok := values[e.Key]; ok {
+						panic(v)
+					}
+					return e.Key
+				}
+				in := feed(event{Key: "text", Seq: 0}, event{Key: "error", Seq: 1}, event{Key: "hostile", Seq: 2}, event{Key: "hostile again", Seq: 3}, event{Key: "nil", Seq: 4}, event{Key: "ok", Seq: 5})
+				got, closed := ready(st.run(context.Background(), r, in, key, pipeline.Options[event]{}))
+				require.True(t, closed)
+				require.Len(t, got, 6)
+				for _, res := range got {
+					if res.Item.Key == "ok" {
+						require.NoError(t, res.Err)
+						continue
+					}
+					require.ErrorIs(t, res.Err, pipeline.ErrPanic, res.Item.Key)
+					switch res.Item.Key {
+					case "text":
+						assert.ErrorContains(t, res.Err, "no key for this one")
+					case "error":
+						assert.ErrorIs(t, res.Err, cause)
+						assert.ErrorContains(t, res.Err, cause.Error())
+					case "hostile":
+						assert.ErrorContains(t, res.Err, "a String that panics")
+					case "hostile again":
+						assert.ErrorContains(t, res.Err, "a pipeline_test.hostile, whose Error or String method panicked")
+					}
+				}
+			})
+		})
+	}
+}
+
 // TestNoBufferIsSizedFromOptionsBeforeItemsArrive: MaxBatch and MaxPending
 // bound what a stage holds, not what it allocates up front: a stage with
 // the largest of them starts, passes items and ends with little memory.

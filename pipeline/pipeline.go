@@ -28,7 +28,6 @@ import (
 	"fmt"
 
 	"github.com/chanlimit/chanlimit"
-	"github.com/chanlimit/chanlimit/internal/supervise"
 )
 
 // ErrPanic is wrapped in the Err of a Result whose item made the stage's
@@ -72,7 +71,7 @@ func (o *Options[T]) weight(item T) (n int, err error) {
 	if o.Weight == nil {
 		return 1, nil
 	}
-	if err := supervise.Call(errWeightPanicked, func() { n = o.Weight(item) }); err != nil {
+	if err := guarded(errWeightPanicked, func() { n = o.Weight(item) }); err != nil {
 		return 0, err
 	}
 	if n < 1 {
@@ -81,12 +80,42 @@ func (o *Options[T]) weight(item T) (n int, err error) {
 	return n, nil
 }
 
-// keyOf returns key(item), or an error if key panicked on item. (A key or
-// Weight that runs runtime.Goexit ends the stage's goroutine, which
-// nothing can stop: see supervise.Call.)
+// keyOf returns key(item), or an error if key panicked on item.
 func keyOf[T any](key func(T) string, item T) (k string, err error) {
-	err = supervise.Call(errKeyPanicked, func() { k = key(item) })
+	err = guarded(errKeyPanicked, func() { k = key(item) })
 	return k, err
+}
+
+// guarded runs f, a caller's key or Weight function, and returns nil; or,
+// if f panics, an error wrapping culprit and the panic's value (when it is
+// an error), whose text tells the value. The panic goes no further. (One
+// that runs runtime.Goexit ends the stage's goroutine: nothing can stop
+// it.)
+func guarded(culprit error, f func()) (err error) {
+	panicked := true
+	defer func() {
+		if panicked { // whatever recover says of the value: panic(nil) is a panic too
+			err = panicError(culprit, recover())
+		}
+	}()
+	f()
+	panicked = false
+	return nil
+}
+
+// panicError returns the error of a panic whose value is v, its text
+// read once, here. A value whose Error or String method panics in turn is
+// told by its type.
+func panicError(culprit error, v any) (err error) {
+	defer func() {
+		if recover() != nil {
+			err = fmt.Errorf("%w: a %T, whose Error or String method panicked", culprit, v)
+		}
+	}()
+	if e, ok := v.(error); ok {
+		return fmt.Errorf("%w: %w", culprit, e)
+	}
+	return fmt.Errorf("%w: %v", culprit, v)
 }
 
 // maxOut is the most room a stage's output has: a batch goes out without a
