@@ -29,11 +29,11 @@ var registry atomic.Pointer[map[string]maker]
 func init() {
 	registry.Store(&map[string]maker{
 		DefaultAlgorithm:         makerOf[algorithms.TokenBucketState](algorithms.NewTokenBucket),
-		"gcra":                   makerOf[algorithms.GCRAState](algorithms.NewGCRA),
-		"leaky_bucket":           makerOf[algorithms.GCRAState](algorithms.NewLeakyBucket),
-		"sliding_window_log":     makerOf[algorithms.SlidingWindowLogState](algorithms.NewSlidingWindowLog),
-		"fixed_window":           makerOf[algorithms.FixedWindowState](algorithms.NewFixedWindow),
-		"sliding_window_counter": makerOf[algorithms.SlidingWindowCounterState](algorithms.NewSlidingWindowCounter),
+		algorithms.GCRAName:                 makerOf[algorithms.GCRAState](algorithms.NewGCRA),
+		algorithms.LeakyBucketName:          makerOf[algorithms.GCRAState](algorithms.NewLeakyBucket),
+		algorithms.SlidingWindowLogName:     makerOf[algorithms.SlidingWindowLogState](algorithms.NewSlidingWindowLog),
+		algorithms.FixedWindowName:          makerOf[algorithms.FixedWindowState](algorithms.NewFixedWindow),
+		algorithms.SlidingWindowCounterName: makerOf[algorithms.SlidingWindowCounterState](algorithms.NewSlidingWindowCounter),
 	})
 }
 

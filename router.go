@@ -130,7 +130,7 @@ type Config struct {
 
 // Limits and defaults of Config.
 const (
-	DefaultAlgorithm   = "token_bucket"
+	DefaultAlgorithm   = algorithms.TokenBucketName
 	DefaultMailboxSize = 64
 	MaxPartitions      = 1 << 16
 	MaxMailboxSize     = 1 << 16

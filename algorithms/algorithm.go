@@ -34,6 +34,18 @@ import (
 	"time"
 )
 
+// The names of the six rules of this package, as chanlimit's
+// Config.Algorithm and Policy.Algorithm take them: each is written here
+// alone, for the router's registry, the Redis store and the errors.
+const (
+	TokenBucketName          = "token_bucket"
+	GCRAName                 = "gcra"
+	LeakyBucketName          = "leaky_bucket"
+	FixedWindowName          = "fixed_window"
+	SlidingWindowCounterName = "sliding_window_counter"
+	SlidingWindowLogName     = "sliding_window_log"
+)
+
 // Decision is the answer to one request for n units on one key.
 type Decision struct {
 	// Allowed reports whether the request was admitted. A denied request

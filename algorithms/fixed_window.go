@@ -41,7 +41,7 @@ func NewFixedWindow(p Params) (*FixedWindow, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if err := p.noBurst("fixed_window"); err != nil {
+	if err := p.noBurst(FixedWindowName); err != nil {
 		return nil, err
 	}
 	return &FixedWindow{limit: p.Limit, window: p.Window}, nil

@@ -67,7 +67,7 @@ func NewSlidingWindowCounter(p Params) (*SlidingWindowCounter, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if err := p.noBurst("sliding_window_counter"); err != nil {
+	if err := p.noBurst(SlidingWindowCounterName); err != nil {
 		return nil, err
 	}
 	if p.Window > math.MaxInt64/2 {

@@ -49,7 +49,7 @@ func NewSlidingWindowLog(p Params) (*SlidingWindowLog, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if err := p.noBurst("sliding_window_log"); err != nil {
+	if err := p.noBurst(SlidingWindowLogName); err != nil {
 		return nil, err
 	}
 	return &SlidingWindowLog{limit: p.Limit, window: p.Window}, nil

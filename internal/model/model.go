@@ -79,12 +79,12 @@ var (
 
 // The names chanlimit registers the built-in rules under.
 const (
-	TokenBucket          = "token_bucket"
-	GCRA                 = "gcra"
-	LeakyBucket          = "leaky_bucket"
-	SlidingWindowLog     = "sliding_window_log"
-	FixedWindow          = "fixed_window"
-	SlidingWindowCounter = "sliding_window_counter"
+	TokenBucket          = algorithms.TokenBucketName
+	GCRA                 = algorithms.GCRAName
+	LeakyBucket          = algorithms.LeakyBucketName
+	SlidingWindowLog     = algorithms.SlidingWindowLogName
+	FixedWindow          = algorithms.FixedWindowName
+	SlidingWindowCounter = algorithms.SlidingWindowCounterName
 )
 
 // Names returns the names of the rules New has a model of.
