@@ -28,7 +28,7 @@ var registry atomic.Pointer[map[string]maker]
 
 func init() {
 	registry.Store(&map[string]maker{
-		DefaultAlgorithm:         makerOf[algorithms.TokenBucketState](algorithms.NewTokenBucket),
+		DefaultAlgorithm:                    makerOf[algorithms.TokenBucketState](algorithms.NewTokenBucket),
 		algorithms.GCRAName:                 makerOf[algorithms.GCRAState](algorithms.NewGCRA),
 		algorithms.LeakyBucketName:          makerOf[algorithms.GCRAState](algorithms.NewLeakyBucket),
 		algorithms.SlidingWindowLogName:     makerOf[algorithms.SlidingWindowLogState](algorithms.NewSlidingWindowLog),
