@@ -186,25 +186,6 @@ func readPolicies(rd *wire.Reader, sets map[string]*keytable.Set, version uint64
 	return set, nil
 }
 
-// samePolicies reports whether a snapshot's policies are the router's:
-// the same names, algorithms, Limits, Windows and capacities, in order.
-// DryRun may differ: a state means the same whether its policy enforces
-// or not, so a shadow policy promoted since the snapshot keeps its state.
-func samePolicies(a, b *keytable.Set) bool {
-	pa, pb := a.Policies(), b.Policies()
-	if len(pa) != len(pb) {
-		return false
-	}
-	for j := range pa {
-		x, y := pa[j], pb[j]
-		if x.Name != y.Name || x.Algorithm != y.Algorithm || x.Params.Limit != y.Params.Limit ||
-			x.Params.Window != y.Params.Window || x.Rule.Capacity() != y.Rule.Capacity() {
-			return false
-		}
-	}
-	return true
-}
-
 // describe returns the policies of set as a reader would write them.
 func describe(set *keytable.Set) string {
 	var b strings.Builder
@@ -309,7 +290,7 @@ func (r *Router) load(ctx context.Context, data []byte) ([]*keytable.Keys, error
 		if err != nil {
 			return nil, err
 		}
-		if !samePolicies(got, own) {
+		if !got.SameStates(own) {
 			return nil, badSnapshot("taken under policies %s; this router has %s", describe(got), describe(own))
 		}
 	} else {

@@ -96,6 +96,25 @@ func (s *Set) Capacity() int { return s.capacity }
 // names, algorithms, Params and DryRun.
 func (s *Set) Same(o *Set) bool { return s == o || s.id == o.id }
 
+// SameStates reports whether a key's states under s mean what they mean
+// under o: the same names, algorithms, Limits, Windows and capacities, in
+// order. DryRun may differ (a state means the same whether its policy
+// enforces or not), and so may Burst where the capacity does not (Burst 0
+// is Limit). A snapshot taken under s restores under o if it holds.
+func (s *Set) SameStates(o *Set) bool {
+	if len(s.policies) != len(o.policies) {
+		return false
+	}
+	for j := range s.policies {
+		x, y := &s.policies[j], &o.policies[j]
+		if x.Name != y.Name || x.Algorithm != y.Algorithm || x.Params.Limit != y.Params.Limit ||
+			x.Params.Window != y.Params.Window || s.capacities[j] != o.capacities[j] {
+			return false
+		}
+	}
+	return true
+}
+
 // NewTable returns an empty table of keys under s: NewKeys(s).
 func (s *Set) NewTable() Table { return NewKeys(s) }
 
