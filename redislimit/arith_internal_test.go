@@ -52,3 +52,50 @@ return out
 		require.Equal(t, want[i], got[i], "ceilMilli(%s, %s)", args[2*i], args[2*i+1])
 	}
 }
+
+// TestKeptRecords: of a value's records, the script keeps another store's
+// until they expire, and this store's own while an attempt of their call
+// may come (at or above low, or kept); it reads nothing else as records.
+// On Redis's Lua, against the records it should keep.
+func TestKeptRecords(t *testing.T) {
+	c := singleNode(t)
+	helpers := decideLua[:strings.Index(decideLua, "-- decideCall decides one call")]
+	script := helpers + `
+bind()
+mine, low, keep, clock = '#me:', 10, {[7] = true}, 1000
+local recs = {
+  entry('#me:5', {2000, 1, 2}), -- 1: its own, below low: goes
+  entry('#me:7', {2000, 3}),    -- 2: its own, below low, kept: stays
+  entry('#me:12', {2000, 4}),   -- 3: its own, at or above low: stays
+  entry('#other:3', {3000, 5}), -- 4: another store's: stays
+  entry('#other:4', {999, 6}),  -- 5: expired: goes
+  entry('#me:x', {2500, 7}),    -- 6: no call's number: stays
+}
+local cases = {
+  table.concat(recs),
+  recs[2] .. recs[4],                       -- all stay
+  recs[1] .. recs[5],                       -- none stays
+  recs[4] .. string.sub(recs[3], 1, 10),    -- cut short
+  recs[4] .. entry('token_bucket|x', {1, 2, 3, 4, 5}), -- a state after a record
+  recs[4] .. spack('<H', 3) .. '#ab' .. spack('<I4', 0), -- a record of no numbers
+}
+local out = {}
+for i, rest in ipairs(cases) do
+  local kept, latest = keptRecords(rest)
+  if kept == nil then
+    out[#out + 1], out[#out + 2] = false, -1
+  else
+    local same = kept == rest and 1 or 0
+    out[#out + 1], out[#out + 2], out[#out + 3] = kept, latest, same
+  end
+end
+local want = {recs[2] .. recs[3] .. recs[4] .. recs[6], recs[2] .. recs[4], ''}
+return {out, want}
+`
+	v, err := c.Eval(context.Background(), script, nil).Slice()
+	require.NoError(t, err)
+	out, want := v[0].([]any), v[1].([]any)
+	// Each kept case: its bytes, the latest expiry, whether rest came back itself.
+	require.Equal(t, []any{want[0], int64(3000), int64(0), want[1], int64(3000), int64(1), want[2], int64(0), int64(0)}, out[:9])
+	require.Equal(t, []any{nil, int64(-1), nil, int64(-1), nil, int64(-1)}, out[9:], "not records: serve's, which calls the key corrupt")
+}

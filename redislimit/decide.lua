@@ -897,24 +897,63 @@ local function note(key, set, now, grace, longest)
   end
 end
 
--- allRecords reports whether rest, a value's bytes after its states, is
--- whole records, and nothing else.
-local function allRecords(rest)
-  local n, pos = #rest, 1
+-- clockMs returns Redis's clock in milliseconds, read once a call.
+local function clockMs()
+  if not clock then
+    clock = floor(timeNow() / 1000)
+  end
+  return clock
+end
+
+-- ownRecordGoes reports whether the record whose name starts at pos in
+-- rest and is len bytes long is one of this store's that no attempt of
+-- its call can ask for any more: below low, and not kept.
+local function ownRecordGoes(rest, pos, len)
+  if len <= #mine or sub(rest, pos, pos + #mine - 1) ~= mine then
+    return false
+  end
+  local seq = tonumber(sub(rest, pos + #mine, pos + len - 1))
+  return seq ~= nil and seq < low and not keep[seq]
+end
+
+-- keptRecords returns, of rest, a value's bytes after its states, the
+-- records that stay (as keeps says), as bytes, and the latest expiry of
+-- them; or nil if rest is not whole records and nothing else.
+local function keptRecords(rest)
+  local n, pos, latest, now = #rest, 1, 0, clockMs()
+  local parts, from -- the records kept so far, if one went; where the run being kept starts
+  from = 1
   while pos <= n do
     if pos + 1 > n then
-      return false
+      return nil
     end
     local len = sunpack('<H', rest, pos)
-    if byte(rest, pos + 2) ~= 35 or pos + 5 + len > n then
-      return false
+    if byte(rest, pos + 2) ~= 35 or pos + 13 + len > n then -- a name, its count and one number at least: the expiry
+      return nil
     end
-    pos = pos + 6 + len + 8 * sunpack('<I4', rest, pos + 2 + len)
-    if pos - 1 > n then
-      return false
+    local k, expiry = sunpack('<I4d', rest, pos + 2 + len)
+    local stop = pos + 6 + len + 8 * k
+    if k < 1 or stop - 1 > n then
+      return nil
     end
+    if expiry <= now or ownRecordGoes(rest, pos + 2, len) then
+      parts = parts or {}
+      if from < pos then
+        parts[#parts + 1] = sub(rest, from, pos - 1)
+      end
+      from = stop
+    elseif expiry > latest then
+      latest = expiry
+    end
+    pos = stop
   end
-  return true
+  if not parts then
+    return rest, latest -- every one stays
+  end
+  if from <= n then
+    parts[#parts + 1] = sub(rest, from)
+  end
+  return table.concat(parts), latest
 end
 
 -- serveFast serves an allow or a peek on key, not touched yet in this
@@ -925,10 +964,10 @@ end
 local function serveFast(key, kind, n, set, now)
   local p, head = set[1], set.fast
   local blob = raw[key]
-  local x, y, rest -- the state's numbers (a bucket's used and last, a window's start and count); the records after
+  local x, y, rest, latest -- the state's numbers (a bucket's used and last, a window's start and count); the records after that stay, and when the last of them expires
   local f = fast[key]
   if f then -- written earlier in this call
-    x, y, rest, blob = f[1], f[2], f[3], nil
+    x, y, rest, latest, blob = f[1], f[2], f[3], f[7], nil
   elseif blob then
     if #blob < #head + 16 or find(blob, head, 1, true) ~= 1 then
       return nil
@@ -937,9 +976,12 @@ local function serveFast(key, kind, n, set, now)
     if not (x >= 0 and x % 1 == 0 and y >= 0 and y % 1 == 0 and x < 9007199254740992 and y < 9007199254740992) then
       return nil
     end
-    rest = #blob > #head + 16 and sub(blob, #head + 17) or ''
-    if rest ~= '' and not allRecords(rest) then -- another entry than a record follows, or a broken one: serve's
-      return nil
+    rest, latest = '', 0
+    if #blob > #head + 16 then
+      rest, latest = keptRecords(sub(blob, #head + 17))
+      if not rest then -- another entry than a record follows, or a broken one: serve's
+        return nil
+      end
     end
   end
   local grace = clockGrace
@@ -957,7 +999,7 @@ local function serveFast(key, kind, n, set, now)
       written[#written + 1] = key
     end
     taking = true
-    fast[key] = {x, y, rest or '', grace, reset, set}
+    fast[key] = {x, y, rest or '', grace, reset, set, latest or 0}
   end
   local a = allowed and 1 or 0
   local o = #out
@@ -1202,7 +1244,7 @@ local function decideCall(KEYS, ARGV)
   end
   a = a + 1
 
-  redisNow = nil
+  redisNow, clock = nil, nil
 
   -- The keys' values, parsed as the requests need them and kept as they
   -- change them: false for a corrupt one. The keys written, in order, with
@@ -1253,7 +1295,7 @@ local function decideCall(KEYS, ARGV)
   -- keeps reports whether a record, name, that expires at expiry (ms,
   -- Redis's clock), stays: until it expires, and for the store's own, while
   -- its client may send its call again.
-  clock = floor(timeNow() / 1000)
+  clockMs()
 
 
 
@@ -1275,14 +1317,7 @@ local function decideCall(KEYS, ARGV)
   for _, key in ipairs(written) do
     local f = fast[key]
     if f then -- serveFast's: its state, then the records that stay, as bytes
-      local state, latest = f[6].fast .. spack('<dd', f[1], f[2]), 0
-      if f[3] ~= '' then
-        local parts = {state}
-        local ok, _, last = pcall(keepRest, f[3], parts)
-        if ok then
-          state, latest = table.concat(parts), last
-        end
-      end
+      local state, latest = f[6].fast .. spack('<dd', f[1], f[2]) .. f[3], f[7]
       local ms = floor(f[5] / 1000) -- ResetAfter in ms, rounded up: exact, as f[5] < 2^53
       if ms * 1000 < f[5] then
         ms = ms + 1
