@@ -372,7 +372,7 @@ func TestRestoreOnAClockPastTheYear2262(t *testing.T) {
 // day, fail whole. Once it reads again, every partition goes on where it
 // was, and Close returns.
 func TestAClockThatPanicsFailsRequestsNotTheProcess(t *testing.T) {
-	clk := clocktest.NewFlaky(epoch)
+	clk := clocktest.NewRigged(epoch)
 	r, err := chanlimit.New(chanlimit.Config{Limit: 2, Window: time.Second, Partitions: 2, Clock: clk})
 	require.NoError(t, err)
 	require.True(t, allowN(t, r, "k", 1).Allowed)
@@ -380,7 +380,7 @@ func TestAClockThatPanicsFailsRequestsNotTheProcess(t *testing.T) {
 	var snap bytes.Buffer
 	require.NoError(t, r.Snapshot(bg, &snap))
 
-	clk.Panics.Store(true)
+	clk.Rig(func() { panic("the clock is broken") })
 	_, err = r.AllowN(bg, "k", 1)
 	require.ErrorIs(t, err, chanlimit.ErrClockPanic)
 	assert.ErrorContains(t, err, "the clock is broken")
@@ -398,7 +398,7 @@ func TestAClockThatPanicsFailsRequestsNotTheProcess(t *testing.T) {
 	assert.Equal(t, uint64(2), st.Allowed)
 	assert.GreaterOrEqual(t, st.Panicked, uint64(5), "each reading that panicked")
 
-	clk.Panics.Store(false)
+	clk.Rig(nil)
 	require.NoError(t, r.Restore(bg, bytes.NewReader(snap.Bytes())))
 	assert.Equal(t, 2, stats(t, r).Keys, "the snapshot's k and gone")
 	d := allowN(t, r, "k", 1)
@@ -407,22 +407,6 @@ func TestAClockThatPanicsFailsRequestsNotTheProcess(t *testing.T) {
 	assert.NoError(t, r.Close())
 }
 
-// clockThatPanicsAt panics at its calls numbered from on, counting from 1.
-type clockThatPanicsAt struct {
-	*clock.Fake
-	from  int64
-	calls atomic.Int64
-}
-
-func (c *clockThatPanicsAt) Now() time.Time {
-	if c.calls.Add(1) >= c.from {
-		panic(fmt.Sprint("reading ", c.calls.Load()))
-	}
-	return c.Fake.Now()
-}
-
-func (c *clockThatPanicsAt) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
-
 // TestNewLeavesNoGoroutineWhenItFails: a clock that panics at any of its
 // readings, or a rule that panics once made, never makes New panic or
 // leak: New reads the clock once, before it starts any partition, and
@@ -430,7 +414,13 @@ func (c *clockThatPanicsAt) Since(t time.Time) time.Duration { return c.Now().Su
 func TestNewLeavesNoGoroutineWhenItFails(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	for from := int64(1); from <= 3; from++ {
-		clk := &clockThatPanicsAt{Fake: clock.NewFake(epoch), from: from}
+		clk := clocktest.NewRigged(epoch)
+		var calls atomic.Int64
+		clk.Rig(func() { // the readings numbered from on panic, counting from 1
+			if n := calls.Add(1); n >= from {
+				panic(fmt.Sprint("reading ", n))
+			}
+		})
 		r, err := chanlimit.New(chanlimit.Config{Limit: 1, Window: time.Second, Partitions: 4, Clock: clk})
 		if from == 1 {
 			require.ErrorIs(t, err, chanlimit.ErrInvalidConfig)
@@ -482,36 +472,20 @@ func TestARuleThatCallsGoexitFailsOnlyItsRequest(t *testing.T) {
 	assert.Equal(t, uint64(1), stats(t, r).Panicked)
 }
 
-// goexitClock is a Fake whose readings run runtime.Goexit while exits is
-// set.
-type goexitClock struct {
-	*clock.Fake
-	exits atomic.Bool
-}
-
-func (c *goexitClock) Now() time.Time {
-	if c.exits.Load() {
-		runtime.Goexit()
-	}
-	return c.Fake.Now()
-}
-
-func (c *goexitClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
-
 func TestAClockThatCallsGoexitFailsOnlyItsRequest(t *testing.T) {
-	clk := &goexitClock{Fake: clock.NewFake(epoch)}
+	clk := clocktest.NewRigged(epoch)
 	r, err := chanlimit.New(chanlimit.Config{Limit: 3, Window: time.Second, Partitions: 1, Clock: clk})
 	require.NoError(t, err)
-	clk.exits.Store(true)
+	clk.Rig(runtime.Goexit)
 	_, err = r.AllowN(bg, "k", 1)
 	require.ErrorIs(t, err, chanlimit.ErrClockPanic)
-	clk.exits.Store(false)
+	clk.Rig(nil)
 	assert.True(t, allowN(t, r, "k", 1).Allowed)
 	st := stats(t, r)
 	assert.Equal(t, uint64(1), st.Panicked)
 	assert.Zero(t, st.Refused, "counted as a panic, not as a refusal")
 
-	clk.exits.Store(true) // at the reading that comes with the stop message too
+	clk.Rig(runtime.Goexit) // at the reading that comes with the stop message too
 	require.NoError(t, r.Close())
 }
 
@@ -525,14 +499,14 @@ func (touchy) Is(error) bool { panic("Is asked") }
 // error, is the misbehaving code's too; chanlimit wraps it and never calls
 // its methods, so one whose Is panics crashes nothing.
 func TestPanicValuesAreNeverAsked(t *testing.T) {
-	clk := &valuePanicClock{Fake: clock.NewFake(epoch)}
+	clk := clocktest.NewRigged(epoch)
 	r, err := chanlimit.New(chanlimit.Config{Limit: 3, Window: time.Second, Partitions: 1, Clock: clk})
 	require.NoError(t, err)
 	defer r.Close()
-	clk.value.Store(new(touchy))
+	clk.Rig(func() { panic(touchy{}) })
 	_, err = r.AllowN(bg, "k", 1)
 	assert.ErrorIs(t, err, chanlimit.ErrClockPanic)
-	clk.value.Store(nil)
+	clk.Rig(nil)
 	assert.Equal(t, uint64(1), stats(t, r).Panicked)
 
 	type state = algorithms.TokenBucketState
@@ -547,35 +521,23 @@ func TestPanicValuesAreNeverAsked(t *testing.T) {
 	assert.ErrorContains(t, err, "touchy")
 }
 
-// valuePanicClock is a Fake whose readings panic with the touchy value
-// while one is set.
-type valuePanicClock struct {
-	*clock.Fake
-	value atomic.Pointer[touchy]
-}
-
-func (c *valuePanicClock) Now() time.Time {
-	if v := c.value.Load(); v != nil {
-		panic(*v)
-	}
-	return c.Fake.Now()
-}
-
-func (c *valuePanicClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
-
 // TestAClockPanicOfNilIsAPanic: with GODEBUG=panicnil=1, recover says nil
 // for panic(nil); the partition meets it as a panic all the same, so a
 // frozen clock grants no more than capacity.
 func TestAClockPanicOfNilIsAPanic(t *testing.T) {
 	t.Setenv("GODEBUG", "panicnil=1")
-	clk := &nilPanicClock{Fake: clock.NewFake(epoch)}
+	clk := clocktest.NewRigged(epoch)
 	r, err := chanlimit.New(chanlimit.Config{Limit: 10, Window: time.Hour, Partitions: 1, Clock: clk})
 	require.NoError(t, err)
 	defer r.Close()
 	clk.Advance(time.Hour)
 	granted := 0
 	for i := range 5 {
-		clk.panics.Store(i == 2)
+		if i == 2 {
+			clk.Rig(func() { panic(nil) })
+		} else {
+			clk.Rig(nil)
+		}
 		d, err := r.AllowN(bg, "k", 10)
 		if i == 2 {
 			assert.ErrorIs(t, err, chanlimit.ErrClockPanic)
@@ -586,21 +548,6 @@ func TestAClockPanicOfNilIsAPanic(t *testing.T) {
 	}
 	assert.Equal(t, 10, granted, "the frozen clock's capacity, once")
 }
-
-// nilPanicClock is a Fake whose readings panic(nil) while panics is set.
-type nilPanicClock struct {
-	*clock.Fake
-	panics atomic.Bool
-}
-
-func (c *nilPanicClock) Now() time.Time {
-	if c.panics.Load() {
-		panic(nil)
-	}
-	return c.Fake.Now()
-}
-
-func (c *nilPanicClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 
 // parseStatePanics is a fixed window whose ParseState panics.
 type parseStatePanics struct{ *algorithms.FixedWindow }
@@ -629,7 +576,8 @@ func TestRestoreCountsThePanicsOfItsLoading(t *testing.T) {
 }
 
 // slowReadClock is a Fake on which a minute passes while Now is read, once
-// armed: a stand-in for the time a snapshot of many keys takes.
+// armed: a stand-in for the time a snapshot of many keys takes. (Since,
+// the partition's reading, is the Fake's own.)
 type slowReadClock struct {
 	*clock.Fake
 	armed atomic.Bool

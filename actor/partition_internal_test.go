@@ -172,7 +172,7 @@ func TestKeysExpireAfterTheirGrace(t *testing.T) {
 // on at the latest reading that worked. The partition counts the panic,
 // keeps its timeline, and serves the next burst once the clock reads again.
 func TestAClockThatPanicsFailsOnlyItsBurst(t *testing.T) {
-	clk := clocktest.NewFlaky(time.Unix(0, 0))
+	clk := clocktest.NewRigged(time.Unix(0, 0))
 	p := newPartition(fixedWindows(t), clk, clk.Now(), 4)
 	ch := func() chan reply { return make(chan reply, 1) }
 
@@ -182,7 +182,7 @@ func TestAClockThatPanicsFailsOnlyItsBurst(t *testing.T) {
 	require.Equal(t, time.Second, now)
 	allow(t, p.loop.state.Table, "r", now, 1)
 
-	clk.Panics.Store(true)
+	clk.Rig(func() { panic("the clock is broken") })
 	clk.Advance(time.Second)
 	now, err = p.loop.tick()
 	require.ErrorIs(t, err, errs.ErrClockPanic)
@@ -208,7 +208,7 @@ func TestAClockThatPanicsFailsOnlyItsBurst(t *testing.T) {
 	assert.Zero(t, p.loop.state.Table.Len(), "nothing was decided, and r was reset")
 	assert.Equal(t, Counts{ClockPanics: 1}, p.loop.state.Counts, "a panic counts once; its answers count nowhere else")
 
-	clk.Panics.Store(false)
+	clk.Rig(nil)
 	now, err = p.loop.tick()
 	require.NoError(t, err)
 	assert.Equal(t, 2*time.Second, now, "the step taken meanwhile counts once the clock reads again")

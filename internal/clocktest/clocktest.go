@@ -9,29 +9,6 @@ import (
 	"github.com/chanlimit/chanlimit/clock"
 )
 
-// Flaky is a clock.Fake whose readings (Now, Since) panic, with the value
-// "the clock is broken", while Panics is set.
-type Flaky struct {
-	*clock.Fake
-	Panics atomic.Bool
-}
-
-var _ clock.Clock = (*Flaky)(nil)
-
-// NewFlaky returns a Flaky clock that reads start until it is moved.
-func NewFlaky(start time.Time) *Flaky { return &Flaky{Fake: clock.NewFake(start)} }
-
-// Now returns the fake time, or panics while Panics is set.
-func (c *Flaky) Now() time.Time {
-	if c.Panics.Load() {
-		panic("the clock is broken")
-	}
-	return c.Fake.Now()
-}
-
-// Since returns Now().Sub(t).
-func (c *Flaky) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
-
 // Late is a clock.Fake whose timers fire Lag after they are due, as real
 // timers fire a little late: a request that reads the clock between the
 // two comes before the partition has heard that its timer is due.
@@ -60,3 +37,38 @@ type lateTimer struct {
 }
 
 func (t lateTimer) Reset(d time.Duration) bool { return t.Timer.Reset(d + t.lag) }
+
+// Rigged is a clock.Fake whose every reading (Now, Since) first runs the
+// function Rig set, if any: a test makes a reading panic (with any value,
+// nil included), run runtime.Goexit, or move the clock while it is read.
+type Rigged struct {
+	*clock.Fake
+	rig atomic.Pointer[func()]
+}
+
+var _ clock.Clock = (*Rigged)(nil)
+
+// NewRigged returns a Rigged clock that reads start until it is moved,
+// with nothing rigged.
+func NewRigged(start time.Time) *Rigged { return &Rigged{Fake: clock.NewFake(start)} }
+
+// Rig makes f run at every reading from now on; nil, at none. f may call
+// Rig and move the clock.
+func (c *Rigged) Rig(f func()) {
+	if f == nil {
+		c.rig.Store(nil)
+		return
+	}
+	c.rig.Store(&f)
+}
+
+// Now runs what is rigged, then returns the fake time.
+func (c *Rigged) Now() time.Time {
+	if f := c.rig.Load(); f != nil {
+		(*f)()
+	}
+	return c.Fake.Now()
+}
+
+// Since returns Now().Sub(t).
+func (c *Rigged) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
