@@ -849,7 +849,7 @@ local redisNow -- Redis's clock, in microseconds: read once, if needed
 -- longest ResetAfter of its writes (nil: a refund's, which keeps the
 -- key's TTL).
 local vals, written, wrote
-local fast -- serveFast's writes, by key: the state's two numbers, the records after, grace, ResetAfter, set
+local fast -- serveFast's writes, by key: the state's two numbers, the records after that stay, grace, ResetAfter, set, the latest expiry of those records
 local out -- the answers; first: 1 if the call wrote, so that its answers are kept
 local taking -- the call took or gave back units, or decided beside a reset: its answers are kept (recordOf)
 local clock -- Redis's clock in ms, read once the requests are decided
@@ -917,10 +917,11 @@ local function ownRecordGoes(rest, pos, len)
 end
 
 -- keptRecords returns, of rest, a value's bytes after its states, the
--- records that stay (as keeps says), as bytes, and the latest expiry of
--- them; or nil if rest is not whole records and nothing else.
+-- records that stay (as keeps says), as bytes, the latest expiry of them
+-- and how many they are; or nil if rest is not whole records and nothing
+-- else.
 local function keptRecords(rest)
-  local n, pos, latest, now = #rest, 1, 0, clockMs()
+  local n, pos, latest, count, now = #rest, 1, 0, 0, clockMs()
   local parts, from -- the records kept so far, if one went; where the run being kept starts
   from = 1
   while pos <= n do
@@ -942,18 +943,18 @@ local function keptRecords(rest)
         parts[#parts + 1] = sub(rest, from, pos - 1)
       end
       from = stop
-    elseif expiry > latest then
-      latest = expiry
+    else
+      count, latest = count + 1, max(latest, expiry)
     end
     pos = stop
   end
   if not parts then
-    return rest, latest -- every one stays
+    return rest, latest, count -- every one stays
   end
   if from <= n then
     parts[#parts + 1] = sub(rest, from)
   end
-  return table.concat(parts), latest
+  return table.concat(parts), latest, count
 end
 
 -- serveFast serves an allow or a peek on key, not touched yet in this
@@ -1134,31 +1135,11 @@ local function serve(key, kind, n, set, now)
   return r
 end
 
+-- keeps reports whether a record named name, that expires at expiry
+-- (ms, Redis's clock), stays: until it expires, and for the store's own,
+-- while an attempt of its call may come.
 local function keeps(name, expiry)
-  if expiry <= clock then
-    return false
-  end
-  local seq = sub(name, 1, #mine) == mine and tonumber(sub(name, #mine + 1))
-  return not (seq and seq < low and not keep[seq])
-end
-
--- keepRest appends to parts the entries of rest (a value's records, as
--- bytes) that stay, and returns how many, and the latest expiry of them.
-local function keepRest(rest, parts)
-  local n, pos, kept, latest = #rest, 1, 0, 0
-  while pos <= n do
-    local len = sunpack('<H', rest, pos)
-    local name = sub(rest, pos + 2, pos + 1 + len)
-    local k = sunpack('<I4', rest, pos + 2 + len)
-    local stop = pos + 6 + len + 8 * k
-    local expiry = sunpack('<d', rest, pos + 6 + len)
-    if byte(name) ~= 35 or keeps(name, expiry) then
-      parts[#parts + 1] = sub(rest, pos, stop - 1)
-      kept, latest = kept + 1, max(latest, expiry)
-    end
-    pos = stop
-  end
-  return kept, latest
+  return expiry > clock and not ownRecordGoes(name, 1, #name)
 end
 
 local function inSet(set, field)
@@ -1371,14 +1352,10 @@ local function decideCall(KEYS, ARGV)
         end
       end
       if v.rest and v.rest ~= '' then
-        local mark = #parts
-        local ok, kept, last = pcall(keepRest, v.rest, parts)
-        if ok then
-          records, latest = records + kept, max(latest, last)
-        else -- a tail the script cannot walk: its records go
-          for k = #parts, mark + 1, -1 do
-            parts[k] = nil
-          end
+        local kept, last, count = keptRecords(v.rest)
+        if kept and count > 0 then -- nil: a tail the script cannot walk, whose records go
+          parts[#parts + 1] = kept
+          records, latest = records + count, max(latest, last)
         end
       end
       local r = recordOf()
