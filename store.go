@@ -54,7 +54,7 @@ type StoreOp struct {
 	Now time.Time
 
 	Decision Decision // the answer, for StoreAllow, StorePeek and StoreTurn; for StoreDryRun, its WouldDeny
-	Err      error    // set if the store could not answer
+	Err      error    // set if the store could not answer; the router returns it wrapped in ErrStoreUnavailable
 }
 
 // StoreOpKind is what a StoreOp asks.

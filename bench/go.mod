@@ -3,7 +3,7 @@ module github.com/chanlimit/chanlimit/bench
 go 1.26.0
 
 require (
-	github.com/chanlimit/chanlimit v0.2.0
+	github.com/chanlimit/chanlimit v0.3.0
 	github.com/chanlimit/chanlimit/redislimit v0.2.0
 	github.com/go-chi/httprate v0.16.1
 	github.com/go-redis/redis_rate/v10 v10.0.1

@@ -3,7 +3,7 @@ module github.com/chanlimit/chanlimit/promlimit
 go 1.26.0
 
 require (
-	github.com/chanlimit/chanlimit v0.2.0
+	github.com/chanlimit/chanlimit v0.3.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 )

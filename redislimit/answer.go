@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/algorithms"
 )
 
 // The script's answers, read into the ops' decisions.
@@ -18,7 +19,7 @@ func (s *Store) answer(ops []chanlimit.StoreOp, c call) {
 	}
 	if err != nil {
 		for _, i := range c.ops {
-			ops[i].Err = unavailable(err)
+			ops[i].Err = err
 		}
 		return
 	}
@@ -30,75 +31,51 @@ func (s *Store) answer(ops []chanlimit.StoreOp, c call) {
 			continue
 		}
 		if len(vals) > 0 && vals[0] == -1 {
-			op.Err = unavailable(fmt.Errorf("redislimit: the Redis key %q holds a value that is not a state the script wrote (Reset drops it)", s.Key(op.Key)))
+			op.Err = fmt.Errorf("redislimit: the Redis key %q holds a value that is not a state the script wrote (Reset drops it)", s.Key(op.Key))
 			vals = vals[1:]
 			continue
 		}
 		if len(vals) < size {
-			op.Err = unavailable(fmt.Errorf("redislimit: the script answered too few numbers for %d requests", len(c.ops)))
+			op.Err = fmt.Errorf("redislimit: the script answered too few numbers for %d requests", len(c.ops))
 			continue
 		}
 		if op.Kind != chanlimit.StoreRefund {
-			op.Decision = combine(op.Policies, vals[0] == 1, vals[1:size])
+			op.Decision = combine(op.Policies, vals[1:size])
 		}
 		vals = vals[size:]
 	}
 }
 
 // combine returns the decision of the policies whose decisions are vals
-// (perPolicy numbers each), as chanlimit combines them: of the policies
-// that are not dry-run, Remaining the smallest, ResetAfter (and, allowed,
-// Delay) the largest, RetryAfter the largest wait of the policies that
-// denied; the policy that decided is, on a denial, the denying one with
-// the longest wait, and otherwise the one with the fewest Remaining, the
-// first on a tie. The longest wait is the in-memory rules' (their
-// nanoseconds), not the microseconds they round up to: waits of 2.5 µs
-// and 3 µs both say 3 µs, and the second is the longer. WouldDeny says
-// that a dry-run policy denied; with no other policy, the decision is
-// allowed and says nothing else.
-func combine(policies []chanlimit.Policy, allowed bool, vals []int64) chanlimit.Decision {
-	var d chanlimit.Decision
-	by, enforced := -1, false
+// (perPolicy numbers each), as chanlimit combines them
+// (algorithms.Combine), with RetryAfter in the whole microseconds the
+// script answers. The policies' waits are combined as the in-memory
+// rules' nanoseconds, not the microseconds they round up to: waits of
+// 2.5 µs and 3 µs both say 3 µs, and the second is the longer. WouldDeny
+// says that a dry-run policy denied.
+func combine(policies []chanlimit.Policy, vals []int64) chanlimit.Decision {
+	var buf [4]chanlimit.Decision // most keys have a policy or two: no allocation
+	ds, wouldDeny := buf[:0], false
 	for j, p := range policies {
 		v := vals[perPolicy*j : perPolicy*j+perPolicy]
 		if p.DryRun {
-			d.WouldDeny = d.WouldDeny || v[0] == 0
+			wouldDeny = wouldDeny || v[0] == 0
 			continue
 		}
-		if !enforced {
-			d.Allowed, d.Remaining, enforced = allowed, int(v[1]), true
-		}
-		remaining, reset := int(v[1]), micro(v[3])
-		d.Remaining = min(d.Remaining, remaining)
-		d.ResetAfter = max(d.ResetAfter, reset)
-		switch {
-		case allowed:
-			d.Delay = max(d.Delay, micro(v[4]))
-			if by < 0 || remaining < int(vals[perPolicy*by+1]) {
-				by = j
-			}
-		case v[0] == 0 && (by < 0 || longer(v, vals[perPolicy*by:])):
-			by = j
-		}
+		ds = append(ds, chanlimit.Decision{
+			Allowed:    v[0] == 1,
+			Limit:      p.Limit,
+			Remaining:  int(v[1]),
+			RetryAfter: micro(v[2]) - time.Duration(v[5]), // the rule's wait: the script rounded it up by v[5] ns
+			ResetAfter: micro(v[3]),
+			Delay:      micro(v[4]),
+			Policy:     p.Name,
+		})
 	}
-	if !enforced {
-		return chanlimit.Decision{Allowed: true, WouldDeny: d.WouldDeny} // dry-run policies alone
-	}
-	if !allowed {
-		d.RetryAfter = micro(vals[perPolicy*by+2])
-	}
-	d.Limit, d.Policy = policies[by].Limit, policies[by].Name
+	d := algorithms.Combine(ds)
+	d.RetryAfter = (d.RetryAfter + time.Microsecond - 1).Truncate(time.Microsecond) // back up to the script's microseconds
+	d.WouldDeny = wouldDeny
 	return d
-}
-
-// longer reports whether the wait a policy answered in a is longer than
-// the one in b, in nanoseconds: its microseconds, less what was rounded
-// up.
-func longer(a, b []int64) bool {
-	if a[2] != b[2] {
-		return a[2] > b[2]
-	}
-	return a[5] < b[5]
 }
 
 // micro returns us microseconds as a Duration.

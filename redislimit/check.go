@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/algorithms"
 )
 
 // Lua's numbers are doubles: the script decides exactly the policies whose
@@ -19,14 +20,15 @@ const exact = 1 << 50
 // holds integers exactly below 2^53.
 const exactTime = 1 << 53
 
-// algorithms numbers the algorithms the script knows.
-var algorithms = map[string]int{
-	"token_bucket":           1,
-	"gcra":                   2,
-	"leaky_bucket":           3,
-	"sliding_window_log":     4,
-	"sliding_window_counter": 5,
-	"fixed_window":           6,
+// scriptAlgorithm numbers the algorithms the script knows, as decide.lua
+// numbers them.
+var scriptAlgorithm = map[string]int{
+	algorithms.TokenBucketName:          1,
+	algorithms.GCRAName:                 2,
+	algorithms.LeakyBucketName:          3,
+	algorithms.SlidingWindowLogName:     4,
+	algorithms.SlidingWindowCounterName: 5,
+	algorithms.FixedWindowName:          6,
 }
 
 // Check returns nil if the script can decide exactly under policies (which
@@ -42,7 +44,7 @@ func (s *Store) Check(policies []chanlimit.Policy) error {
 }
 
 func check(p chanlimit.Policy) error {
-	alg, ok := algorithms[p.Algorithm]
+	alg, ok := scriptAlgorithm[p.Algorithm]
 	if !ok {
 		return fmt.Errorf("redislimit has no script for algorithm %q: it has one for each algorithm of chanlimit", p.Algorithm)
 	}

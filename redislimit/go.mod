@@ -5,7 +5,7 @@ go 1.26.0
 replace github.com/chanlimit/chanlimit => ../
 
 require (
-	github.com/chanlimit/chanlimit v0.2.0
+	github.com/chanlimit/chanlimit v0.3.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0

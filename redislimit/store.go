@@ -182,7 +182,7 @@ func (s *Store) policyArgs(policies []chanlimit.Policy) *policySet {
 			capacity = p.Burst
 		}
 		perUs, perToken := perUnits(uint64(p.Limit), w)
-		alg := float64(algorithms[p.Algorithm])
+		alg := float64(scriptAlgorithm[p.Algorithm])
 		if p.DryRun {
 			alg = -alg // the script's mark of a dry-run policy
 		}
@@ -246,10 +246,10 @@ func (s *Store) Key(key string) string { return s.prefix + key }
 // or had its scripts or functions flushed) ran nothing: they are sent
 // again with the script itself, and the library is loaded for the calls
 // to come. An op whose
-// round trip failed otherwise gets an error wrapping ErrStoreUnavailable,
-// since Redis may or may not have run it; so does an op whose key holds
-// a value the script did not write, alone: the other keys of its call
-// are decided.
+// round trip failed otherwise gets the client's error in its Err, since
+// Redis may or may not have run it (the router returns it wrapped in
+// ErrStoreUnavailable); so does an op whose key holds a value the script
+// did not write, alone: the other keys of its call are decided.
 func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 	if len(ops) == 0 {
 		return
@@ -262,7 +262,7 @@ func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 	}
 	for i := range ops {
 		if t := ops[i].Now; !t.IsZero() && (t.UnixMicro() < 0 || t.UnixMicro() >= exactTime) {
-			ops[i].Err = unavailable(fmt.Errorf("redislimit: the request's time, %v, is not between 1970 and 2255, as times in Redis are (Config.Clock)", t))
+			ops[i].Err = fmt.Errorf("redislimit: the request's time, %v, is not between 1970 and 2255, as times in Redis are (Config.Clock)", t)
 		}
 	}
 	calls := s.calls(ops)
@@ -315,7 +315,7 @@ func (s *Store) paused() error {
 		return nil
 	}
 	if err := s.failure.Load(); err != nil {
-		return fmt.Errorf("%w (Redis was left alone for %v after: %w)", ErrStoreUnavailable, s.pause, *err)
+		return fmt.Errorf("redislimit: Redis was left alone for %v after: %w", s.pause, *err)
 	}
 	return nil
 }
@@ -429,8 +429,3 @@ func (s *Store) build(ops []chanlimit.StoreOp, calls []call) {
 }
 
 func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
-
-// unavailable returns err wrapping ErrStoreUnavailable.
-func unavailable(err error) error {
-	return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
-}

@@ -109,7 +109,7 @@ func (t *table[S]) decideAll(i uint32, now time.Duration, n int, d *algorithms.D
 			}
 		}
 	}
-	t.combine(ds, allowed, d)
+	t.combine(ds, d) // allowed, as d.Allowed is
 	t.keepFor = 0
 	if allowed {
 		t.keepFor = d.ResetAfter
@@ -156,35 +156,16 @@ func (t *table[S]) giveBack(i uint32, now time.Duration, n int) {
 }
 
 // combine writes into d the decision of the enforced policies, whose
-// decisions are in ds: Remaining the smallest, ResetAfter (and, allowed, Delay) the
-// largest, RetryAfter the largest wait of the policies that denied. The
-// policy that decided is, on a denial, the denying one with the longest
-// wait, and otherwise the one with the fewest Remaining, the first in the
-// set's order on a tie; Limit is its.
-func (t *table[S]) combine(ds []algorithms.Decision, allowed bool, d *algorithms.Decision) {
+// decisions are in ds (algorithms.Combine): it moves them to the front of
+// ds, in order, over the dry-run policies' (which decideDry decides
+// afresh), and names each by its policy.
+func (t *table[S]) combine(ds []algorithms.Decision, d *algorithms.Decision) {
 	enf := t.set.enforced
-	if len(enf) == 0 {
-		*d = algorithms.Decision{Allowed: true} // dry-run policies alone: nothing is enforced
-		return
+	for k, j := range enf { // k <= j: an enforced decision is moved at most once
+		ds[k] = ds[j]
+		ds[k].Policy = t.set.policies[j].Name
 	}
-	*d = algorithms.Decision{Allowed: allowed, Remaining: ds[enf[0]].Remaining}
-	by := -1
-	for _, j := range enf {
-		e := &ds[j]
-		d.Remaining = min(d.Remaining, e.Remaining)
-		d.ResetAfter = max(d.ResetAfter, e.ResetAfter)
-		switch {
-		case allowed:
-			d.Delay = max(d.Delay, e.Delay)
-			if by < 0 || e.Remaining < ds[by].Remaining {
-				by = j
-			}
-		case !e.Allowed && (by < 0 || e.RetryAfter > ds[by].RetryAfter):
-			by = j
-		}
-	}
-	d.RetryAfter = ds[by].RetryAfter // 0 when allowed
-	d.Limit, d.Policy = ds[by].Limit, t.set.policies[by].Name
+	*d = algorithms.Combine(ds[:len(enf)])
 }
 
 // enforcedResetAfter is stateResetAfter under the enforced policies alone:
