@@ -44,3 +44,31 @@ func ExampleRouter_WaitN() {
 	// WaitN: true
 	// deadline: true
 }
+
+// One goroutine with many waits out: each Ticket waits in its key's line,
+// as WaitN's callers do, with no goroutine of its own, and comes on ready
+// once answered.
+func ExampleRouter_StartWait() {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	r, _ := chanlimit.New(chanlimit.Config{Limit: 1, Window: time.Second, Clock: clk})
+	defer r.Close()
+	ctx := context.Background()
+
+	ready := make(chan *chanlimit.Ticket, 3) // room for every Ticket out
+	for _, tenant := range []string{"a", "b", "c"} {
+		r.Allow(tenant) // each tenant's unit is spent: each Ticket waits a second
+		r.StartWait(ctx, tenant, 1, ready)
+	}
+	clk.BlockUntilContext(ctx, 1) // a partition's timer is set: the Tickets are in line
+
+	clk.Advance(time.Second)
+	granted := map[string]bool{}
+	for range 3 {
+		tk := <-ready
+		d, err := tk.Answer()
+		granted[tk.Key()] = err == nil && d.Allowed
+	}
+	fmt.Println(granted)
+	// Output:
+	// map[a:true b:true c:true]
+}

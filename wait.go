@@ -2,6 +2,8 @@ package chanlimit
 
 import (
 	"context"
+
+	"github.com/chanlimit/chanlimit/actor"
 )
 
 // Wait waits until one unit on key is granted: WaitN(ctx, key, 1).
@@ -42,4 +44,37 @@ func (r *Router) WaitN(ctx context.Context, key string, n int) (Decision, error)
 		return Decision{}, err
 	}
 	return r.partition(key).WaitN(ctx, key, n)
+}
+
+// A Ticket is a wait that StartWait put in its key's line. Once it is
+// answered, it comes on the channel StartWait was given, and its Answer
+// returns what WaitN would have: the grant, or the error. Leave takes it
+// out of the line, as a WaitN caller whose context ends leaves it.
+type Ticket = actor.Ticket
+
+// StartWait is WaitN for a goroutine that has many waits out at once (a
+// pipeline stage, a scheduler): it puts n units on key in the key's line,
+// as WaitN does, and returns at once. The Ticket comes on ready once it is
+// answered, and its Answer is WaitN's: the grant, or WaitN's error
+// (ErrExceedsCapacity, ErrTooManyWaiters, ErrTooManyKeys, ErrClosed, one
+// matching context.DeadlineExceeded if ctx's deadline comes before the
+// grant).
+// Like WaitN's callers, the waits have no goroutine and no timer of their
+// own: a thousand Tickets out cost a thousand places in lines.
+//
+// ctx's deadline counts as WaitN's, and ctx bounds StartWait's own wait
+// for room in the mailbox; once StartWait has returned, ctx's end does
+// not take the Ticket out of its line: Leave does. ready should have room
+// for every Ticket started on it and not yet received (a partition never
+// waits on a caller: a Ticket that finds ready full is sent by a goroutine
+// made for it).
+//
+// A request that never reaches the key's partition gets its error from
+// StartWait itself, with no Ticket: ErrInvalidCount, ErrKeyTooLong,
+// ErrClosed, or ctx.Err() if ctx ends while the mailbox is full.
+func (r *Router) StartWait(ctx context.Context, key string, n int, ready chan<- *Ticket) (*Ticket, error) {
+	if err := r.check(key, n); err != nil {
+		return nil, err
+	}
+	return r.partition(key).StartWait(ctx, key, n, ready)
 }

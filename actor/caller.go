@@ -139,7 +139,9 @@ func (p *Partition) send(ctx context.Context, req request) (ch chan reply, stopp
 	if closed(p.stop) {
 		return nil, false, errs.ErrClosed
 	}
-	req.reply = p.replies.Get().(chan reply)
+	if req.reply == nil { // a Ticket comes with its own
+		req.reply = p.replies.Get().(chan reply)
+	}
 	req.ctx = ctx
 	select {
 	case p.mailbox <- req: // room in the mailbox: the common case

@@ -101,6 +101,7 @@ func (l *loop) answerInflight() {
 	}
 	select {
 	case l.inflight.reply <- reply{err: l.left.answer}:
+		ring(l.inflight.ticket)
 	default: // the caller gave up
 	}
 	l.inflight = inflight{}

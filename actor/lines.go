@@ -71,7 +71,7 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 		t.Pin(req.key)
 		l.schedule(ln, now, &l.d)
 	}
-	ln.queue = append(ln.queue, waiter{reply: req.reply, n: req.n, quota: req.quota})
+	ln.queue = append(ln.queue, waiter{reply: req.reply, ticket: req.ticket, n: req.n, quota: req.quota})
 	l.state.Waiting++
 	return reply{}, true
 }
@@ -158,6 +158,7 @@ func (l *loop) leave(req request, now time.Duration) {
 	ln.queue = slices.Delete(ln.queue, k, k+1)
 	l.state.Waiting--
 	req.reply <- reply{err: errLeft}
+	ring(req.ticket)
 	switch {
 	case len(ln.queue) == 0:
 		l.closeLine(ln)
@@ -191,7 +192,7 @@ func (l *loop) serveLine(ln *line, now time.Duration) {
 	t := l.state.Table
 	for len(ln.queue) > 0 {
 		w, at := ln.queue[0], ln.at
-		l.inflight = inflight{reply: w.reply, op: opWait} // if the rule ends the goroutine, takeOver answers it
+		l.inflight = inflight{reply: w.reply, ticket: w.ticket, op: opWait} // if the rule ends the goroutine, takeOver answers it
 		err := t.AllowTurn(ln.key, at, w.n, &l.d)
 		l.inflight.reply = nil
 		granted, giveBack, _ := keytable.Turn(&l.d)
@@ -237,11 +238,12 @@ func (l *loop) answer(ln *line, at time.Duration, r reply) {
 	ln.queue = ln.queue[1:]
 	l.state.Waiting--
 	if w.quota != nil && r.err == nil {
-		l.inflight = inflight{reply: w.reply, op: opWait} // if the rule ends the goroutine, takeOver answers it
+		l.inflight = inflight{reply: w.reply, ticket: w.ticket, op: opWait} // if the rule ends the goroutine, takeOver answers it
 		l.fillQuota(ln.key, at, &r.d, w.quota)
 		l.inflight.reply = nil
 	}
 	w.reply <- r // never blocks: a waiter's channel gets one answer
+	ring(w.ticket)
 	l.state.Counts.note(&r.d, r.err)
 }
 

@@ -46,7 +46,11 @@
 //     before anything is decided after it, whether or not the timer has
 //     fired yet, so a request at its RetryAfter finds the line ahead of
 //     it served. A caller that stops waiting sends a leave message and
-//     waits for its answer (wait.go, lines.go, timer.go).
+//     waits for its answer (wait.go, lines.go, timer.go). A wait started
+//     with StartWait is a waiter like the others, whose caller does not
+//     block on its reply channel: once the answer is in it, the partition
+//     sends its Ticket on the channel the caller gave, never waiting for
+//     room there (ticket.go).
 //   - Idle keys expire a few at a time, after each burst of messages has
 //     been answered (the table's Expire, with a budget that grows with the
 //     burst), so a million keys becoming idle at once never stall the
@@ -112,6 +116,8 @@ type request struct {
 	do    func(*State) error // opDo
 	reply chan reply
 	ctx   context.Context // the caller's: a remote table's round trip ends with the latest deadline of its burst (remote.go)
+
+	ticket *Ticket // opWait, opLeave: StartWait's, rung once its reply is sent (ticket.go); nil: WaitN's
 
 	budget time.Duration // opWait: the time left until ctx's deadline when it was sent; -1: no deadline
 }
@@ -230,6 +236,7 @@ type loop struct {
 // answer it, if code it does not own ends the goroutine (carry_on.go).
 type inflight struct {
 	reply  chan reply // nil: none
+	ticket *Ticket    // its ticket, if it is a wait's (ring)
 	op     op
 	batch  *[]keytable.Item
 	refund int           // a batch's refund mark: the items before it are still to be given back, latest first

@@ -213,3 +213,33 @@ func TestAClockThatPanicsFailsOnlyItsBurst(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2*time.Second, now, "the step taken meanwhile counts once the clock reads again")
 }
+
+// TestTicketAfterExitUnanswered: a Ticket sent after the goroutine's last
+// look rings with ErrClosed once the goroutine has exited.
+func TestTicketAfterExitUnanswered(t *testing.T) {
+	p, _ := parked(t)
+	ready := make(chan *Ticket, 1)
+	tk := &Ticket{p: p, key: "k", ch: make(chan reply, 1), ready: ready}
+	close(p.done)
+	p.settle(tk)
+	require.Same(t, tk, <-ready)
+	_, err := tk.Answer()
+	assert.ErrorIs(t, err, errs.ErrClosed)
+}
+
+// TestTicketAfterExitAnswered: a Ticket the goroutine answered before it
+// exited rings once, with that answer.
+func TestTicketAfterExitAnswered(t *testing.T) {
+	p, _ := parked(t)
+	ready := make(chan *Ticket, 2)
+	tk := &Ticket{p: p, key: "k", ch: make(chan reply, 1), ready: ready}
+	tk.ch <- reply{d: algorithms.Decision{Allowed: true}}
+	ring(tk)
+	close(p.done)
+	p.settle(tk)
+	require.Same(t, tk, <-ready)
+	require.Empty(t, ready, "once")
+	d, err := tk.Answer()
+	require.NoError(t, err)
+	assert.True(t, d.Allowed)
+}

@@ -375,6 +375,7 @@ func (l *loop) answerLanding() {
 		case c.waiter:
 			if !l.waiterLeft(c) {
 				c.w.reply <- exited // never blocks: a waiter's channel gets one answer
+				ring(c.w.ticket)
 			}
 			if c.by == keytable.FromStore {
 				l.refund(c.item.Key, c.at, c.w.n, c.by)

@@ -119,6 +119,7 @@ func (l *loop) heard(c *chore, it *keytable.Item) {
 			}
 			l.fillQuotaMore(c.item.Key, c.at, &c.r.d, c.w.quota, more)
 			c.w.reply <- c.r // never blocks: a waiter's channel gets one answer
+			ring(c.w.ticket)
 			l.state.Counts.note(&c.r.d, c.r.err)
 			return
 		}
@@ -207,6 +208,7 @@ func (l *loop) tooLate(ln *line, at time.Duration, d algorithms.Decision, wait, 
 		l.fillQuota(ln.key, at, &d, w.quota) // a denial's: nothing to ask the table
 	}
 	w.reply <- reply{d: d, err: &tooLate{wait: wait, budget: budget}} // never blocks
+	ring(w.ticket)
 	l.state.Counts.Denied++
 }
 
@@ -303,7 +305,7 @@ func (l *loop) waitRemote(req request, now time.Duration) (r reply, queued bool)
 		ln = l.waits.open(req.key, now) // due: its head is asked at the end of the turn
 		l.state.Table.Pin(req.key)
 	}
-	ln.queue = append(ln.queue, waiter{reply: req.reply, n: req.n, quota: req.quota, budget: budget})
+	ln.queue = append(ln.queue, waiter{reply: req.reply, ticket: req.ticket, n: req.n, quota: req.quota, budget: budget})
 	l.state.Waiting++
 	return reply{}, true
 }
@@ -343,6 +345,7 @@ func (l *loop) leftBeforeItsQuota(req request) bool {
 	}
 	l.quotaWaits[req.reply] = true
 	req.reply <- reply{err: errLeft} // never blocks: its grant is not sent now
+	ring(req.ticket)
 	return true
 }
 

@@ -128,7 +128,7 @@ func (l *loop) untilMore(key string, now time.Duration, remaining int) time.Dura
 // past its last item: those not decided yet are not Allowed, and giveBack
 // passes them by.
 func (l *loop) noteInflight(req request) {
-	l.inflight = inflight{reply: req.reply, op: req.op, batch: req.batch}
+	l.inflight = inflight{reply: req.reply, ticket: req.ticket, op: req.op, batch: req.batch}
 	if req.batch != nil {
 		l.inflight.refund = len(*req.batch)
 	}
@@ -145,6 +145,7 @@ func (l *loop) deliver(req request, now time.Duration, r reply) {
 	c.count(req, r) // now: once sent, a batch's items are the caller's
 	select {
 	case req.reply <- r:
+		ring(req.ticket)
 		l.state.Counts.Allowed += c.Allowed
 		l.state.Counts.Denied += c.Denied
 		l.state.Counts.Refused += c.Refused

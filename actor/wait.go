@@ -85,6 +85,7 @@ func (ln *line) next() time.Duration {
 // waiter is one WaitN call in a line.
 type waiter struct {
 	reply  chan reply
+	ticket *Ticket // StartWait's, rung with its answer (ring); nil: WaitN's
 	n      int
 	quota  *keytable.Quota // WaitQuota's: written with the grant
 	budget time.Duration   // a remote table's first waiter's: the time to its deadline, checked when its head is first decided; -1: none

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -109,6 +110,41 @@ func TestThrottleShapesEachKeyInOrder(t *testing.T) {
 				assert.True(t, res.Decision.Allowed)
 			}
 		}
+	})
+}
+
+// TestThrottleWaitsWithNoGoroutinePerItem: 500 items waiting at once, on
+// 500 keys, cost the stage no goroutine more than one waiting: they wait
+// in their keys' lines in the router. Before, each had a worker goroutine.
+func TestThrottleWaitsWithNoGoroutinePerItem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, clk := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Second, Partitions: 2})
+		const keys = 500
+		in := make(chan event, 2*keys)
+		out := pipeline.Throttle(context.Background(), r, in, keyOf, pipeline.Options[event]{})
+		for i := range keys {
+			in <- event{fmt.Sprint(i), i, 1} // granted
+		}
+		got, _ := ready(out)
+		require.Len(t, got, keys)
+		in <- event{"0", keys, 1}
+		_, _ = ready(out)
+		one := runtime.NumGoroutine()
+		for i := 1; i < keys; i++ {
+			in <- event{fmt.Sprint(i), keys + i, 1} // waits a second
+		}
+		got, _ = ready(out)
+		assert.Empty(t, got)
+		st, err := r.Stats(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, keys, st.Waiting)
+		assert.Equal(t, one, runtime.NumGoroutine(), "as many goroutines with 500 items waiting as with one")
+		clk.Advance(time.Second)
+		got, _ = ready(out)
+		assert.Len(t, got, keys)
+		close(in)
+		_, closed := ready(out)
+		assert.True(t, closed)
 	})
 }
 

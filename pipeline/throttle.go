@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"slices"
-	"sync"
 
 	"github.com/chanlimit/chanlimit"
 )
@@ -33,22 +32,21 @@ import (
 // Throttle decides the items that need not wait, a key's first at a time,
 // in batches: one round trip to each partition for what it has read (as
 // Police does), with WaitN's answer for each (granted at once, or a
-// failure). An item that must wait goes to a worker goroutine, which waits
-// for it (WaitN) and is kept for the next such item until the stage ends:
-// Throttle runs one goroutine, and one more per item waiting at once
-// (MaxPending at most).
+// failure). An item that must wait waits in its key's line in the router
+// (Router.StartWait), with no goroutine and no timer of its own: Throttle
+// runs one goroutine, however many items wait.
 func Throttle[T any](ctx context.Context, r *chanlimit.Router, in <-chan T, key func(T) string, opts Options[T]) <-chan Result[T] {
 	most := cmp.Or(max(opts.MaxPending, 0), DefaultMaxPending)
 	s := &shaper[T]{
-		ctx:      ctx,
-		r:        r,
-		key:      key,
-		opts:     opts,
-		max:      most,
-		out:      make(chan Result[T], min(maxOut, most)),
-		jobs:     make(chan job[T]),
-		finished: make(chan finished[T]),
-		lines:    make(map[string]*[]T),
+		ctx:     ctx,
+		r:       r,
+		key:     key,
+		opts:    opts,
+		max:     most,
+		out:     make(chan Result[T], min(maxOut, most)),
+		rung:    make(chan *chanlimit.Ticket, min(most, maxRung)),
+		waiting: make(map[*chanlimit.Ticket]T),
+		lines:   make(map[string]*[]T),
 	}
 	go s.run(in)
 	return s.out
@@ -56,23 +54,21 @@ func Throttle[T any](ctx context.Context, r *chanlimit.Router, in <-chan T, key 
 
 // shaper is the state of one Throttle stage, owned by its run goroutine.
 // The items of a key wait in its line, in the stage, while the key's first
-// is with a worker, which waits for its grant (WaitN) and hands it back.
+// waits in the router's line for the key (its Ticket).
 type shaper[T any] struct {
-	ctx      context.Context
-	r        *chanlimit.Router
-	key      func(T) string
-	opts     Options[T]
-	max      int
-	out      chan Result[T]
-	jobs     chan job[T]      // to the workers with nothing to do
-	finished chan finished[T] // from the workers
-	workers  sync.WaitGroup
+	ctx     context.Context
+	r       *chanlimit.Router
+	key     func(T) string
+	opts    Options[T]
+	max     int
+	out     chan Result[T]
+	rung    chan *chanlimit.Ticket // the waiting items' Tickets, once answered
+	waiting map[*chanlimit.Ticket]T
 
 	lines   map[string]*[]T // per key with an item being decided (to try, or at a worker): the items read after it, in order
 	trying  []job[T]        // the first item of keys, to try at once
 	ready   []Result[T]     // out next, in order
 	pending int             // items read and not yet out
-	working int             // items at a worker
 
 	// try's, kept from one batch to the next
 	reqs []chanlimit.Request
@@ -80,18 +76,15 @@ type shaper[T any] struct {
 	errs []error
 }
 
-// job is an item for a worker to wait for, or to try at once: n units on
-// key.
+// maxRung is the most answered Tickets rung holds: room for every item
+// held, at the default MaxPending.
+const maxRung = DefaultMaxPending
+
+// job is an item to try at once, or to wait for: n units on key.
 type job[T any] struct {
 	key  string
 	item T
 	n    int
-}
-
-// finished is a worker's item, granted or failed.
-type finished[T any] struct {
-	key string
-	res Result[T]
 }
 
 func (s *shaper[T]) run(in <-chan T) {
@@ -120,20 +113,23 @@ func (s *shaper[T]) run(in <-chan T) {
 			s.pending++
 			s.take(item)
 			in = s.readMore(in)
-		case f := <-s.finished:
-			s.working--
-			s.ready = append(s.ready, f.res)
-			s.next(f.key)
+		case tk := <-s.rung:
+			res := Result[T]{Item: s.waiting[tk]}
+			delete(s.waiting, tk)
+			res.Decision, res.Err = tk.Answer()
+			s.ready = append(s.ready, res)
+			s.next(tk.Key())
 		case out <- next:
 			s.ready[0] = Result[T]{}
 			s.ready = s.ready[1:]
 			s.pending--
 		case <-done:
 			done, in = nil, nil // stop reading; the lines give up as their heads come back
+			for tk := range s.waiting {
+				tk.Leave(s.ctx.Err()) // it comes back with the error, or its grant if that came first
+			}
 		}
 	}
-	close(s.jobs)
-	s.workers.Wait()
 	close(s.out)
 }
 
@@ -243,24 +239,15 @@ func (s *shaper[T]) next(k string) {
 	s.trying = append(s.trying, job[T]{key: k, item: item})
 }
 
-// work hands j to a worker with nothing to do, or starts one.
+// work puts j in its key's line in the router, to come back on rung once
+// granted or failed; a request that fails before it is in line is ready
+// at once.
 func (s *shaper[T]) work(j job[T]) {
-	s.working++
-	select {
-	case s.jobs <- j:
-	default:
-		s.workers.Add(1)
-		go s.worker(j)
+	tk, err := s.r.StartWait(s.ctx, j.key, j.n, s.rung)
+	if err != nil {
+		s.ready = append(s.ready, Result[T]{Item: j.item, Err: err})
+		s.next(j.key)
+		return
 	}
-}
-
-// worker waits for its item's grant and hands it back, then for the next
-// item, until the stage ends.
-func (s *shaper[T]) worker(j job[T]) {
-	defer s.workers.Done()
-	for ok := true; ok; j, ok = <-s.jobs {
-		res := Result[T]{Item: j.item}
-		res.Decision, res.Err = s.r.WaitN(s.ctx, j.key, j.n)
-		s.finished <- finished[T]{j.key, res}
-	}
+	s.waiting[tk] = j.item
 }
