@@ -46,7 +46,7 @@ var (
 	// ErrStoreUnavailable is returned, wrapping the store's error, for a
 	// request that Config.Store could not answer (Redis down, a timeout),
 	// when the Store's FailMode is FailClosed.
-	ErrStoreUnavailable = errors.New("chanlimit: store unavailable")
+	ErrStoreUnavailable = errs.ErrStoreUnavailable
 
 	// ErrKeyTooLong is returned, wrapped with the lengths, for a key longer
 	// than Config.MaxKeyBytes.

@@ -238,9 +238,10 @@ func (r *Router) SetPolicies(ctx context.Context, policies ...Policy) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("chanlimit: SetPolicies: %w", err)
 	}
-	for _, p := range r.parts { // all of them, not to be left half-done
+	for i, p := range r.parts { // all of them, not to be left half-done
+		keys := r.keys[i]
 		err := p.Do(context.Background(), func(s *actor.State) error {
-			keysOf(s).SetPolicies(set, s.Now)
+			keys.SetPolicies(set, s.Now)
 			return nil
 		})
 		// A rule that ends the goroutine (runtime.Goexit) fails the Do
@@ -285,7 +286,7 @@ func (r *Router) SetOverride(ctx context.Context, key string, policies ...Policy
 	}
 	defer release()
 	err = r.partition(key).Do(ctx, func(s *actor.State) error {
-		keys := keysOf(s)
+		keys := r.keysOf(key)
 		if keys.Override(key) != nil {
 			keys.SetOverride(key, set, s.Now)
 			return nil
@@ -338,7 +339,7 @@ func (r *Router) ClearOverride(ctx context.Context, key string) error {
 	}
 	defer release()
 	err = r.partition(key).Do(ctx, func(s *actor.State) error {
-		if keysOf(s).ClearOverride(key, s.Now) {
+		if r.keysOf(key).ClearOverride(key, s.Now) {
 			r.overrides.Add(-1)
 		}
 		return nil
@@ -349,13 +350,9 @@ func (r *Router) ClearOverride(ctx context.Context, key string) error {
 	return nil
 }
 
-// keysOf returns the keys of the partition whose state s is.
-func keysOf(s *actor.State) *keytable.Keys {
-	if t, ok := s.Table.(*storeTable); ok {
-		return t.local
-	}
-	return s.Table.(*keytable.Keys)
-}
+// keysOf returns the keys of key's partition, for a function it runs
+// (Do) to read and change.
+func (r *Router) keysOf(key string) *keytable.Keys { return r.keys[r.partitionIndex(key)] }
 
 // PoliciesOf returns the policies key is under now: its override's, if it
 // has one, or else the router's (Policies). It asks the key's partition
@@ -381,7 +378,7 @@ func (r *Router) policySetOf(ctx context.Context, key string) (*keytable.Set, er
 	}
 	var set *keytable.Set
 	err := r.partition(key).Do(ctx, func(s *actor.State) error {
-		keys := keysOf(s)
+		keys := r.keysOf(key)
 		set = cmp.Or(keys.Override(key), keys.Set()) // the partition's own: it may have switched before the router's
 		return nil
 	})

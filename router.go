@@ -33,6 +33,7 @@ import (
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/clock"
 	"github.com/chanlimit/chanlimit/internal/keytable"
+	"github.com/chanlimit/chanlimit/internal/storetable"
 	"github.com/chanlimit/chanlimit/internal/supervise"
 )
 
@@ -157,6 +158,7 @@ type Request struct {
 // goroutines. The zero Router is not usable: call New.
 type Router struct {
 	parts          []*actor.Partition
+	keys           []*keytable.Keys // each partition's, touched only by the functions it runs (Do)
 	maxKeyBytes    int
 	maxKeys        int
 	evict          bool
@@ -208,6 +210,7 @@ func New(cfg Config) (*Router, error) {
 
 	r := &Router{
 		parts:          make([]*actor.Partition, partitions),
+		keys:           make([]*keytable.Keys, partitions),
 		maxKeyBytes:    cmp.Or(cfg.MaxKeyBytes, DefaultMaxKeyBytes),
 		maxKeys:        cfg.MaxKeys,
 		evict:          cfg.EvictLRU,
@@ -229,9 +232,10 @@ func New(cfg Config) (*Router, error) {
 	for i := range r.parts {
 		keys := keytable.NewKeys(set)
 		keys.Bound(r.keyLimit(i))
+		r.keys[i] = keys
 		var table keytable.Table = keys
 		if cfg.Store != nil {
-			table = newStoreTable(cfg.Store, keys, cfg.Clock != nil, origin)
+			table = storetable.New(decider{cfg.Store}, storetable.Mode(cfg.Store.FailMode()), keys, cfg.Clock != nil, origin)
 		}
 		r.parts[i] = actor.Start(table, clk, origin, mailbox, cfg.MaxWaiters)
 	}
@@ -389,11 +393,8 @@ func (r *Router) partitionIndex(key string) int {
 }
 
 // partitionOf returns the index of the partition that owns the key whose
-// hash is h (keytable.Hash): the high bits pick it, since a table picks
-// its bucket with the low ones.
-func (r *Router) partitionOf(h uint64) int {
-	return int((h >> 32) * uint64(len(r.parts)) >> 32)
-}
+// hash is h (keytable.Hash).
+func (r *Router) partitionOf(h uint64) int { return keytable.Share(h, len(r.parts)) }
 
 // each runs f on every partition in turn, between two of its requests.
 func (r *Router) each(ctx context.Context, f func(i int, s *actor.State) error) error {

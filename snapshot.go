@@ -13,6 +13,7 @@ import (
 
 	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/internal/keytable"
+	"github.com/chanlimit/chanlimit/internal/storetable"
 	"github.com/chanlimit/chanlimit/internal/supervise"
 	"github.com/chanlimit/chanlimit/internal/wire"
 )
@@ -63,7 +64,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // wrote to w then is not a snapshot.
 func (r *Router) Snapshot(ctx context.Context, w io.Writer) error {
 	if r.store != nil {
-		return fmt.Errorf("chanlimit: Snapshot: %w", errStoreSnapshot)
+		return fmt.Errorf("chanlimit: Snapshot: %w", storetable.ErrSnapshot)
 	}
 	release, err := takeToken(ctx, r.policiesToken)
 	if err != nil {
@@ -94,7 +95,7 @@ func (r *Router) Snapshot(ctx context.Context, w io.Writer) error {
 			wall = later(wall, s.Wall)
 			section = binary.AppendVarint(section, wall.Unix())
 			section = binary.AppendUvarint(section, uint64(wall.Nanosecond()))
-			k := keysOf(s)
+			k := r.keys[i]
 			if !k.Set().Same(policies) { // SetPolicies holds the token too: never, unless it failed half-way
 				return fmt.Errorf("the partition's policies are not the router's (%s)", describe(k.Set()))
 			}
@@ -223,7 +224,7 @@ func describe(set *keytable.Set) string {
 // router was closed while it loaded (ErrClosed).
 func (r *Router) Restore(ctx context.Context, rd io.Reader) error {
 	if r.store != nil {
-		return fmt.Errorf("chanlimit: Restore: %w", errStoreSnapshot)
+		return fmt.Errorf("chanlimit: Restore: %w", storetable.ErrSnapshot)
 	}
 	release, err := takeToken(ctx, r.policiesToken)
 	if err != nil {
@@ -247,7 +248,7 @@ func (r *Router) Restore(ctx context.Context, rd io.Reader) error {
 		return fmt.Errorf("chanlimit: Restore: %w", err)
 	}
 	err = r.each(context.Background(), func(i int, s *actor.State) error { // past checking: not to be interrupted
-		k := keysOf(s)
+		k := r.keys[i]
 		before := k.Overrides()
 		k.Replace(tables[i])
 		r.overrides.Add(int64(k.Overrides() - before))

@@ -59,11 +59,9 @@ func (r *Router) Stats(ctx context.Context) (Stats, error) {
 			Expired:   c.Expired,
 			Evicted:   c.Evicted,
 
-			Waiting:   s.Waiting,
-			Overrides: keysOf(s).Overrides(),
-		}
-		if t, ok := s.Table.(*storeTable); ok {
-			st.Partitions[i].StoreErrors = t.errors
+			Waiting:     s.Waiting,
+			Overrides:   r.keys[i].Overrides(),
+			StoreErrors: c.StoreErrors,
 		}
 		return nil
 	})

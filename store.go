@@ -2,11 +2,12 @@ package chanlimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
-	"github.com/chanlimit/chanlimit/internal/keytable"
+	"github.com/chanlimit/chanlimit/internal/storetable"
 )
 
 // Store keeps the state of a router's keys outside the router: in Redis
@@ -131,284 +132,6 @@ func (m FailMode) String() string {
 	return fmt.Sprintf("FailMode(%d)", uint8(m))
 }
 
-// storeTable is a partition's table when the router has a Store: the keys'
-// states are the store's; local holds the partition's overrides, and the
-// keys FailLocal decides on while the store cannot answer.
-type storeTable struct {
-	store  Store
-	mode   FailMode
-	clock  bool      // Config.Clock was set: ops carry its time
-	origin time.Time // the clock's reading the partition's timeline starts at
-	local  *keytable.Keys
-	errors uint64 // requests the store failed to answer (Stats.StoreErrors)
-
-}
-
-var _ keytable.Remote = (*storeTable)(nil)
-
-func newStoreTable(store Store, local *keytable.Keys, clockSet bool, origin time.Time) *storeTable {
-	return &storeTable{
-		store:  store,
-		mode:   store.FailMode(),
-		clock:  clockSet,
-		origin: origin,
-		local:  local,
-	}
-}
-
-// setOf returns the set of policies key is under.
-func (t *storeTable) setOf(key string) *keytable.Set {
-	if set := t.local.Override(key); set != nil {
-		return set
-	}
-	return t.local.Set()
-}
-
-// now returns the time of an op at the partition's now.
-func (t *storeTable) now(now time.Duration) time.Time {
-	if !t.clock {
-		return time.Time{}
-	}
-	return t.origin.Add(now)
-}
-
-// storeTrip is a round trip of a storeTable's: its ops, and for each
-// its item.
-type storeTrip struct {
-	store Store
-	ops   []StoreOp
-	at    []int
-}
-
-func (tr *storeTrip) Go(ctx context.Context) { tr.store.Decide(ctx, tr.ops) }
-
-func (t *storeTable) Prepare(items []keytable.Item, now time.Duration) keytable.Trip {
-	var tr *storeTrip
-	for i := range items {
-		it := &items[i]
-		if it.Skip && !dryOnly(it.Op) {
-			continue
-		}
-		op := StoreOp{Key: it.Key, N: it.N, Now: t.now(now)}
-		set := t.setOf(it.Key)
-		switch it.Op {
-		case keytable.OpAllow, keytable.OpPeek, keytable.OpTurn:
-			if err := set.Exceeds(it.N); err != nil {
-				it.D, it.Err = Decision{}, err
-				continue
-			}
-			switch {
-			case it.Op == keytable.OpPeek:
-				op.Kind = StorePeek
-			case it.Op == keytable.OpTurn && set.HasDryRun(): // without one, a turn is an allow
-				op.Kind = StoreTurn
-			default:
-				op.Kind = StoreAllow
-			}
-		case keytable.OpReset:
-			op.Kind, op.N = StoreReset, 0
-		case keytable.OpRefund:
-			op.Kind = StoreRefund
-		case keytable.OpGiveBack:
-			op.Kind = StoreRefund
-			if set.HasDryRun() { // without one, a grant given back is a refund
-				op.Kind = StoreGiveBack
-			}
-		case keytable.OpDryRun:
-			op.Kind = StoreDryRun
-		case keytable.OpDryPeek:
-			op.Kind = StorePeek // its WouldDeny alone is read (Finish)
-		}
-		op.Policies = sharedPolicies(set)
-		if tr == nil {
-			tr = &storeTrip{store: t.store}
-		}
-		tr.ops = append(tr.ops, op)
-		tr.at = append(tr.at, i)
-	}
-	if tr == nil {
-		return nil // a nil *storeTrip is not a nil Trip
-	}
-	return tr
-}
-
-func (t *storeTable) Finish(trip keytable.Trip, items []keytable.Item, now time.Duration) {
-	tr := trip.(*storeTrip)
-	for k := range tr.ops {
-		op, it := &tr.ops[k], &items[tr.at[k]]
-		if dryOnly(it.Op) { // the item's decision is its line's: the store adds WouldDeny
-			if op.Err != nil {
-				t.errors++ // the dry-run policies did not decide: nothing would have denied
-			} else {
-				it.D.WouldDeny = op.Decision.WouldDeny
-			}
-			continue
-		}
-		it.D, it.Err, it.By = op.Decision, nil, keytable.FromStore
-		if op.Kind == StoreReset {
-			t.local.Reset(it.Key) // its local state, if FailLocal decided on it
-		}
-		if op.Err != nil {
-			t.failed(it, op, now)
-		}
-	}
-}
-
-// failed answers it, whose op the store could not answer, as the router's
-// FailMode says, noting where its grant came from. A refund the store
-// could not take fails, whatever the FailMode: its grant was the store's,
-// and giving it to the local keys, which never granted it, would count it
-// twice.
-func (t *storeTable) failed(it *keytable.Item, op *StoreOp, now time.Duration) {
-	t.errors++
-	if op.Kind == StoreRefund || op.Kind == StoreGiveBack {
-		it.D, it.Err = Decision{}, unavailable(op.Err)
-		return
-	}
-	switch t.mode {
-	case FailOpen:
-		it.D, it.Err, it.By = Decision{}, nil, keytable.FromNowhere
-		if op.Kind != StoreReset {
-			it.D = t.open(it.Key, it.N)
-		}
-	case FailLocal:
-		it.D, it.Err, it.By = Decision{}, nil, keytable.FromLocal
-		switch op.Kind {
-		case StoreAllow:
-			it.Err = t.local.AllowN(it.Key, now, it.N, &it.D)
-		case StoreTurn:
-			it.Err = t.local.AllowTurn(it.Key, now, it.N, &it.D)
-		case StorePeek:
-			it.Err = t.local.PeekN(it.Key, now, it.N, &it.D)
-		}
-	default:
-		it.D, it.Err = Decision{}, unavailable(op.Err)
-	}
-}
-
-// open returns FailOpen's decision: allowed, as an untouched key would be
-// (under dry-run policies alone, allowed and nothing else).
-func (t *storeTable) open(key string, n int) Decision {
-	set := t.setOf(key)
-	if set.Smallest() < 0 {
-		return Decision{Allowed: true}
-	}
-	p := set.Policies()[set.Smallest()]
-	return Decision{Allowed: true, Limit: p.Params.Limit, Remaining: set.Capacity() - n, Policy: p.Name}
-}
-
-// unavailable returns err wrapping ErrStoreUnavailable.
-func unavailable(err error) error {
-	if errors.Is(err, ErrStoreUnavailable) {
-		return err
-	}
-	return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
-}
-
-// A partition asks the store only through Prepare and Finish, with the
-// round trip off its goroutine: it never decides a key of a store's table
-// at once.
-
-func (t *storeTable) AllowN(key string, now time.Duration, n int, d *Decision) error {
-	return errTrips
-}
-
-func (t *storeTable) AllowTurn(key string, now time.Duration, n int, d *Decision) error {
-	return errTrips
-}
-
-func (t *storeTable) PeekN(key string, now time.Duration, n int, d *Decision) error {
-	return errTrips
-}
-
-func (t *storeTable) DecideDry(key string, now time.Duration, n int, take bool) (bool, error) {
-	return false, errTrips
-}
-
-// HasDryRun tells whether key's policies include a dry-run one.
-func (t *storeTable) HasDryRun(key string) bool { return t.setOf(key).HasDryRun() }
-
-func (t *storeTable) AllowEach(items []keytable.Item, now time.Duration) {
-	for i := range items {
-		items[i].D, items[i].Err = Decision{}, errTrips
-	}
-}
-
-// dryOnly reports whether op asks a key's dry-run policies alone, for a
-// request a line refused (keytable.OpDryRun, OpDryPeek).
-func dryOnly(op keytable.Op) bool { return op == keytable.OpDryRun || op == keytable.OpDryPeek }
-
-// errTrips is what a store's table answers a request made at once.
-var errTrips = errors.New("chanlimit: a Store's keys are decided through round trips, never at once")
-
-// Refund gives n units back to the local keys (FailLocal's); a Router's
-// Refund goes to the store, through Prepare and Finish (keytable.OpRefund).
-func (t *storeTable) Refund(key string, now time.Duration, n int) error {
-	return t.local.Refund(key, now, n)
-}
-
-// GiveBack gives a grant of the local keys back to them; the store's go
-// back through Prepare and Finish (keytable.OpGiveBack).
-func (t *storeTable) GiveBack(key string, now time.Duration, n int) error {
-	return t.local.GiveBack(key, now, n)
-}
-
-// Reset drops key's local state; the store's goes through Prepare and
-// Finish (keytable.OpReset).
-func (t *storeTable) Reset(key string) { t.local.Reset(key) }
-
-// Hint tells what the set of key's policies says: whether n is above its
-// capacity, and its tightest enforced policy's Limit and name (none under
-// dry-run policies alone).
-func (t *storeTable) Hint(key string, n int) (Decision, error) {
-	set := t.setOf(key)
-	if err := set.Exceeds(n); err != nil {
-		return Decision{}, err
-	}
-	if set.Smallest() < 0 {
-		return Decision{}, nil
-	}
-	p := set.Policies()[set.Smallest()]
-	return Decision{Limit: p.Params.Limit, Policy: p.Name}, nil
-}
-
-// The rest is the local table's: a store's keys have no lifecycle here.
-
-func (t *storeTable) Expire(now time.Duration, budget int) int { return t.local.Expire(now, budget) }
-func (t *storeTable) Len() int                                 { return t.local.Len() }
-func (t *storeTable) Counts(now time.Duration) keytable.Counts { return t.local.Counts(now) }
-func (t *storeTable) Bound(limit keytable.Limit)               { t.local.Bound(limit) }
-func (t *storeTable) Resume(now time.Duration)                 { t.local.Resume(now) }
-func (t *storeTable) Changed() (bool, []string)                { return t.local.Changed() }
-
-// Quota tells the set alone: each policy's state is the store's, which
-// answers with a request's decision only.
-func (t *storeTable) Quota(key string, now time.Duration, q *keytable.Quota) (bool, error) {
-	q.Set, q.Policies = t.setOf(key), q.Policies[:0]
-	return false, nil
-}
-func (t *storeTable) Pin(key string)   { t.local.Pin(key) }
-func (t *storeTable) Unpin(key string) { t.local.Unpin(key) }
-func (t *storeTable) Abandoned()       { t.local.Abandoned() }
-
-func (t *storeTable) Replace(other keytable.Table) { t.local.Replace(other.(*storeTable).local) }
-
-func (t *storeTable) AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, error) {
-	return dst, 0, errStoreSnapshot
-}
-
-func (t *storeTable) Load(key string, state []byte, now, age time.Duration) error {
-	return errStoreSnapshot
-}
-
-// Ahead cannot tell: other processes take from the same keys.
-func (t *storeTable) Ahead(key string, now time.Duration, ns []int) (at, free time.Duration, ok bool, err error) {
-	return 0, 0, false, nil
-}
-
-// errStoreSnapshot is Snapshot's and Restore's error with a Store.
-var errStoreSnapshot = fmt.Errorf("chanlimit: the state of the keys is the Store's, not the router's: %w", errors.ErrUnsupported)
-
 // checkStore returns nil if store is nil or can decide under policies,
 // and otherwise an error wrapping ErrInvalidConfig; field names where the
 // policies come from, "" for the single fields.
@@ -427,3 +150,27 @@ func checkStore(store Store, field string, policies []Policy) error {
 	}
 	return nil
 }
+
+// decider is the Store as a partition's table (storetable) sees it: it
+// hands the table's ops to the Store with their policies, and reads the
+// answers back. It runs on a partition's trip workers, several at once.
+type decider struct{ store Store }
+
+func (d decider) Decide(ctx context.Context, ops []storetable.Op) {
+	sp := storeOps.Get().(*[]StoreOp)
+	sops := slices.Grow((*sp)[:0], len(ops))
+	for i := range ops {
+		op := &ops[i]
+		sops = append(sops, StoreOp{Kind: StoreOpKind(op.Kind), Key: op.Key, N: op.N, Policies: sharedPolicies(op.Set), Now: op.Now})
+	}
+	d.store.Decide(ctx, sops)
+	for i := range sops {
+		ops[i].Decision, ops[i].Err = sops[i].Decision, sops[i].Err
+	}
+	clear(sops) // no key, policy or error is kept
+	*sp = sops[:0]
+	storeOps.Put(sp)
+}
+
+// storeOps holds the ops' slices of the round trips that have landed.
+var storeOps = sync.Pool{New: func() any { return new([]StoreOp) }}

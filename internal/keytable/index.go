@@ -28,10 +28,14 @@ func entrySlot(e, mask uint32) uint32 { return e&mask - 1 }
 var seed = maphash.MakeSeed()
 
 // Hash returns key's hash as every table computes it. A router picks the
-// key's partition with its high bits, and hands it to the table with a
-// batch's items (Item.Hash), which picks a bucket with its low bits: one
-// hash of the key's bytes serves both.
+// key's partition with it (Share), and hands it to the table with a
+// batch's items (Item.Hash): one hash of the key's bytes serves both.
 func Hash(key string) uint64 { return maphash.String(seed, key) }
+
+// Share returns which of n tables holds the key whose hash is h: its
+// high bits pick it, since a table finds a key's slot with the low ones
+// (hash), and a key's table and its slot in it must not go together.
+func Share(h uint64, n int) int { return int((h >> 32) * uint64(n) >> 32) }
 
 func (t *table[S]) hash(key string) uint32 { return uint32(Hash(key)) }
 

@@ -354,6 +354,8 @@ type Counts struct {
 	Evicted  uint64 // keys dropped, not idle, to make room for a new key
 	Panicked uint64 // keys dropped because their rule panicked
 	Idle     int    // keys held whose state is untouched
+
+	StoreErrors uint64 // a remote table's: requests its store failed to answer
 }
 
 // Limit caps the keys a table holds. When the table is full, a new key
