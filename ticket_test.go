@@ -170,6 +170,9 @@ func TestTicketErrors(t *testing.T) {
 		cancel()
 		_, err = r.StartWait(done, "k", 1, ready)
 		assert.ErrorIs(t, err, context.Canceled)
+		tk, err := r.StartWait(ctx, "k", 1, nil)
+		assert.ErrorContains(t, err, "ready is nil", "no Ticket could ever come back")
+		assert.Nil(t, tk)
 
 		exhaust(t, r, "k", 2)
 		first, err := r.StartWait(ctx, "k", 1, ready) // the line's one place
@@ -295,4 +298,21 @@ func TestTicketsRacingClose(t *testing.T) {
 		_, rang := rung(ready)
 		assert.False(t, rang)
 	}
+}
+
+// TestTicketLeavesWithoutAReason: Leave(nil) leaves with context.Canceled,
+// never with a nil error that would read as a grant.
+func TestTicketLeavesWithoutAReason(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Hour})
+		exhaust(t, r, "k", 1)
+		ready := make(chan *chanlimit.Ticket, 1)
+		tk, err := r.StartWait(context.Background(), "k", 1, ready)
+		require.NoError(t, err)
+		tk.Leave(nil)
+		synctest.Wait()
+		d, err := (<-ready).Answer()
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.False(t, d.Allowed)
+	})
 }

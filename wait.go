@@ -54,7 +54,9 @@ type Ticket = actor.Ticket
 
 // StartWait is WaitN for a goroutine that has many waits out at once (a
 // pipeline stage, a scheduler): it puts n units on key in the key's line,
-// as WaitN does, and returns at once. The Ticket comes on ready once it is
+// as WaitN does, and returns without waiting for the grant (only for room
+// in the mailbox, as WaitN does, and, once Close has begun, for the
+// partition to end). The Ticket comes on ready once it is
 // answered, and its Answer is WaitN's: the grant, or WaitN's error
 // (ErrExceedsCapacity, ErrTooManyWaiters, ErrTooManyKeys, ErrClosed, one
 // matching context.DeadlineExceeded if ctx's deadline comes before the
@@ -62,16 +64,18 @@ type Ticket = actor.Ticket
 // Like WaitN's callers, the waits have no goroutine and no timer of their
 // own: a thousand Tickets out cost a thousand places in lines.
 //
-// ctx's deadline counts as WaitN's, and ctx bounds StartWait's own wait
-// for room in the mailbox; once StartWait has returned, ctx's end does
-// not take the Ticket out of its line: Leave does. ready should have room
+// ctx counts until the request is in line: it bounds StartWait's wait for
+// room in the mailbox, and its deadline is compared with the grant's time
+// when the request joins the line, as WaitN's is (a wait it would pass is
+// refused at once). Once in line, nothing watches ctx: a Ticket stays
+// until it is answered or Leave takes it out, past ctx's deadline too. ready should have room
 // for every Ticket started on it and not yet received (a partition never
 // waits on a caller: a Ticket that finds ready full is sent by a goroutine
 // made for it).
 //
 // A request that never reaches the key's partition gets its error from
 // StartWait itself, with no Ticket: ErrInvalidCount, ErrKeyTooLong,
-// ErrClosed, or ctx.Err() if ctx ends while the mailbox is full.
+// ErrClosed, an error for a nil ready, or ctx.Err() if ctx is done first.
 func (r *Router) StartWait(ctx context.Context, key string, n int, ready chan<- *Ticket) (*Ticket, error) {
 	if err := r.check(key, n); err != nil {
 		return nil, err

@@ -86,7 +86,9 @@ func (l *loop) serveRun(burst []request, now time.Duration, clockErr error) (ser
 		start = i + 1
 		l.left.rest = burst[start:]
 		if burst[i].op == opStop {
-			stop = true
+			// First: if a request after it ends the goroutine, the next
+			// one is stopping too (run drains).
+			stop, l.stopping = true, true
 			continue // the requests sent after it are answered, as drain answers them
 		}
 		served += l.serve(burst[i], now, clockErr)

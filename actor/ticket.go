@@ -1,7 +1,9 @@
 package actor
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"time"
 
 	"github.com/chanlimit/chanlimit/algorithms"
@@ -32,24 +34,30 @@ type Ticket struct {
 }
 
 // StartWait puts a request for n units on key in key's line, as WaitN
-// does, and returns at once, with the request's Ticket. The answer, WaitN's
-// (its grant, or an error: ErrTooManyWaiters, ErrClosed, one matching
-// context.DeadlineExceeded if ctx's deadline comes before the grant, the
-// table's), comes with the Ticket on ready, once. Only ctx's deadline, and
-// its end while the request waits for room in the mailbox, count: once
-// StartWait has returned, the request waits until it is answered or
-// Leave takes it out of the line.
+// does, and returns without waiting for the grant, with the request's
+// Ticket. The answer, WaitN's (its grant, or an error: ErrTooManyWaiters,
+// ErrClosed, one matching context.DeadlineExceeded if ctx's deadline comes
+// before the grant, the table's), comes with the Ticket on ready, once.
+// ctx counts until the request is in line: its end while the request
+// waits for room in the mailbox, and its deadline, which is compared with
+// the grant's time when the request joins the line, as WaitN's. After
+// that, the request waits until it is answered or Leave takes it out:
+// nothing watches ctx.
 //
 // ready should have room for every Ticket started on it and not received
 // yet, since the partition never waits to ring: a Ticket that finds ready
 // full is sent by a goroutine of its own, made for it then.
 //
-// StartWait returns an error, and no Ticket, if ctx is done or the
-// partition stopped before the request was in the mailbox. If the
+// StartWait returns an error, and no Ticket, if ready is nil, or if ctx
+// is done or the partition stopped before the request was in the mailbox.
+// If the
 // partition was stopping as it sent the request, it waits for the
 // goroutine to exit, and the Ticket rings with ErrClosed if the goroutine
 // exited without answering it.
 func (p *Partition) StartWait(ctx context.Context, key string, n int, ready chan<- *Ticket) (*Ticket, error) {
+	if ready == nil {
+		return nil, errNoReady
+	}
 	budget := time.Duration(-1) // no deadline
 	if dl, ok := ctx.Deadline(); ok {
 		budget = max(time.Until(dl), 0) // on the wall clock, as waitN's
@@ -98,7 +106,7 @@ func (t *Ticket) Answer() (algorithms.Decision, error) {
 
 // Leave takes t out of its key's line, as a WaitN caller whose ctx ends
 // leaves it: t then takes nothing and counts nowhere, and rings with err
-// (which must not be nil) as its answer. If t was answered first, it rings
+// as its answer (context.Canceled if err is nil). If t was answered first, it rings
 // with that answer, and Leave changes nothing. Leave waits for room in the
 // partition's mailbox, not for the answer. After Answer, or a first Leave,
 // it does nothing.
@@ -106,12 +114,16 @@ func (t *Ticket) Leave(err error) {
 	if t.answered || t.left != nil {
 		return
 	}
-	t.left = err
+	t.left = cmp.Or(err, context.Canceled)
 	select {
 	case t.p.mailbox <- request{op: opLeave, key: t.key, reply: t.ch, ticket: t}:
 	case <-t.p.done: // it answered every waiter before it exited
 	}
 }
+
+// errNoReady is StartWait's error for a nil ready, where no Ticket could
+// ever ring.
+var errNoReady = errors.New("chanlimit: StartWait: ready is nil: no Ticket could come back on it")
 
 // ring tells t's owner, if the request is a Ticket's, that its answer is
 // in its channel, without waiting for room in ready.

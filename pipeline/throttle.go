@@ -34,7 +34,10 @@ import (
 // Police does), with WaitN's answer for each (granted at once, or a
 // failure). An item that must wait waits in its key's line in the router
 // (Router.StartWait), with no goroutine and no timer of its own: Throttle
-// runs one goroutine, however many items wait.
+// runs one goroutine, however many items wait. (With MaxPending above
+// 1,024, a grant that comes while 1,024 others wait for the stage to take
+// them is handed over by a goroutine made for it, since the router never
+// waits on a stage: a goroutine per item for a moment, at most.)
 func Throttle[T any](ctx context.Context, r *chanlimit.Router, in <-chan T, key func(T) string, opts Options[T]) <-chan Result[T] {
 	most := cmp.Or(max(opts.MaxPending, 0), DefaultMaxPending)
 	s := &shaper[T]{
@@ -65,7 +68,7 @@ type shaper[T any] struct {
 	rung    chan *chanlimit.Ticket // the waiting items' Tickets, once answered
 	waiting map[*chanlimit.Ticket]T
 
-	lines   map[string]*[]T // per key with an item being decided (to try, or at a worker): the items read after it, in order
+	lines   map[string]*[]T // per key with an item being decided (to try, or in the router's line): the items read after it, in order
 	trying  []job[T]        // the first item of keys, to try at once
 	ready   []Result[T]     // out next, in order
 	pending int             // items read and not yet out
@@ -187,7 +190,7 @@ func (s *shaper[T]) take(item T) {
 
 // try decides the items to try with one round trip per partition: those
 // granted, or failed, are ready, and their keys' next items are to try;
-// the others go to workers, to wait.
+// the others wait in their keys' lines in the router (work).
 func (s *shaper[T]) try() {
 	trying := s.trying
 	s.reqs, s.errs = s.reqs[:0], s.errs[:0]
@@ -217,7 +220,7 @@ func (s *shaper[T]) try() {
 	s.trying = append(trying[:0], s.trying...)
 }
 
-// next gives the next item of key's line to a worker, or closes the line.
+// next puts the next item of key's line among those to try, or closes the line.
 // Once ctx has ended, the items of the line come out after its head, in
 // order, with ctx's error.
 func (s *shaper[T]) next(k string) {
