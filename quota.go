@@ -86,7 +86,7 @@ func (r *Router) quota(ctx context.Context, key string, n int, q *Quota, ask ask
 		return d, err
 	}
 	if kq.Set != nil && (err == nil || d.Limit != 0) { // decided: allowed or denied, or a wait refused at once
-		q.Policies = quotaPolicies(kq.Set)
+		q.Policies = quotaPolicies(kq.Set.(*keytable.Set)) // the router made every table: its sets are keytable's
 		for _, pq := range kq.Policies {
 			q.Each = append(q.Each, PolicyQuota(pq))
 		}

@@ -46,9 +46,10 @@ type Stats struct {
 func (r *Router) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{Partitions: make([]Stats, len(r.parts))}
 	err := r.each(ctx, func(i int, s *actor.State) error {
-		c := s.Table.Counts(s.Now)
+		t := r.tables[i]
+		c := t.Counts(s.Now)
 		st.Partitions[i] = Stats{
-			Keys:    s.Table.Len() - c.Idle,
+			Keys:    t.Len() - c.Idle,
 			Idle:    c.Idle,
 			Allowed: s.Counts.Allowed,
 			Denied:  s.Counts.Denied,

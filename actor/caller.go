@@ -5,7 +5,6 @@ import (
 
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/internal/errs"
-	"github.com/chanlimit/chanlimit/internal/keytable"
 )
 
 // The caller's side of the protocol: each method sends one message on
@@ -25,13 +24,13 @@ func (p *Partition) AllowN(ctx context.Context, key string, n int) (algorithms.D
 // round trip: what an HTTP RateLimit field tells. q is the partition's
 // until AllowQuota returns; after it returned ctx's error, the caller must
 // not touch q again.
-func (p *Partition) AllowQuota(ctx context.Context, key string, n int, q *keytable.Quota) (algorithms.Decision, error) {
+func (p *Partition) AllowQuota(ctx context.Context, key string, n int, q *Quota) (algorithms.Decision, error) {
 	r := p.call(ctx, request{op: opAllow, key: key, n: n, quota: q})
 	return r.d, r.err
 }
 
 // PeekQuota is PeekN, and writes into q what AllowQuota would.
-func (p *Partition) PeekQuota(ctx context.Context, key string, n int, q *keytable.Quota) (algorithms.Decision, error) {
+func (p *Partition) PeekQuota(ctx context.Context, key string, n int, q *Quota) (algorithms.Decision, error) {
 	r := p.call(ctx, request{op: opPeek, key: key, n: n, quota: q})
 	return r.d, r.err
 }
@@ -48,7 +47,7 @@ func (p *Partition) Reset(ctx context.Context, key string) error {
 }
 
 // Refund asks the partition to give n units back to key's policies now
-// (keytable.Table's Refund); the key's waiters are served as soon as that
+// (Table's Refund); the key's waiters are served as soon as that
 // lets them. n must lie in [1, MaxInt].
 func (p *Partition) Refund(ctx context.Context, key string, n int) error {
 	return p.call(ctx, request{op: opRefund, key: key, n: n}).err
@@ -66,7 +65,7 @@ type Pending struct {
 // the answers. Each item's N must lie in [1, the rule's capacity]. Until
 // Wait has returned nil, items belong to the partition: the caller must not
 // touch them, and after a Wait that returned an error, never again.
-func (p *Partition) SendBatch(ctx context.Context, items *[]keytable.Item) (Pending, error) {
+func (p *Partition) SendBatch(ctx context.Context, items *[]Item) (Pending, error) {
 	ch, stopping, err := p.send(ctx, request{op: opBatch, batch: items})
 	return Pending{p, ch, stopping}, err
 }
@@ -75,7 +74,7 @@ func (p *Partition) SendBatch(ctx context.Context, items *[]keytable.Item) (Pend
 // is granted if WaitN would grant it at once (its key has no line, and the
 // rule allows it with no Delay), and otherwise left not Allowed, with no
 // error, having taken nothing; its errors are WaitN's.
-func (p *Partition) SendTries(ctx context.Context, items *[]keytable.Item) (Pending, error) {
+func (p *Partition) SendTries(ctx context.Context, items *[]Item) (Pending, error) {
 	ch, stopping, err := p.send(ctx, request{op: opTry, batch: items})
 	return Pending{p, ch, stopping}, err
 }

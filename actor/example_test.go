@@ -14,9 +14,9 @@ import (
 // One partition: a goroutine that owns a table of keys, fed through its
 // mailbox. Callers on any goroutine send it requests and read their
 // answers; none of them touches the table. (A router starts one such
-// partition per share of the keys; the table comes from chanlimit's
-// internal packages, which is why this package is for reading the
-// protocol rather than for building on.)
+// partition per share of the keys, each with a table of its own; the one
+// here is a router's, from chanlimit's internal packages. Example_table
+// gives a partition a Table of its own.)
 func Example() {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	bucket, err := algorithms.NewTokenBucket(algorithms.Params{Limit: 2, Window: time.Minute})

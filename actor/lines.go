@@ -9,7 +9,6 @@ import (
 
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/internal/errs"
-	"github.com/chanlimit/chanlimit/internal/keytable"
 )
 
 // The loop's side of the lines of waiters (wait.go says how waiting
@@ -38,7 +37,7 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 		if r.err = t.AllowTurn(req.key, now, req.n, &l.d); r.err != nil {
 			return r, false
 		}
-		granted, giveBack, _ := keytable.Turn(&l.d)
+		granted, giveBack, _ := Turn(&l.d)
 		if granted {
 			r.d = l.d
 			return r, false
@@ -195,7 +194,7 @@ func (l *loop) serveLine(ln *line, now time.Duration) {
 		l.inflight = inflight{reply: w.reply, ticket: w.ticket, op: opWait} // if the rule ends the goroutine, takeOver answers it
 		err := t.AllowTurn(ln.key, at, w.n, &l.d)
 		l.inflight.reply = nil
-		granted, giveBack, _ := keytable.Turn(&l.d)
+		granted, giveBack, _ := Turn(&l.d)
 		switch {
 		case err != nil:
 			l.answer(ln, at, reply{err: err})
@@ -225,7 +224,7 @@ func (l *loop) closeLine(ln *line) {
 // schedule sets ln due when its head, decided d at now (a denial, or a
 // grant with a Delay, given back), is to be asked again.
 func (l *loop) schedule(ln *line, now time.Duration, d *algorithms.Decision) {
-	_, _, wait := keytable.Turn(d)
+	_, _, wait := Turn(d)
 	l.waits.reschedule(ln, after(now, max(wait, 1)))
 }
 
@@ -375,7 +374,7 @@ func (h *lineHeap) Pop() any {
 // line, and marks them for the table to pass by. Items of WaitN requests
 // that must not wait (tries) fail as WaitN would on a full line, once
 // inLine's errors have had their turn.
-func (l *loop) inLineEach(items []keytable.Item, now time.Duration, tries bool) {
+func (l *loop) inLineEach(items []Item, now time.Duration, tries bool) {
 	for k := range items {
 		it := &items[k]
 		if ln := l.waits.lineOf(it.Key); ln != nil {
@@ -386,7 +385,7 @@ func (l *loop) inLineEach(items []keytable.Item, now time.Duration, tries bool) 
 				switch {
 				case it.Err != nil || !l.state.Table.HasDryRun(it.Key):
 				case l.remote != nil:
-					it.Op = keytable.OpDryRun // the store's dry-run policies decide it, in its trip
+					it.Op = OpDryRun // the store's dry-run policies decide it, in its trip
 				default:
 					l.dryInLine(it.Key, it.N, now, true, &it.D)
 				}
@@ -409,7 +408,7 @@ func (l *loop) dryInLine(key string, n int, now time.Duration, take bool, d *alg
 // tryInLine decides it, a try on a key whose line is ln, as WaitN would
 // refuse to wait: inLine's denial, or inLine's error, or then a full
 // line's.
-func (l *loop) tryInLine(it *keytable.Item, now time.Duration, ln *line) {
+func (l *loop) tryInLine(it *Item, now time.Duration, ln *line) {
 	it.D, it.Err = l.inLine(it.Key, it.N, now, ln)
 	if it.Err == nil {
 		if it.Err = l.waits.full(ln); it.Err != nil {
@@ -432,7 +431,7 @@ func (w *waiting) full(ln *line) error {
 // with no error (or WaitN's, a full line's included), having taken
 // nothing. (A grant that cannot
 // be delivered is given back as a batch's is: giveBack.)
-func (l *loop) tryEach(items []keytable.Item, now time.Duration) {
+func (l *loop) tryEach(items []Item, now time.Duration) {
 	t := l.state.Table
 	for k := range items {
 		it := &items[k]
@@ -443,7 +442,7 @@ func (l *loop) tryEach(items []keytable.Item, now time.Duration) {
 		if it.Err = t.AllowTurn(it.Key, now, it.N, &it.D); it.Err != nil {
 			continue
 		}
-		if _, giveBack, _ := keytable.Turn(&it.D); giveBack {
+		if _, giveBack, _ := Turn(&it.D); giveBack {
 			it.D.Allowed = false // first: if GiveBack ends the goroutine, giveBack passes it by
 			t.GiveBack(it.Key, now, it.N)
 		}

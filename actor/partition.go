@@ -3,9 +3,11 @@
 // mailbox. Callers never touch the table; they send a request by value and
 // read the answer from a reply channel.
 //
-// Its API is the router's: a partition owns a table from chanlimit's
-// internal packages, so the package is public to be read, as the protocol
-// it is, not to be built on.
+// A partition drives its keys through Table (table.go), which this package
+// defines and documents, naming only its own types and those of
+// algorithms and clock: a router's tables in memory and its Store's
+// tables both implement it, and so can any other. Its API is otherwise
+// the router's.
 //
 // The protocol, and the property each part keeps:
 //
@@ -35,7 +37,7 @@
 //     nothing (Stats, PoliciesOf) costs the same however many callers
 //     wait.
 //   - Code the partition does not own is supervised: the table meets a
-//     panic in a rule (see keytable.Table), and the goroutine a panic in
+//     panic in a rule (see Table), and the goroutine a panic in
 //     the Clock, which fails the requests that came with that reading. The
 //     partition and its other keys go on.
 //   - Callers waiting on a key (WaitN) wait in the key's line, in the
@@ -68,7 +70,6 @@ import (
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/clock"
 	"github.com/chanlimit/chanlimit/internal/errs"
-	"github.com/chanlimit/chanlimit/internal/keytable"
 	"github.com/chanlimit/chanlimit/internal/supervise"
 )
 
@@ -111,8 +112,8 @@ type request struct {
 	op    op
 	key   string
 	n     int
-	quota *keytable.Quota    // opAllow, opPeek, opWait: where to write the key's quota with the answer (fillQuota)
-	batch *[]keytable.Item   // opBatch, opTry: decided in order, answered in place
+	quota *Quota             // opAllow, opPeek, opWait: where to write the key's quota with the answer (fillQuota)
+	batch *[]Item            // opBatch, opTry: decided in order, answered in place
 	do    func(*State) error // opDo
 	reply chan reply
 	ctx   context.Context // the caller's: a remote table's round trip ends with the latest deadline of its burst (remote.go)
@@ -131,8 +132,8 @@ type reply struct {
 // State is a partition's state, lent to a function that Do runs between
 // two requests. The function must not keep any of it.
 type State struct {
-	Table keytable.Table // the partition's keys
-	Now   time.Duration  // the partition's now: time since Start, never going back
+	Table Table         // the partition's keys
+	Now   time.Duration // the partition's now: time since Start, never going back
 
 	// Wall is the time of day Now stands for, as the clock counted it: its
 	// reading at Start plus the time it has counted since, which a step of
@@ -210,7 +211,7 @@ type loop struct {
 	stopping bool                // the stop message has come: drain, then exit
 	left     left                // what a goroutine that ended left for the next (carry_on.go)
 	waits    waiting             // the lines of callers waiting on keys (wait.go, lines.go)
-	remote   keytable.Remote     // the table, if its keys live elsewhere (remote.go); else nil
+	remote   Remote              // the table, if its keys live elsewhere (remote.go); else nil
 
 	// A remote table's (remote.go):
 	burst       []request      // the burst, taken from the mailbox
@@ -238,9 +239,9 @@ type inflight struct {
 	reply  chan reply // nil: none
 	ticket *Ticket    // its ticket, if it is a wait's (ring)
 	op     op
-	batch  *[]keytable.Item
-	refund int           // a batch's refund mark: the items before it are still to be given back, latest first
-	by     keytable.From // where a remote table's grant came from (AllowN's; a batch's are in its items)
+	batch  *[]Item
+	refund int  // a batch's refund mark: the items before it are still to be given back, latest first
+	by     From // where a remote table's grant came from (AllowN's; a batch's are in its items)
 }
 
 // The errors a partition returns are chanlimit's: ErrClosed below is
@@ -251,7 +252,7 @@ type inflight struct {
 // and queues up to mailboxSize requests (at least 0). A key's line of
 // waiters (WaitN) holds at most maxWaiters; 0 means no cap. Start itself
 // calls neither the table nor the clock.
-func Start(table keytable.Table, clk clock.Clock, origin time.Time, mailboxSize, maxWaiters int) *Partition {
+func Start(table Table, clk clock.Clock, origin time.Time, mailboxSize, maxWaiters int) *Partition {
 	p := newPartition(table, clk, origin, mailboxSize)
 	p.loop.waits.max = max(maxWaiters, 0)
 	go p.run()
@@ -259,7 +260,7 @@ func Start(table keytable.Table, clk clock.Clock, origin time.Time, mailboxSize,
 }
 
 // newPartition returns a partition whose goroutine is not started.
-func newPartition(table keytable.Table, clk clock.Clock, origin time.Time, mailboxSize int) *Partition {
+func newPartition(table Table, clk clock.Clock, origin time.Time, mailboxSize int) *Partition {
 	p := &Partition{
 		mailbox: make(chan request, max(mailboxSize, 0)),
 		stop:    make(chan struct{}),
@@ -267,7 +268,7 @@ func newPartition(table keytable.Table, clk clock.Clock, origin time.Time, mailb
 		loop:    &loop{state: State{Table: table, Wall: origin, clock: clk}, origin: origin, real: clk == clock.Real()},
 	}
 	p.replies.New = func() any { return make(chan reply, 1) }
-	if remote, ok := table.(keytable.Remote); ok {
+	if remote, ok := table.(Remote); ok {
 		p.loop.remote, p.loop.landed, p.loop.work = remote, make(chan *trip, maxTrips), make(chan *trip, maxTrips)
 	}
 	return p

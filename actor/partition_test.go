@@ -456,7 +456,7 @@ func TestDoRunsBetweenRequests(t *testing.T) {
 		did := make(chan error, 1)
 		go func() {
 			did <- p.Do(bg, func(s *actor.State) error {
-				held, calls, seen = s.Table.Len(), len(pt.calls), *s
+				held, calls, seen = s.Table.(keytable.Table).Len(), len(pt.calls), *s
 				return errors.New("the function's own error")
 			})
 		}()
@@ -561,4 +561,39 @@ func TestAGoexitInTheTableAnswersAndCarriesOn(t *testing.T) {
 		assert.ErrorIs(t, (<-exits).err, errs.ErrAlgorithmPanic)
 		assert.NoError(t, (<-after).err, "answered by the goroutine that carried on")
 	})
+}
+
+// TestKeysExpireAfterTheirGrace: a key expires once it has been idle for
+// its grace, not before; Counts count it idle meanwhile.
+func TestKeysExpireAfterTheirGrace(t *testing.T) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	p := actor.Start(actor.NewFixedWindows(), clk, clk.Now(), 4, 0)
+	defer func() { p.Stop(); <-p.Done() }()
+	ctx := context.Background()
+	counts := func() (held int, c keytable.Counts) {
+		t.Helper()
+		require.NoError(t, p.Do(ctx, func(s *actor.State) error {
+			table := s.Table.(keytable.Table)
+			held, c = table.Len(), table.Counts(s.Now)
+			return nil
+		}))
+		return held, c
+	}
+
+	_, err := p.AllowN(ctx, "k", 1) // idle from 1s
+	require.NoError(t, err)
+	clk.Advance(time.Second + actor.Grace - 1)
+	_, err = p.AllowN(ctx, "other", 1)
+	require.NoError(t, err)
+	held, c := counts()
+	assert.Equal(t, 2, held)
+	assert.Equal(t, 1, c.Idle, "k is idle, but within its grace")
+
+	clk.Advance(1)
+	_, err = p.AllowN(ctx, "other", 1)
+	require.NoError(t, err)
+	held, c = counts()
+	assert.Equal(t, 1, held, "k has had its grace: expired")
+	assert.Zero(t, c.Idle)
+	assert.Equal(t, uint64(1), c.Expired)
 }

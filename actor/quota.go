@@ -4,29 +4,28 @@ import (
 	"time"
 
 	"github.com/chanlimit/chanlimit/algorithms"
-	"github.com/chanlimit/chanlimit/internal/keytable"
 )
 
 // A request may ask for its key's quota beside its decision (AllowQuota,
 // PeekQuota, WaitQuota): what the key has under each of its policies,
-// written into the caller's keytable.Quota before the answer is sent, in
+// written into the caller's Quota before the answer is sent, in
 // the same round trip. It is what an HTTP RateLimit field tells.
 
 // fillQuota writes into q what key has under each of its policies at now,
-// once d was decided on it (keytable.Table.Quota). While callers wait on
+// once d was decided on it (Table.Quota). While callers wait on
 // the key, what it has is the line's: every policy then says 0 remaining,
 // and the wait a request of one unit would have in line. A table that
 // cannot tell each policy's (its states are a Store's) gives the deciding
 // policy's alone, from d; one whose rule panics (the table has dealt with
 // it), none: the decision stands.
-func (l *loop) fillQuota(key string, now time.Duration, d *algorithms.Decision, q *keytable.Quota) {
+func (l *loop) fillQuota(key string, now time.Duration, d *algorithms.Decision, q *Quota) {
 	l.fillQuotaMore(key, now, d, q, -1)
 }
 
 // fillQuotaMore is fillQuota, with more, if it is not below 0, the wait
 // of one more unit than an allowed d left, as a remote table's peek
 // answered it (remote_lines.go).
-func (l *loop) fillQuotaMore(key string, now time.Duration, d *algorithms.Decision, q *keytable.Quota, more time.Duration) {
+func (l *loop) fillQuotaMore(key string, now time.Duration, d *algorithms.Decision, q *Quota, more time.Duration) {
 	ok, err := l.state.Table.Quota(key, now, q)
 	switch {
 	case err != nil: // the rule dropped the key: a line's head may be granted now, as in lineWait
@@ -37,14 +36,14 @@ func (l *loop) fillQuotaMore(key string, now time.Duration, d *algorithms.Decisi
 		return
 	case !ok:
 		q.Policies = q.Policies[:0]
-		if j := q.Set.Index(d.Policy); j >= 0 {
+		if j := policyIndex(q.Set, d.Policy); j >= 0 {
 			switch {
 			case !d.Allowed:
 				more = d.RetryAfter
 			case more < 0:
 				more = l.untilMore(key, now, d.Remaining)
 			}
-			q.Policies = append(q.Policies, keytable.PolicyQuota{Policy: j, Remaining: d.Remaining, More: more})
+			q.Policies = append(q.Policies, PolicyQuota{Policy: j, Remaining: d.Remaining, More: more})
 		}
 	}
 	if ln := l.waits.lineOf(key); ln != nil && len(ln.queue) > 0 {
@@ -68,4 +67,13 @@ func decided(err error) bool {
 	}
 	_, late := err.(*tooLate)
 	return late
+}
+
+// policyIndex returns the place of the policy named name in set, or -1,
+// as for a table that named no set.
+func policyIndex(set PolicySet, name string) int {
+	if set == nil {
+		return -1
+	}
+	return set.Index(name)
 }

@@ -5,11 +5,10 @@ import (
 	"time"
 
 	"github.com/chanlimit/chanlimit/internal/errs"
-	"github.com/chanlimit/chanlimit/internal/keytable"
 	"github.com/chanlimit/chanlimit/internal/supervise"
 )
 
-// A remote table (keytable.Remote) keeps its keys' states elsewhere, in a
+// A remote table (Remote) keeps its keys' states elsewhere, in a
 // store across the network, so each decision is a round trip. The
 // partition serves a burst of messages as one: the requests it can hand
 // the table together (an AllowN or a PeekN on a key nobody waits on, a
@@ -47,9 +46,9 @@ type trip struct {
 	run    []request
 	sent   []int // for each request of run, its first item in items, or -1: not sent
 	chores []chore
-	items  []keytable.Item
+	items  []Item
 	now    time.Duration
-	out    keytable.Trip // nil: nothing to send
+	out    Trip // nil: nothing to send
 	ctx    context.Context
 	cancel context.CancelFunc // ctx's, once the trip is back
 }
@@ -132,13 +131,13 @@ func (l *loop) dispatch(run []request, now time.Duration) (served int) {
 		case (req.op == opAllow || req.op == opPeek) && l.waits.lineOf(req.key) != nil:
 			tr.items = append(tr.items, l.dryInTrip(req, now))
 		case req.op == opAllow:
-			tr.items = append(tr.items, keytable.Item{Key: req.key, N: req.n})
+			tr.items = append(tr.items, Item{Key: req.key, N: req.n})
 		case req.op == opPeek:
-			tr.items = append(tr.items, keytable.Item{Key: req.key, N: req.n, Op: keytable.OpPeek})
+			tr.items = append(tr.items, Item{Key: req.key, N: req.n, Op: OpPeek})
 		case req.op == opReset:
-			tr.items = append(tr.items, keytable.Item{Key: req.key, Op: keytable.OpReset})
+			tr.items = append(tr.items, Item{Key: req.key, Op: OpReset})
 		case req.op == opRefund:
-			tr.items = append(tr.items, keytable.Item{Key: req.key, N: req.n, Op: keytable.OpRefund})
+			tr.items = append(tr.items, Item{Key: req.key, N: req.n, Op: OpRefund})
 		case req.op == opBatch || req.op == opTry:
 			if len(l.waits.lines) > 0 {
 				l.inLineEach(*req.batch, now, req.op == opTry)
@@ -147,7 +146,7 @@ func (l *loop) dispatch(run []request, now time.Duration) (served int) {
 			tr.items = append(tr.items, *req.batch...)
 			if req.op == opTry {
 				for k := from; k < len(tr.items); k++ {
-					tr.items[k].Op = keytable.OpTurn // granted now, or left to wait: a turn
+					tr.items[k].Op = OpTurn // granted now, or left to wait: a turn
 				}
 			}
 		}
@@ -163,13 +162,13 @@ func (l *loop) dispatch(run []request, now time.Duration) (served int) {
 // line answers it (no barging), for the store's dry-run policies to decide
 // beside that answer: a request the line refuses is decided by them all
 // the same. An error of the line's answer is the item's, sent nowhere.
-func (l *loop) dryInTrip(req request, now time.Duration) keytable.Item {
-	it := keytable.Item{Key: req.key, N: req.n, Op: keytable.OpDryRun}
+func (l *loop) dryInTrip(req request, now time.Duration) Item {
+	it := Item{Key: req.key, N: req.n, Op: OpDryRun}
 	if req.op == opPeek {
-		it.Op = keytable.OpDryPeek
+		it.Op = OpDryPeek
 	}
 	if it.D, it.Err = l.inRemoteLine(req.key, req.n, now, l.waits.lineOf(req.key)); it.Err != nil {
-		it.Op, it.Skip = keytable.OpAllow, true
+		it.Op, it.Skip = OpAllow, true
 	}
 	return it
 }
@@ -303,18 +302,18 @@ func (l *loop) land(tr *trip) (served int) {
 // wait), leaving them not Allowed, and reports whether a refund to the
 // store is among them, the last chore. Those on keys with a line were
 // answered as in line, and not sent (Skip).
-func (l *loop) turnsToCome(items []keytable.Item, now time.Duration) (sent bool) {
+func (l *loop) turnsToCome(items []Item, now time.Duration) (sent bool) {
 	for k := range items {
 		it := &items[k]
 		if it.Skip || it.Err != nil {
 			continue
 		}
-		if _, giveBack, _ := keytable.Turn(&it.D); !giveBack {
+		if _, giveBack, _ := Turn(&it.D); !giveBack {
 			continue
 		}
 		it.D.Allowed = false // first: if the refund ends the goroutine, giveBack passes it by
 		l.refund(it.Key, now, it.N, it.By)
-		sent = sent || it.By == keytable.FromStore
+		sent = sent || it.By == FromStore
 	}
 	return sent
 }
@@ -371,7 +370,7 @@ func (l *loop) answerLanding() {
 				}
 				l.askNext(ln, c.at)
 			}
-			if it.Err == nil && it.D.Allowed && it.By == keytable.FromStore {
+			if it.Err == nil && it.D.Allowed && it.By == FromStore {
 				l.refund(c.item.Key, c.at, c.item.N, it.By)
 			}
 		case c.waiter:
@@ -379,7 +378,7 @@ func (l *loop) answerLanding() {
 				c.w.reply <- exited // never blocks: a waiter's channel gets one answer
 				ring(c.w.ticket)
 			}
-			if c.by == keytable.FromStore {
+			if c.by == FromStore {
 				l.refund(c.item.Key, c.at, c.w.n, c.by)
 			}
 		case c.req.reply != nil:
@@ -388,11 +387,11 @@ func (l *loop) answerLanding() {
 			default:
 			}
 			switch {
-			case c.req.op == opAllow && c.r.d.Allowed && c.by == keytable.FromStore:
+			case c.req.op == opAllow && c.r.d.Allowed && c.by == FromStore:
 				l.refund(c.req.key, c.at, c.req.n, c.by)
 			case c.req.op == opTry:
 				for i := range *c.req.batch {
-					if it := &(*c.req.batch)[i]; it.D.Allowed && it.By == keytable.FromStore {
+					if it := &(*c.req.batch)[i]; it.D.Allowed && it.By == FromStore {
 						l.refund(it.Key, c.at, it.N, it.By)
 					}
 				}

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/chanlimit/chanlimit/algorithms"
-	"github.com/chanlimit/chanlimit/internal/keytable"
 )
 
 // Lines and the rest of a remote table's work, off the partition's
@@ -28,7 +27,7 @@ import (
 // its item, decided at at, and what to do with the answer.
 type chore struct {
 	at   time.Duration
-	item keytable.Item
+	item Item
 
 	ask *line  // the line whose head this asks, if it does
 	no  uint64 // which of its asks this is
@@ -39,7 +38,7 @@ type chore struct {
 	req    request
 	w      waiter
 	r      reply
-	by     keytable.From
+	by     From
 	waiter bool
 }
 
@@ -99,15 +98,15 @@ func (l *loop) ask(ln *line) {
 	ln.asks++
 	ln.asking, ln.asked, ln.again = true, at, math.MaxInt64
 	ln.queue[0].asked = ln.asks
-	l.chores = append(l.chores, chore{at: at, item: keytable.Item{Key: ln.key, N: w.n, Op: keytable.OpTurn}, ask: ln, no: ln.asks})
+	l.chores = append(l.chores, chore{at: at, item: Item{Key: ln.key, N: w.n, Op: OpTurn}, ask: ln, no: ln.asks})
 }
 
 // heard serves the answer to c, a chore, decided at c.at.
-func (l *loop) heard(c *chore, it *keytable.Item) {
+func (l *loop) heard(c *chore, it *Item) {
 	switch {
 	case c.ask != nil:
 		l.heardHead(c, it)
-	case c.item.Op == keytable.OpPeek: // a grant's quota
+	case c.item.Op == OpPeek: // a grant's quota
 		more := time.Duration(0)
 		if it.Err == nil && !it.D.Allowed {
 			more = it.D.RetryAfter
@@ -140,7 +139,7 @@ func (l *loop) heard(c *chore, it *keytable.Item) {
 // line is set right (due, or waiting) before any rule is called (a refund
 // to the local keys): if the rule ends the goroutine, the next finds it
 // so.
-func (l *loop) heardHead(c *chore, it *keytable.Item) {
+func (l *loop) heardHead(c *chore, it *Item) {
 	ln, at := c.ask, c.at
 	granted := it.Err == nil && it.D.Allowed
 	if l.waits.lineOf(ln.key) != ln || !ln.asking || ln.asks != c.no { // closed while its head was out: its waiters left
@@ -158,7 +157,7 @@ func (l *loop) heardHead(c *chore, it *keytable.Item) {
 		}
 		return
 	}
-	turn, giveBack, wait := keytable.Turn(&it.D)
+	turn, giveBack, wait := Turn(&it.D)
 	w := &ln.queue[0]
 	budget := w.budget
 	w.budget = -1 // checked once
@@ -214,7 +213,7 @@ func (l *loop) tooLate(ln *line, at time.Duration, d algorithms.Decision, wait, 
 
 // grant answers ln's head, granted it at at; if it asked for its key's
 // quota, the answer waits for a peek of one more unit (a chore).
-func (l *loop) grant(ln *line, at time.Duration, it *keytable.Item) {
+func (l *loop) grant(ln *line, at time.Duration, it *Item) {
 	w := ln.queue[0]
 	if w.quota == nil {
 		l.answer(ln, at, reply{d: it.D})
@@ -233,9 +232,9 @@ func (l *loop) grant(ln *line, at time.Duration, it *keytable.Item) {
 
 // quotaChore returns c, for a grant it on key at at, as the peek of one
 // more unit than the grant left.
-func (l *loop) quotaChore(key string, at time.Duration, it *keytable.Item, c chore) chore {
+func (l *loop) quotaChore(key string, at time.Duration, it *Item, c chore) chore {
 	c.at, c.by = at, it.By
-	c.item = keytable.Item{Key: key, N: it.D.Remaining + 1, Op: keytable.OpPeek}
+	c.item = Item{Key: key, N: it.D.Remaining + 1, Op: OpPeek}
 	if it.D.Remaining == math.MaxInt {
 		c.item.N = math.MaxInt // above any capacity: the peek fails, and the wait is 0
 	}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/internal/errs"
-	"github.com/chanlimit/chanlimit/internal/keytable"
 	"github.com/chanlimit/chanlimit/internal/supervise"
 )
 
@@ -166,12 +165,12 @@ func (l *loop) deliver(req request, now time.Duration, r reply) {
 // refund gives back n units on key, granted at now, to where the grant
 // came from: the table, or for a remote one, its store (through a trip),
 // its local keys, or nowhere.
-func (l *loop) refund(key string, now time.Duration, n int, by keytable.From) {
+func (l *loop) refund(key string, now time.Duration, n int, by From) {
 	switch {
-	case l.remote == nil || by == keytable.FromLocal:
+	case l.remote == nil || by == FromLocal:
 		l.state.Table.GiveBack(key, now, n)
-	case by == keytable.FromStore:
-		l.chores = append(l.chores, chore{at: now, item: keytable.Item{Key: key, N: n, Op: keytable.OpGiveBack}})
+	case by == FromStore:
+		l.chores = append(l.chores, chore{at: now, item: Item{Key: key, N: n, Op: OpGiveBack}})
 	}
 }
 

@@ -13,20 +13,19 @@ import (
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/clock"
 	"github.com/chanlimit/chanlimit/internal/errs"
-	"github.com/chanlimit/chanlimit/internal/keytable"
 )
 
 // nearRemote is a remote table whose store is a table in memory: a trip
 // does nothing, and Finish decides the items on the partition's
 // goroutine.
-type nearRemote struct{ keytable.Table }
+type nearRemote struct{ Table }
 
 type nearTrip struct{}
 
 func (nearTrip) Go(context.Context) {}
 
-func (r nearRemote) Prepare([]keytable.Item, time.Duration) keytable.Trip { return nearTrip{} }
-func (r nearRemote) Finish(_ keytable.Trip, items []keytable.Item, now time.Duration) {
+func (r nearRemote) Prepare([]Item, time.Duration) Trip { return nearTrip{} }
+func (r nearRemote) Finish(_ Trip, items []Item, now time.Duration) {
 	r.AllowEach(items, now)
 }
 func (r nearRemote) Hint(string, int) (algorithms.Decision, error) { return algorithms.Decision{}, nil }

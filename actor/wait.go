@@ -9,7 +9,6 @@ import (
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/clock"
 	"github.com/chanlimit/chanlimit/internal/errs"
-	"github.com/chanlimit/chanlimit/internal/keytable"
 )
 
 // Waiting (WaitN). The partition keeps the callers waiting on a key in a
@@ -87,9 +86,9 @@ type waiter struct {
 	reply  chan reply
 	ticket *Ticket // StartWait's, rung with its answer (ring); nil: WaitN's
 	n      int
-	quota  *keytable.Quota // WaitQuota's: written with the grant
-	budget time.Duration   // a remote table's first waiter's: the time to its deadline, checked when its head is first decided; -1: none
-	asked  uint64          // a remote table's: the line's ask that asked it last (remote_lines.go)
+	quota  *Quota        // WaitQuota's: written with the grant
+	budget time.Duration // a remote table's first waiter's: the time to its deadline, checked when its head is first decided; -1: none
+	asked  uint64        // a remote table's: the line's ask that asked it last (remote_lines.go)
 }
 
 // errLeft answers a leave message: the waiter left its line, taking
@@ -123,12 +122,12 @@ func (p *Partition) WaitN(ctx context.Context, key string, n int) (algorithms.De
 // WaitQuota is WaitN, and with the grant, or with the denial of a wait
 // that ctx's deadline comes before, it writes into q what key has under
 // each of its policies, as AllowQuota does, in the same round trip.
-func (p *Partition) WaitQuota(ctx context.Context, key string, n int, q *keytable.Quota) (algorithms.Decision, error) {
+func (p *Partition) WaitQuota(ctx context.Context, key string, n int, q *Quota) (algorithms.Decision, error) {
 	return p.waitN(ctx, key, n, q)
 }
 
 // waitN is WaitN, writing the quota into q if it is not nil.
-func (p *Partition) waitN(ctx context.Context, key string, n int, q *keytable.Quota) (algorithms.Decision, error) {
+func (p *Partition) waitN(ctx context.Context, key string, n int, q *Quota) (algorithms.Decision, error) {
 	budget := time.Duration(-1) // no deadline
 	// A context's deadline is on the wall clock (context reads time.Now),
 	// so the time left to it is too, whatever the partition's Clock.

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chanlimit/chanlimit/internal/errs"
-	"github.com/chanlimit/chanlimit/internal/keytable"
 )
 
 // The race branches of WaitN's leaving, forced one at a time on a parked
@@ -117,7 +116,7 @@ func TestTryEachGrantsWhatNeedNotWait(t *testing.T) {
 	allow(t, table, "lined", 0, 2)
 	l.serve(request{op: opWait, key: "lined", n: 1, budget: -1, reply: make(chan reply, 1)}, 0, nil)
 	allow(t, table, "full", 0, 2)
-	items := []keytable.Item{{Key: "fresh", N: 2}, {Key: "lined", N: 1}, {Key: "full", N: 1}, {Key: "big", N: 3}}
+	items := []Item{{Key: "fresh", N: 2}, {Key: "lined", N: 1}, {Key: "full", N: 1}, {Key: "big", N: 3}}
 	ch := make(chan reply, 1)
 	l.serve(request{op: opTry, batch: &items, reply: ch}, 0, nil)
 	<-ch

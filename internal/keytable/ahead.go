@@ -5,24 +5,9 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/algorithms"
 )
-
-// Turn is how a caller waiting in line reads the decision d of its
-// request, the one rule of a line (package actor serves lines by it, and
-// Ahead foresees them by it): granted now if d is allowed with no Delay;
-// otherwise not, and its request is asked again after wait: d's Delay if
-// d is allowed (leaky_bucket: its turn is to come, so the grant is given
-// back, and giveBack says so), else d's RetryAfter.
-func Turn(d *algorithms.Decision) (granted, giveBack bool, wait time.Duration) {
-	switch {
-	case d.Allowed && d.Delay <= 0:
-		return true, false, 0
-	case d.Allowed:
-		return false, true, d.Delay
-	}
-	return false, false, d.RetryAfter
-}
 
 // A partition serves the callers waiting on a key in line (package actor):
 // the table tells it when a caller joining the line would be granted
@@ -87,7 +72,7 @@ func (t *table[S]) decideLine(now time.Duration, ns []int) (at, free time.Durati
 				return 0, 0, false
 			}
 			t.decideFresh(at, n, &d)
-			granted, giveBack, wait := Turn(&d)
+			granted, giveBack, wait := actor.Turn(&d)
 			if granted {
 				break
 			}

@@ -3,6 +3,7 @@ package keytable
 import (
 	"time"
 
+	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/algorithms"
 )
 
@@ -121,7 +122,7 @@ func (t *table[S]) decideAll(i uint32, now time.Duration, n int, d *algorithms.D
 
 // grants reports whether d grants a waiter its turn now (Turn).
 func grants(d *algorithms.Decision) bool {
-	g, _, _ := Turn(d)
+	g, _, _ := actor.Turn(d)
 	return g
 }
 

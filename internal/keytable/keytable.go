@@ -25,11 +25,11 @@
 package keytable
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/internal/errs"
 )
@@ -255,97 +255,31 @@ type setTable interface {
 	drop(i uint32)
 }
 
-// Item is one request of a batch, N units on Key, with room for its
-// answer: a Decision, or an error (and a zero Decision).
-type Item struct {
-	Key string
-	N   int
-	D   algorithms.Decision
-	Err error
-
-	// Gone is set on an item granted on a key that lost its state later in
-	// the batch (its rule panicked on it, or it was evicted): its grant went
-	// with that state, so there is nothing to give back.
-	Gone bool
-
-	// Skip is set by the caller on an item it has decided itself (its key
-	// has waiters): the table passes it by, leaving D and Err as they are.
-	Skip bool
-
-	// Op is what a Remote table does with the item: decide
-	// it (OpAllow, the zero Op), peek (OpPeek: what AllowN would answer,
-	// changing nothing), give N back (OpRefund) or drop its key (OpReset).
-	// AllowEach ignores it.
-	Op Op
-
-	// By is where a Remote table's grant came from, set by Finish: the
-	// store (the zero From), the table's own local keys (FromLocal), or
-	// nowhere (FromNowhere: FailOpen). A grant is given back only to where
-	// it came from.
-	By From
-
-	// Hashed says that Hash is Hash(Key), set by the caller so that the
-	// table need not hash the key again. Any other Hash would make the
-	// table miss the key it holds, and hold it twice.
-	Hashed bool
-	Hash   uint64
-}
-
-// Op is what a Remote table does with an item.
-type Op uint8
-
-const (
-	OpAllow Op = iota
-	OpPeek
-	OpReset
-	OpRefund   // give N back to every policy (Router.Refund)
-	OpGiveBack // take back a grant whose caller left: to the enforced policies alone (GiveBack)
-	OpTurn     // decide as AllowTurn: a waiter's turn
-	OpDryRun   // decide as DecideDry, taking: a request a line refused; Finish sets D's WouldDeny alone
-	OpDryPeek  // decide as DecideDry, taking nothing: a peek a line answered; likewise
+// The types a partition and its table share are package actor's, which
+// defines what a partition asks of its table (actor.Table).
+type (
+	Item        = actor.Item
+	Op          = actor.Op
+	From        = actor.From
+	Trip        = actor.Trip
+	Quota       = actor.Quota
+	PolicyQuota = actor.PolicyQuota
 )
 
-// From is where a Remote table's grant came from.
-type From uint8
-
 const (
-	FromStore   From = iota // the store decided it: a refund goes to the store
-	FromLocal               // the local keys decided it (FailLocal): a refund goes to them (Refund)
-	FromNowhere             // nobody decided it (FailOpen): nothing to give back
+	OpAllow    = actor.OpAllow
+	OpPeek     = actor.OpPeek
+	OpReset    = actor.OpReset
+	OpRefund   = actor.OpRefund
+	OpGiveBack = actor.OpGiveBack
+	OpTurn     = actor.OpTurn
+	OpDryRun   = actor.OpDryRun
+	OpDryPeek  = actor.OpDryPeek
+
+	FromStore   = actor.FromStore
+	FromLocal   = actor.FromLocal
+	FromNowhere = actor.FromNowhere
 )
-
-// Remote is a Table whose keys' states live elsewhere (a Store, over the
-// network): a partition hands it a burst of requests at once, so that
-// the burst pays one round trip, and goes on serving while the round trip
-// is out.
-type Remote interface {
-	Table
-
-	// Prepare readies items for the store, on the partition's goroutine,
-	// to be served in order by their Op, passing by those with Skip (but
-	// for OpDryRun and OpDryPeek, whose D is their line's already). It
-	// answers at once those it can (an n above the capacity), and returns
-	// the round trip that takes the others, or nil if none is left.
-	Prepare(items []Item, now time.Duration) Trip
-
-	// Finish writes the answers trip brought back into items, on the
-	// partition's goroutine, deciding those the store could not answer
-	// as the table's FailMode says, and noting in By where each grant
-	// came from.
-	Finish(trip Trip, items []Item, now time.Duration)
-
-	// Hint returns what a denial of n units on key can say without the
-	// store: the error AllowN would return before asking it (n above the
-	// capacity), or the Limit and Policy of the key's tightest policy.
-	Hint(key string, n int) (algorithms.Decision, error)
-}
-
-// Trip is a round trip to a remote store. Go takes it and returns once it
-// is back; it may run on any goroutine, since it touches nothing of its
-// table's. ctx bounds it.
-type Trip interface {
-	Go(ctx context.Context)
-}
 
 // Counts are what a table has done with its keys since it was made, and
 // how many it holds idle.

@@ -6,21 +6,6 @@ import "time"
 // policy, asked alone, says the key has left, and how long until it has
 // more.
 
-// Quota is what a key has under each of the policies it is under, as a
-// partition reports it beside a decision, for the HTTP RateLimit field:
-// each policy's own remaining quota, and the wait until it has more.
-type Quota struct {
-	Set      *Set
-	Policies []PolicyQuota // some or all of Set's policies (see Table.Quota)
-}
-
-// PolicyQuota is what a key has under one policy, taken alone.
-type PolicyQuota struct {
-	Policy    int           // its place in the Set
-	Remaining int           // the requests of one unit it would allow now
-	More      time.Duration // the wait until it allows one more than Remaining; 0 if Remaining is its capacity
-}
-
 // quota asks each policy alone about the key's state at now, changing
 // nothing: a request of one unit gives its Remaining (one more if it is
 // allowed, since Remaining counts after the request), and one of a unit

@@ -1,6 +1,6 @@
 // Package storetable is a partition's table when a router has a Store:
 // the keys' states are the store's, and each request a round trip to it
-// (keytable.Remote), which the partition makes off its goroutine.
+// (actor.Remote), which the partition makes off its goroutine.
 package storetable
 
 import (
@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/internal/errs"
 	"github.com/chanlimit/chanlimit/internal/keytable"
@@ -79,7 +80,10 @@ type Table struct {
 
 }
 
-var _ keytable.Remote = (*Table)(nil)
+var (
+	_ actor.Remote   = (*Table)(nil) // what the partition drives
+	_ keytable.Table = (*Table)(nil) // what the router reads within the partition
+)
 
 func New(store Decider, mode Mode, local *keytable.Keys, clockSet bool, origin time.Time) *Table {
 	return &Table{

@@ -1,4 +1,4 @@
-package keytable
+package actor_test
 
 import (
 	"testing"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/algorithms"
 )
 
@@ -24,7 +25,7 @@ func TestTurn(t *testing.T) {
 		{"denied", algorithms.Decision{RetryAfter: 2 * time.Second, Delay: time.Hour}, false, false, 2 * time.Second},
 		{"denied, nothing to wait for", algorithms.Decision{}, false, false, 0},
 	} {
-		granted, giveBack, wait := Turn(&tc.d)
+		granted, giveBack, wait := actor.Turn(&tc.d)
 		assert.Equal(t, tc.granted, granted, tc.name)
 		assert.Equal(t, tc.giveBack, giveBack, tc.name)
 		assert.Equal(t, tc.wait, wait, tc.name)

@@ -1,0 +1,257 @@
+package actor
+
+import (
+	"context"
+	"time"
+
+	"github.com/chanlimit/chanlimit/algorithms"
+)
+
+// Table is what a partition asks of the keys it owns: the keys of one
+// partition under their policies, in memory (a router's own), or with
+// their states in a store (Remote). Only the partition's goroutine calls
+// it, so a Table needs no lock. Its now never goes back, for any one key,
+// from one decision to the next; from one key to another it may, since a
+// partition serves a line of waiters on the line's own schedule. Expire
+// may be given an earlier now, since a partition expires keys a grace
+// period behind.
+//
+// A Table supervises the code it calls (a rule's): a panic drops the key
+// the rule was working on, and the request it was deciding fails with an
+// error wrapping chanlimit.ErrAlgorithmPanic; everything else goes on. A
+// rule that ends the goroutine (runtime.Goexit) is the partition's to
+// survive: it tells the table (Abandoned), and the goroutine that takes
+// over lets it finish what it must (Resume).
+type Table interface {
+	// Deciding, on the partition's goroutine.
+	// AllowN decides a request for n units on key at now, as the rule's
+	// AllowN does on the key's state, and writes the answer into d. A key
+	// is held only once it is allowed something, under a copy of key the
+	// table owns. A new key the table has no room for is refused with an
+	// error wrapping chanlimit.ErrTooManyKeys. On an error d is zero. The key's
+	// dry-run policies decide too, each taking if it allows (Set).
+	AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error
+
+	// AllowTurn is AllowN for a waiter's turn: the dry-run policies decide
+	// only if the others grant the request now (Turn), so that a turn
+	// asked again, or given back, counts with them once, at its grant.
+	AllowTurn(key string, now time.Duration, n int, d *algorithms.Decision) error
+
+	// PeekN writes into d what AllowN would answer, errors included, and
+	// changes nothing.
+	PeekN(key string, now time.Duration, n int, d *algorithms.Decision) error
+
+	// DecideDry decides n units on key under its dry-run policies alone,
+	// each taking if it allows when take is set, and reports whether one
+	// would deny: a request that callers waiting on the key refuse
+	// (no barging) is decided by them all the same. A key without
+	// dry-run policies reports false and is not asked.
+	DecideDry(key string, now time.Duration, n int, take bool) (wouldDeny bool, err error)
+
+	// HasDryRun reports whether key's policies include a dry-run one.
+	HasDryRun(key string) bool
+
+	// AllowEach decides items in order, exactly as AllowN would one by one,
+	// and writes each answer into its item's D and Err, and Gone.
+	AllowEach(items []Item, now time.Duration)
+
+	// Refund gives n units back to each policy of key at now, dry-run ones
+	// included, as algorithms.Machine's Refund does (at most a policy's
+	// capacity); a key without state is left without. If the rule panics,
+	// the key is dropped and the error wraps chanlimit.ErrAlgorithmPanic.
+	Refund(key string, now time.Duration, n int) error
+
+	// GiveBack takes back a grant of n units on key made at now (an
+	// AllowN, or an AllowTurn that granted) whose caller left, or a
+	// waiter's turn that is to come: Refund to the enforced policies
+	// alone, since the dry-run ones count every request decided.
+	GiveBack(key string, now time.Duration, n int) error
+
+	// Reset drops key: its next request finds it untouched. It never calls
+	// the rule.
+	Reset(key string)
+
+	// The lines of waiters (lines.go).
+	// Ahead returns when requests for ns[0], ns[1], ... units on key, asked
+	// at now in that order, each asked again as soon as its answer allows,
+	// would each be granted, as a partition grants its waiters: at is the
+	// instant the last one is granted, and free the instant the key is
+	// untouched after the one before it (or as it stands, if ns holds one
+	// request), if nothing else happens to the key. It decides on a copy
+	// of the key's states and changes nothing; a request above the
+	// capacity is passed by. ok is false if it cannot tell: the rule's
+	// states cannot be copied (they hold pointers and it is no
+	// StateCodec), or the rule keeps denying without a wait. An at of the
+	// largest Duration stands for never, within the timeline.
+	Ahead(key string, now time.Duration, ns []int) (at, free time.Duration, ok bool, err error)
+
+	// Pin keeps key from being evicted, until Unpin: its partition has
+	// callers waiting on it. A key need not be held to be pinned; a
+	// pinned key expires as any other once it is idle.
+	Pin(key string)
+	Unpin(key string)
+
+	// What a key has under each policy, for a request that asks (quota.go).
+	// Quota writes into q what key has under each policy of its set at
+	// now, each taken alone: q.Set is the set, and q.Policies holds a
+	// PolicyQuota for each of its policies, in order. It changes nothing.
+	// ok is false if the table cannot tell each policy's (its states are
+	// elsewhere): then q.Policies is empty. Its errors are a rule's panic,
+	// as PeekN's.
+	Quota(key string, now time.Duration, q *Quota) (ok bool, err error)
+
+	// Upkeep.
+	// Changed returns what changed, since it was last called, in the
+	// policies the table's keys are under: every key's (all: the router's
+	// policies were switched, or the table replaced), or else the keys'
+	// whose override was set or cleared. A partition asks after each
+	// function it runs on its state, and re-decides the lines of those
+	// keys alone. keys is the table's, valid until its next call.
+	Changed() (all bool, keys []string)
+
+	// Expire drops keys idle at now, in the order they became idle, doing
+	// at most budget steps of work, and returns how many it dropped.
+	Expire(now time.Duration, budget int) int
+
+	// Supervision: a rule that ends the goroutine (carry_on.go).
+	// Abandoned is called, on the way out of the goroutine, when the rule
+	// did not return from a call the table made into it: it ran
+	// runtime.Goexit, which no recover stops. The table drops the key the
+	// rule was working on, as for a panic, and counts it as one.
+	Abandoned()
+
+	// Resume is called by the goroutine that takes over from one that
+	// ended (after Abandoned), before it serves anything: the table
+	// finishes the work the rule interrupted, if it must not be left
+	// half-done (a Keys: a switch of the router's policies).
+	Resume(now time.Duration)
+}
+
+// Remote is a Table whose keys' states live elsewhere (a Store, over the
+// network): a partition hands it a burst of requests at once, so that
+// the burst pays one round trip, and goes on serving while the round trip
+// is out.
+type Remote interface {
+	Table
+
+	// Prepare readies items for the store, on the partition's goroutine,
+	// to be served in order by their Op, passing by those with Skip (but
+	// for OpDryRun and OpDryPeek, whose D is their line's already). It
+	// answers at once those it can (an n above the capacity), and returns
+	// the round trip that takes the others, or nil if none is left.
+	Prepare(items []Item, now time.Duration) Trip
+
+	// Finish writes the answers trip brought back into items, on the
+	// partition's goroutine, deciding those the store could not answer
+	// as the table's FailMode says, and noting in By where each grant
+	// came from.
+	Finish(trip Trip, items []Item, now time.Duration)
+
+	// Hint returns what a denial of n units on key can say without the
+	// store: the error AllowN would return before asking it (n above the
+	// capacity), or the Limit and Policy of the key's tightest policy.
+	Hint(key string, n int) (algorithms.Decision, error)
+}
+
+// Trip is a round trip to a remote store. Go takes it and returns once it
+// is back; it may run on any goroutine, since it touches nothing of its
+// table's. ctx bounds it.
+type Trip interface {
+	Go(ctx context.Context)
+}
+
+// Item is one request of a batch, N units on Key, with room for its
+// answer: a Decision, or an error (and a zero Decision).
+type Item struct {
+	Key string
+	N   int
+	D   algorithms.Decision
+	Err error
+
+	// Gone is set on an item granted on a key that lost its state later in
+	// the batch (its rule panicked on it, or it was evicted): its grant went
+	// with that state, so there is nothing to give back.
+	Gone bool
+
+	// Skip is set by the caller on an item it has decided itself (its key
+	// has waiters): the table passes it by, leaving D and Err as they are.
+	Skip bool
+
+	// Op is what a Remote table does with the item: decide
+	// it (OpAllow, the zero Op), peek (OpPeek: what AllowN would answer,
+	// changing nothing), give N back (OpRefund) or drop its key (OpReset).
+	// AllowEach ignores it.
+	Op Op
+
+	// By is where a Remote table's grant came from, set by Finish: the
+	// store (the zero From), the table's own local keys (FromLocal), or
+	// nowhere (FromNowhere: FailOpen). A grant is given back only to where
+	// it came from.
+	By From
+
+	// Hashed says that Hash is Hash(Key), set by the caller so that the
+	// table need not hash the key again. Any other Hash would make the
+	// table miss the key it holds, and hold it twice.
+	Hashed bool
+	Hash   uint64
+}
+
+// Op is what a Remote table does with an item.
+type Op uint8
+
+const (
+	OpAllow Op = iota
+	OpPeek
+	OpReset
+	OpRefund   // give N back to every policy (Router.Refund)
+	OpGiveBack // take back a grant whose caller left: to the enforced policies alone (GiveBack)
+	OpTurn     // decide as AllowTurn: a waiter's turn
+	OpDryRun   // decide as DecideDry, taking: a request a line refused; Finish sets D's WouldDeny alone
+	OpDryPeek  // decide as DecideDry, taking nothing: a peek a line answered; likewise
+)
+
+// From is where a Remote table's grant came from.
+type From uint8
+
+const (
+	FromStore   From = iota // the store decided it: a refund goes to the store
+	FromLocal               // the local keys decided it (FailLocal): a refund goes to them (Refund)
+	FromNowhere             // nobody decided it (FailOpen): nothing to give back
+)
+
+// Quota is what a key has under each of the policies it is under, as a
+// partition reports it beside a decision, for the HTTP RateLimit field:
+// each policy's own remaining quota, and the wait until it has more.
+type Quota struct {
+	Set      PolicySet     // the policies the key is under, as its table has them
+	Policies []PolicyQuota // some or all of Set's policies (see Table.Quota)
+}
+
+// PolicySet is the set of policies a key is under, as its table has them.
+type PolicySet interface {
+	// Index returns the place in the set of the policy named name, or -1.
+	Index(name string) int
+}
+
+// PolicyQuota is what a key has under one policy, taken alone.
+type PolicyQuota struct {
+	Policy    int           // its place in the Set
+	Remaining int           // the requests of one unit it would allow now
+	More      time.Duration // the wait until it allows one more than Remaining; 0 if Remaining is its capacity
+}
+
+// Turn is how a caller waiting in line reads the decision d of its
+// request, the one rule of a line (the partition serves lines by it, and
+// a table's Ahead foresees them by it): granted now if d is allowed with no Delay;
+// otherwise not, and its request is asked again after wait: d's Delay if
+// d is allowed (leaky_bucket: its turn is to come, so the grant is given
+// back, and giveBack says so), else d's RetryAfter.
+func Turn(d *algorithms.Decision) (granted, giveBack bool, wait time.Duration) {
+	switch {
+	case d.Allowed && d.Delay <= 0:
+		return true, false, 0
+	case d.Allowed:
+		return false, true, d.Delay
+	}
+	return false, false, d.RetryAfter
+}
