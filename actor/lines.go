@@ -2,26 +2,15 @@ package actor
 
 import (
 	"container/heap"
-	"fmt"
-	"math"
 	"slices"
 	"time"
 
 	"github.com/chanlimit/chanlimit/algorithms"
-	"github.com/chanlimit/chanlimit/internal/errs"
 )
 
-// The loop's side of the lines of waiters (wait.go says how waiting
+// The loop's side of the lines of waiters (waiting.go says how waiting
 // works): joining, serving the heads due, leaving, and a batch's items on
 // keys with a line.
-
-// lineOf returns key's line, or nil.
-func (w *waiting) lineOf(key string) *line {
-	if len(w.lines) == 0 { // no map read while nobody waits
-		return nil
-	}
-	return w.lines[key]
-}
 
 // wait serves a WaitN request at now: it is granted at once if its key
 // has no line and the rule allows it with no Delay; otherwise it joins
@@ -173,11 +162,6 @@ func (l *loop) serveDue(now time.Duration) {
 	}
 }
 
-// dueBy reports whether a line is due at now.
-func (w *waiting) dueBy(now time.Duration) bool {
-	return len(w.due) > 0 && passed(w.due[0].at, now)
-}
-
 // serveLine serves ln, due at now or before: it asks the rule about its
 // head at the instant the line is due, and answers it if it is granted
 // (or fails), then the next at the same instant, until one must wait; if
@@ -303,73 +287,6 @@ func (l *loop) retryChanged(now time.Duration) {
 	}
 }
 
-// open opens key's line, due at at.
-func (w *waiting) open(key string, at time.Duration) *line {
-	if w.lines == nil {
-		w.lines = make(map[string]*line)
-	}
-	ln := &line{key: key, at: at}
-	w.lines[key] = ln
-	heap.Push(&w.due, ln)
-	return ln
-}
-
-// close closes ln, which is empty.
-func (w *waiting) close(ln *line) {
-	delete(w.lines, ln.key)
-	heap.Remove(&w.due, ln.index)
-}
-
-// reschedule sets ln due at at. While a remote table's line has its head
-// out, it notes at instead: the answer that lands may have been decided
-// before what made the line due (a Reset, new policies), so the head is
-// asked again then, if it must wait (heardHead). A line has one ask out
-// at most.
-func (w *waiting) reschedule(ln *line, at time.Duration) {
-	if ln.asking {
-		ln.again = min(ln.again, at)
-		return
-	}
-	ln.at = at
-	heap.Fix(&w.due, ln.index)
-}
-
-// passed reports whether at has come at now; the largest Duration never
-// comes (see keytable).
-func passed(at, now time.Duration) bool { return at <= now && at != math.MaxInt64 }
-
-// after returns now + wait, saturating at the largest Duration.
-func after(now, wait time.Duration) time.Duration {
-	if wait > math.MaxInt64-now {
-		return math.MaxInt64
-	}
-	return now + wait
-}
-
-// lineHeap is a min-heap of lines by at (container/heap).
-type lineHeap []*line
-
-func (h lineHeap) Len() int           { return len(h) }
-func (h lineHeap) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h lineHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
-}
-
-func (h *lineHeap) Push(x any) {
-	ln := x.(*line)
-	ln.index = len(*h)
-	*h = append(*h, ln)
-}
-
-func (h *lineHeap) Pop() any {
-	old := *h
-	ln := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	return ln
-}
-
 // inLineEach decides, as inLine, the items of a batch whose key has a
 // line, and marks them for the table to pass by. Items of WaitN requests
 // that must not wait (tries) fail as WaitN would on a full line, once
@@ -415,15 +332,6 @@ func (l *loop) tryInLine(it *Item, now time.Duration, ln *line) {
 			it.D = algorithms.Decision{}
 		}
 	}
-}
-
-// full returns ErrTooManyWaiters if ln, a key's line (nil: none), has
-// MaxWaiters callers already, and otherwise nil.
-func (w *waiting) full(ln *line) error {
-	if ln == nil || w.max <= 0 || len(ln.queue) < w.max {
-		return nil
-	}
-	return fmt.Errorf("%w: %d callers wait on this key, MaxWaiters is %d", errs.ErrTooManyWaiters, len(ln.queue), w.max)
 }
 
 // tryEach serves a batch of WaitN requests that must not wait, in order:

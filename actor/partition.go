@@ -48,7 +48,8 @@
 //     before anything is decided after it, whether or not the timer has
 //     fired yet, so a request at its RetryAfter finds the line ahead of
 //     it served. A caller that stops waiting sends a leave message and
-//     waits for its answer (wait.go, lines.go, timer.go). A wait started
+//     waits for its answer (wait.go the caller's side, waiting.go the
+//     lines, lines.go serving them, timer.go the timer). A wait started
 //     with StartWait is a waiter like the others, whose caller does not
 //     block on its reply channel: once the answer is in it, the partition
 //     sends its Ticket on the channel the caller gave, never waiting for
@@ -210,7 +211,7 @@ type loop struct {
 	inflight inflight            // the request being served, until it is answered
 	stopping bool                // the stop message has come: drain, then exit
 	left     left                // what a goroutine that ended left for the next (carry_on.go)
-	waits    waiting             // the lines of callers waiting on keys (wait.go, lines.go)
+	waits    waiting             // the lines of callers waiting on keys (waiting.go, lines.go)
 	remote   Remote              // the table, if its keys live elsewhere (remote.go); else nil
 
 	// A remote table's (remote.go):
