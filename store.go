@@ -30,7 +30,9 @@ type Store interface {
 	// each answer into its op: Decision, or Err if the store could not
 	// answer it (Redis down, a timeout). Ops on one key are served in
 	// their order in ops. ctx bounds the whole call. Decide is called by
-	// one partition at a time, and by several partitions at once.
+	// several goroutines at once (each partition has a few round trips
+	// out, and a router many partitions). It must not keep ops, or write
+	// into them, once it has returned: the router reuses them.
 	Decide(ctx context.Context, ops []StoreOp)
 
 	// FailMode says what the router does with a request the store could

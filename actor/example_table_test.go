@@ -2,9 +2,15 @@ package actor_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/algorithms"
@@ -18,7 +24,15 @@ type allowance struct{ used map[string]int }
 
 const allowed = 3
 
+// errTooMany is the answer to more than a key may ever take: an error, not
+// a denial, since no wait would ever grant it.
+var errTooMany = errors.New("more than a key's allowance")
+
 func (a *allowance) PeekN(key string, _ time.Duration, n int, d *algorithms.Decision) error {
+	*d = algorithms.Decision{}
+	if n > allowed {
+		return errTooMany
+	}
 	left := allowed - a.used[key]
 	*d = algorithms.Decision{Allowed: n <= left, Limit: allowed, Remaining: left, Policy: "allowance"}
 	if d.Allowed {
@@ -30,9 +44,10 @@ func (a *allowance) PeekN(key string, _ time.Duration, n int, d *algorithms.Deci
 }
 
 func (a *allowance) AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error {
-	if a.PeekN(key, now, n, d); d.Allowed {
-		a.used[key] += n
+	if err := a.PeekN(key, now, n, d); err != nil || !d.Allowed {
+		return err
 	}
+	a.used[key] += n
 	return nil
 }
 
@@ -42,13 +57,16 @@ func (a *allowance) AllowTurn(key string, now time.Duration, n int, d *algorithm
 
 func (a *allowance) AllowEach(items []actor.Item, now time.Duration) {
 	for i := range items {
-		it := &items[i]
-		it.Err = a.AllowN(it.Key, now, it.N, &it.D)
+		if it := &items[i]; !it.Skip { // the partition answered it: its key has waiters
+			it.Err = a.AllowN(it.Key, now, it.N, &it.D)
+		}
 	}
 }
 
 func (a *allowance) Refund(key string, _ time.Duration, n int) error {
-	a.used[key] = max(a.used[key]-n, 0)
+	if used, ok := a.used[key]; ok {
+		a.used[key] = max(used-n, 0)
+	}
 	return nil
 }
 
@@ -58,19 +76,31 @@ func (a *allowance) GiveBack(key string, now time.Duration, n int) error {
 
 func (a *allowance) Reset(key string) { delete(a.used, key) }
 
-// It has no dry-run policies, foresees no line, keeps nothing that
-// expires, and has nothing to finish if a goroutine ends.
+// Ahead foresees a line: its requests are granted at once while the key
+// has enough left, and never once it has not.
+func (a *allowance) Ahead(key string, now time.Duration, ns []int) (at, free time.Duration, ok bool, err error) {
+	left := allowed - a.used[key]
+	for _, n := range ns {
+		if n <= allowed { // a request above the allowance is passed by
+			left -= n
+		}
+	}
+	if left < 0 {
+		return math.MaxInt64, math.MaxInt64, true, nil
+	}
+	return now, math.MaxInt64, true, nil // a key's allowance never comes back
+}
+
+// It has no dry-run policies, keeps nothing that expires, and has nothing
+// to finish if a goroutine ends.
 func (a *allowance) DecideDry(string, time.Duration, int, bool) (bool, error) { return false, nil }
 func (a *allowance) HasDryRun(string) bool                                    { return false }
-func (a *allowance) Ahead(string, time.Duration, []int) (at, free time.Duration, ok bool, err error) {
-	return 0, 0, false, nil
-}
-func (a *allowance) Pin(string)                    {}
-func (a *allowance) Unpin(string)                  {}
-func (a *allowance) Changed() (bool, []string)     { return false, nil }
-func (a *allowance) Expire(time.Duration, int) int { return 0 }
-func (a *allowance) Abandoned()                    {}
-func (a *allowance) Resume(time.Duration)          {}
+func (a *allowance) Pin(string)                                               {}
+func (a *allowance) Unpin(string)                                             {}
+func (a *allowance) Changed() (bool, []string)                                { return false, nil }
+func (a *allowance) Expire(time.Duration, int) int                            { return 0 }
+func (a *allowance) Abandoned()                                               {}
+func (a *allowance) Resume(time.Duration)                                     {}
 
 func (a *allowance) Quota(key string, now time.Duration, q *actor.Quota) (bool, error) {
 	q.Set, q.Policies = onePolicy{}, q.Policies[:0]
@@ -111,4 +141,47 @@ func Example_table() {
 	// ann false 0
 	// bob true 0
 	// after a refund: true
+}
+
+// TestATableOfYourOwnWithWaiters: with allowance, the partition keeps
+// WaitN's promises: a batch does not pass a waiter, a request above the
+// allowance fails at once, and a wait its deadline would pass is refused
+// at once.
+func TestATableOfYourOwnWithWaiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		p := actor.Start(&allowance{used: map[string]int{}}, clk, clk.Now(), 16, 0)
+		defer func() { p.Stop(); <-p.Done() }()
+		ctx := context.Background()
+		_, err := p.AllowN(ctx, "ann", 3)
+		require.NoError(t, err)
+		waited := make(chan error, 1)
+		go func() {
+			_, err := p.WaitN(ctx, "ann", 2)
+			waited <- err
+		}()
+		synctest.Wait() // in line
+		require.NoError(t, p.Refund(ctx, "ann", 1))
+		batch := []actor.Item{{Key: "ann", N: 1}}
+		pending, err := p.SendBatch(ctx, &batch)
+		require.NoError(t, err)
+		require.NoError(t, pending.Wait(ctx))
+		assert.False(t, batch[0].D.Allowed, "the unit is the waiter's line's")
+
+		_, err = p.WaitN(ctx, "bob", 4)
+		assert.ErrorIs(t, err, errTooMany, "at once")
+		short, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		_, err = p.WaitN(short, "ann", 1)
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "at once: the grant never comes")
+
+		require.NoError(t, p.Refund(ctx, "ann", 1))
+		synctest.Wait()
+		select {
+		case err := <-waited:
+			require.NoError(t, err, "granted once ann had 2 again")
+		default:
+			t.Fatal("the waiter was not granted")
+		}
+	})
 }

@@ -7,7 +7,8 @@
 // defines and documents, naming only its own types and those of
 // algorithms and clock: a router's tables in memory and its Store's
 // tables both implement it, and so can any other. Its API is otherwise
-// the router's.
+// the router's, and so are its errors: ErrClosed, ErrTooManyWaiters,
+// ErrClockPanic and the others named here are package chanlimit's.
 //
 // The protocol, and the property each part keeps:
 //
@@ -244,9 +245,6 @@ type inflight struct {
 	refund int  // a batch's refund mark: the items before it are still to be given back, latest first
 	by     From // where a remote table's grant came from (AllowN's; a batch's are in its items)
 }
-
-// The errors a partition returns are chanlimit's: ErrClosed below is
-// chanlimit.ErrClosed.
 
 // Start starts the goroutine of a partition that owns table, reads the time
 // from clk, taking origin (a reading of clk) as the start of its timeline,

@@ -567,7 +567,9 @@ func TestAGoexitInTheTableAnswersAndCarriesOn(t *testing.T) {
 // its grace, not before; Counts count it idle meanwhile.
 func TestKeysExpireAfterTheirGrace(t *testing.T) {
 	clk := clock.NewFake(time.Unix(0, 0))
-	p := actor.Start(actor.NewFixedWindows(), clk, clk.Now(), 4, 0)
+	w, err := algorithms.NewFixedWindow(algorithms.Params{Limit: 2, Window: time.Second})
+	require.NoError(t, err)
+	p := actor.Start(keytable.NewRule(w).NewTable(), clk, clk.Now(), 4, 0)
 	defer func() { p.Stop(); <-p.Done() }()
 	ctx := context.Background()
 	counts := func() (held int, c keytable.Counts) {
@@ -580,7 +582,7 @@ func TestKeysExpireAfterTheirGrace(t *testing.T) {
 		return held, c
 	}
 
-	_, err := p.AllowN(ctx, "k", 1) // idle from 1s
+	_, err = p.AllowN(ctx, "k", 1) // idle from 1s
 	require.NoError(t, err)
 	clk.Advance(time.Second + actor.Grace - 1)
 	_, err = p.AllowN(ctx, "other", 1)

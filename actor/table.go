@@ -22,14 +22,23 @@ import (
 // rule that ends the goroutine (runtime.Goexit) is the partition's to
 // survive: it tells the table (Abandoned), and the goroutine that takes
 // over lets it finish what it must (Resume).
+//
+// What the partition relies on, beyond each method's doc: a decision
+// writes the whole of d (the partition reuses it from one request to the
+// next); a request above what its key's policies can ever grant is an
+// error (chanlimit.ErrExceedsCapacity), never a denial, from AllowN,
+// AllowTurn, PeekN and AllowEach, since no wait would ever grant it; and
+// nothing the partition passes (a slice, an Item, a Quota) is kept after
+// the call returns.
 type Table interface {
-	// Deciding, on the partition's goroutine.
+	// Deciding.
+
 	// AllowN decides a request for n units on key at now, as the rule's
 	// AllowN does on the key's state, and writes the answer into d. A key
 	// is held only once it is allowed something, under a copy of key the
 	// table owns. A new key the table has no room for is refused with an
-	// error wrapping chanlimit.ErrTooManyKeys. On an error d is zero. The key's
-	// dry-run policies decide too, each taking if it allows (Set).
+	// error wrapping chanlimit.ErrTooManyKeys. On an error d is zero. The
+	// key's dry-run policies decide too, each taking if it allows.
 	AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error
 
 	// AllowTurn is AllowN for a waiter's turn: the dry-run policies decide
@@ -52,7 +61,9 @@ type Table interface {
 	HasDryRun(key string) bool
 
 	// AllowEach decides items in order, exactly as AllowN would one by one,
-	// and writes each answer into its item's D and Err, and Gone.
+	// and writes each answer into its item's D and Err, and Gone. It passes
+	// by an item with Skip, which the partition has answered itself (its
+	// key has waiters, whom it must not pass), and ignores Op.
 	AllowEach(items []Item, now time.Duration)
 
 	// Refund gives n units back to each policy of key at now, dry-run ones
@@ -72,6 +83,7 @@ type Table interface {
 	Reset(key string)
 
 	// The lines of waiters (lines.go).
+
 	// Ahead returns when requests for ns[0], ns[1], ... units on key, asked
 	// at now in that order, each asked again as soon as its answer allows,
 	// would each be granted, as a partition grants its waiters: at is the
@@ -82,7 +94,10 @@ type Table interface {
 	// capacity is passed by. ok is false if it cannot tell: the rule's
 	// states cannot be copied (they hold pointers and it is no
 	// StateCodec), or the rule keeps denying without a wait. An at of the
-	// largest Duration stands for never, within the timeline.
+	// largest Duration stands for never, within the timeline. A table
+	// that answers ok false costs a WaitN with a deadline its refusal at
+	// once: it then waits until its deadline, or its turn. ns is the
+	// partition's.
 	Ahead(key string, now time.Duration, ns []int) (at, free time.Duration, ok bool, err error)
 
 	// Pin keeps key from being evicted, until Unpin: its partition has
@@ -92,15 +107,19 @@ type Table interface {
 	Unpin(key string)
 
 	// What a key has under each policy, for a request that asks (quota.go).
+
 	// Quota writes into q what key has under each policy of its set at
-	// now, each taken alone: q.Set is the set, and q.Policies holds a
-	// PolicyQuota for each of its policies, in order. It changes nothing.
-	// ok is false if the table cannot tell each policy's (its states are
-	// elsewhere): then q.Policies is empty. Its errors are a rule's panic,
-	// as PeekN's.
+	// now, each taken alone: q.Set is the set, which it always sets, and
+	// q.Policies holds a PolicyQuota for each of its policies that is not
+	// dry-run (a dry-run policy is never advertised), in order. It changes
+	// nothing. ok is false if the table cannot tell each policy's (its
+	// states are elsewhere): then q.Policies is empty, and the partition
+	// tells the deciding policy's, from the decision. Its errors are a
+	// rule's panic, as PeekN's.
 	Quota(key string, now time.Duration, q *Quota) (ok bool, err error)
 
 	// Upkeep.
+
 	// Changed returns what changed, since it was last called, in the
 	// policies the table's keys are under: every key's (all: the router's
 	// policies were switched, or the table replaced), or else the keys'
@@ -114,6 +133,7 @@ type Table interface {
 	Expire(now time.Duration, budget int) int
 
 	// Supervision: a rule that ends the goroutine (carry_on.go).
+
 	// Abandoned is called, on the way out of the goroutine, when the rule
 	// did not return from a call the table made into it: it ran
 	// runtime.Goexit, which no recover stops. The table drops the key the
@@ -123,14 +143,20 @@ type Table interface {
 	// Resume is called by the goroutine that takes over from one that
 	// ended (after Abandoned), before it serves anything: the table
 	// finishes the work the rule interrupted, if it must not be left
-	// half-done (a Keys: a switch of the router's policies).
+	// half-done (a router's: a switch of its policies).
 	Resume(now time.Duration)
 }
 
 // Remote is a Table whose keys' states live elsewhere (a Store, over the
 // network): a partition hands it a burst of requests at once, so that
 // the burst pays one round trip, and goes on serving while the round trip
-// is out.
+// is out. The partition never decides a key of a Remote at once: it asks
+// the store through Prepare and Finish alone. Of the Table's deciding
+// methods, it calls Refund and GiveBack for a grant the Remote's own local
+// keys made (From FromLocal, Finish's), and Reset, HasDryRun and the rest
+// as for any Table; a Remote answers AllowN, AllowTurn, PeekN, DecideDry
+// and AllowEach with an error, and never makes a round trip on the
+// partition's goroutine.
 type Remote interface {
 	Table
 
@@ -177,10 +203,9 @@ type Item struct {
 	// has waiters): the table passes it by, leaving D and Err as they are.
 	Skip bool
 
-	// Op is what a Remote table does with the item: decide
-	// it (OpAllow, the zero Op), peek (OpPeek: what AllowN would answer,
-	// changing nothing), give N back (OpRefund) or drop its key (OpReset).
-	// AllowEach ignores it.
+	// Op is what a Remote table does with the item (see the Ops): decide
+	// it (OpAllow, the zero Op), for instance, or peek (OpPeek). AllowEach
+	// ignores it.
 	Op Op
 
 	// By is where a Remote table's grant came from, set by Finish: the
@@ -189,9 +214,10 @@ type Item struct {
 	// it came from.
 	By From
 
-	// Hashed says that Hash is Hash(Key), set by the caller so that the
-	// table need not hash the key again. Any other Hash would make the
-	// table miss the key it holds, and hold it twice.
+	// Hashed says that Hash is the table's own hash of Key, set by the
+	// caller (a router, which hashed the key to find its partition) so
+	// that the table need not hash the key again. Any other Hash would
+	// make the table miss the key it holds, and hold it twice.
 	Hashed bool
 	Hash   uint64
 }
@@ -200,14 +226,14 @@ type Item struct {
 type Op uint8
 
 const (
-	OpAllow Op = iota
-	OpPeek
-	OpReset
-	OpRefund   // give N back to every policy (Router.Refund)
-	OpGiveBack // take back a grant whose caller left: to the enforced policies alone (GiveBack)
-	OpTurn     // decide as AllowTurn: a waiter's turn
-	OpDryRun   // decide as DecideDry, taking: a request a line refused; Finish sets D's WouldDeny alone
-	OpDryPeek  // decide as DecideDry, taking nothing: a peek a line answered; likewise
+	OpAllow    Op = iota // decide as AllowN
+	OpPeek               // what AllowN would answer, changing nothing (PeekN)
+	OpReset              // drop the key (Reset)
+	OpRefund             // give N back to every policy (Router.Refund)
+	OpGiveBack           // take back a grant whose caller left: to the enforced policies alone (GiveBack)
+	OpTurn               // decide as AllowTurn: a waiter's turn
+	OpDryRun             // decide as DecideDry, taking: a request a line refused; Finish sets D's WouldDeny alone
+	OpDryPeek            // decide as DecideDry, taking nothing: a peek a line answered; likewise
 )
 
 // From is where a Remote table's grant came from.

@@ -136,7 +136,7 @@ func (w *waiting) reschedule(ln *line, at time.Duration) {
 }
 
 // passed reports whether at has come at now; the largest Duration never
-// comes (see keytable).
+// comes (see Table.Ahead).
 func passed(at, now time.Duration) bool { return at <= now && at != math.MaxInt64 }
 
 // after returns now + wait, saturating at the largest Duration.

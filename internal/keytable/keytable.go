@@ -34,11 +34,10 @@ import (
 	"github.com/chanlimit/chanlimit/internal/errs"
 )
 
-// Table is the keys of one partition under their policies. Its now never
-// goes back, for any one key, from one decision (AllowN, PeekN, AllowEach,
-// Refund) to the next; from one key to another it may, since a partition
-// serves a line of waiters on the line's own schedule. Expire may be given
-// an earlier now, since a partition expires keys a grace period behind.
+// Table is the keys of one partition under their policies: an
+// actor.Table, which says what a partition asks of it (and how now goes),
+// and what the router reads and changes within the partition (Len,
+// Counts, Bound, snapshots, Replace).
 //
 // Every call into the rule is supervised (package supervise): a panic
 // drops the key the rule was working on, whose state it may have left
@@ -53,88 +52,36 @@ type Table interface {
 	// keeps its counts and its Limit.
 	Replace(other Table)
 
-	// Resume is called by the goroutine that takes over from one that
-	// ended (after Abandoned), before it serves anything: the table
-	// finishes the work the rule interrupted, if it must not be left
-	// half-done (a Keys: a switch of the router's policies).
+	// The rest of actor.Table's methods, which it documents.
 	Resume(now time.Duration)
-
-	// Changed returns what changed, since it was last called, in the
-	// policies the table's keys are under: every key's (all: the router's
-	// policies were switched, or the table replaced), or else the keys'
-	// whose override was set or cleared. A partition asks after each
-	// function it runs on its state, and re-decides the lines of those
-	// keys alone. keys is the table's, valid until its next call.
 	Changed() (all bool, keys []string)
-
-	// Quota writes into q what key has under each policy of its set at
-	// now, each taken alone: q.Set is the set, and q.Policies holds a
-	// PolicyQuota for each of its policies, in order. It changes nothing.
-	// ok is false if the table cannot tell each policy's (its states are
-	// elsewhere): then q.Policies is empty. Its errors are a rule's panic,
-	// as PeekN's.
 	Quota(key string, now time.Duration, q *Quota) (ok bool, err error)
-
-	// Pin keeps key from being evicted, until Unpin: its partition has
-	// callers waiting on it. A key need not be held to be pinned; a
-	// pinned key expires as any other once it is idle.
 	Pin(key string)
 	Unpin(key string)
 }
 
+// Every Table is what a partition drives.
+var _ actor.Table = Table(nil)
+
 // keyed is what every table of keys does, a partition's (Table) and the
 // table of the keys under one Set (setTable).
 type keyed interface {
-	// AllowN decides a request for n units on key at now, as the rule's
-	// AllowN does on the key's state, and writes the answer into d. A key
-	// is held only once it is allowed something, under a copy of key the
-	// table owns. A new key the table has no room for is refused with an
-	// error wrapping errs.ErrTooManyKeys. On an error d is zero. The key's
-	// dry-run policies decide too, each taking if it allows (Set).
+	// The methods of actor.Table that every table of keys has, which
+	// actor.Table documents.
 	AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error
-
-	// AllowTurn is AllowN for a waiter's turn: the dry-run policies decide
-	// only if the others grant the request now (Turn), so that a turn
-	// asked again, or given back, counts with them once, at its grant.
 	AllowTurn(key string, now time.Duration, n int, d *algorithms.Decision) error
-
-	// DecideDry decides n units on key under its dry-run policies alone,
-	// each taking if it allows when take is set, and reports whether one
-	// would deny: a request that callers waiting on the key refuse
-	// (no barging) is decided by them all the same. A key without
-	// dry-run policies reports false and is not asked.
 	DecideDry(key string, now time.Duration, n int, take bool) (wouldDeny bool, err error)
-
-	// HasDryRun reports whether key's policies include a dry-run one.
 	HasDryRun(key string) bool
-
-	// PeekN writes into d what AllowN would answer, errors included, and
-	// changes nothing.
 	PeekN(key string, now time.Duration, n int, d *algorithms.Decision) error
-
-	// AllowEach decides items in order, exactly as AllowN would one by one,
-	// and writes each answer into its item's D and Err, and Gone.
 	AllowEach(items []Item, now time.Duration)
-
-	// Refund gives n units back to each policy of key at now, dry-run ones
-	// included, as algorithms.Machine's Refund does (at most a policy's
-	// capacity); a key without state is left without. If the rule panics,
-	// the key is dropped and the error wraps ErrAlgorithmPanic.
 	Refund(key string, now time.Duration, n int) error
-
-	// GiveBack takes back a grant of n units on key made at now (an
-	// AllowN, or an AllowTurn that granted) whose caller left, or a
-	// waiter's turn that is to come: Refund to the enforced policies
-	// alone, since the dry-run ones count every request decided.
 	GiveBack(key string, now time.Duration, n int) error
-
-	// Reset drops key: its next request finds it untouched. It never calls
-	// the rule.
 	Reset(key string)
-
-	// Expire drops keys idle at now, in the order they became idle, doing
-	// at most budget steps of work, and returns how many it dropped.
 	Expire(now time.Duration, budget int) int
+	Ahead(key string, now time.Duration, ns []int) (at, free time.Duration, ok bool, err error)
+	Abandoned()
+
+	// What the router reads within a partition, and its snapshots.
 
 	// Len returns the number of keys held.
 	Len() int
@@ -157,25 +104,6 @@ type keyed interface {
 	// unless by now it is untouched. It ignores the cap. Its error wraps
 	// errs.ErrBadSnapshot, and then the table is as it was.
 	Load(key string, state []byte, now, age time.Duration) error
-
-	// Ahead returns when requests for ns[0], ns[1], ... units on key, asked
-	// at now in that order, each asked again as soon as its answer allows,
-	// would each be granted, as a partition grants its waiters: at is the
-	// instant the last one is granted, and free the instant the key is
-	// untouched after the one before it (or as it stands, if ns holds one
-	// request), if nothing else happens to the key. It decides on a copy
-	// of the key's states and changes nothing; a request above the
-	// capacity is passed by. ok is false if it cannot tell: the rule's
-	// states cannot be copied (they hold pointers and it is no
-	// StateCodec), or the rule keeps denying without a wait. An at of the
-	// largest Duration stands for never, within the timeline.
-	Ahead(key string, now time.Duration, ns []int) (at, free time.Duration, ok bool, err error)
-
-	// Abandoned is called, on the way out of the goroutine, when the rule
-	// did not return from a call the table made into it: it ran
-	// runtime.Goexit, which no recover stops. The table drops the key the
-	// rule was working on, as for a panic, and counts it as one.
-	Abandoned()
 }
 
 // Rule is a rule ready to make tables: what a router keeps of an algorithm
