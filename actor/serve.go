@@ -38,77 +38,135 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 		l.left.next = request{}
 	}
 	l.noteInflight(req)
-	served = 1
-	t := l.state.Table
-	var r reply
-	switch {
-	case req.op == opLeave:
+	switch req.op {
+	case opAllow, opPeek:
+		return l.decide(req, now, clockErr)
+	case opWait:
+		return l.join(req, now, clockErr)
+	case opLeave:
 		l.leave(req, now)
 		l.inflight.reply = nil
 		return 0
-	case clockErr != nil && req.op == opWait:
+	case opReset, opRefund:
+		return l.giveOrDrop(req, now, clockErr)
+	case opBatch, opTry:
+		return l.batch(req, now, clockErr)
+	case opDo:
+		return l.do(req, now, clockErr)
+	}
+	l.inflight.reply = nil // the stop message, which the loop takes before it comes here
+	return 0
+}
+
+// Each kind of request, served: its decision, its answer, and what it
+// gives back if its caller left (deliver). Each answers with answerNow,
+// or leaves its request in flight for its turn.
+
+// decide serves an AllowN or a PeekN. While its key has a line, the
+// request is denied with the wait it would have in it (no barging), or,
+// if the line's head is out to a remote table, parked behind it.
+func (l *loop) decide(req request, now time.Duration, clockErr error) (served int) {
+	var r reply
+	switch ln := l.waits.lineOf(req.key); {
+	case clockErr != nil:
 		r.err = clockErr
-	case req.op == opWait:
+	case ln != nil && ln.asking:
+		l.inflight.reply = nil
+		ln.parked = append(ln.parked, req) // behind its head, out to a remote table (remote_lines.go)
+		return 0
+	case ln != nil:
+		r.d, r.err = l.inLine(req.key, req.n, now, ln)
+		if r.err == nil && l.remote == nil {
+			l.dryInLine(req.key, req.n, now, req.op == opAllow, &r.d)
+		}
+	case req.op == opAllow:
+		r.err = l.state.Table.AllowN(req.key, now, req.n, &l.d)
+		r.d = l.d
+	default:
+		r.err = l.state.Table.PeekN(req.key, now, req.n, &l.d)
+		r.d = l.d
+	}
+	l.answerNow(req, now, r)
+	return 1
+}
+
+// join serves a WaitN: granted at once, or in its key's line until its
+// turn (wait).
+func (l *loop) join(req request, now time.Duration, clockErr error) (served int) {
+	r := reply{err: clockErr}
+	if clockErr == nil {
 		var queued bool
 		if r, queued = l.wait(req, now); queued {
 			l.inflight.reply = nil // answered when its turn comes
 			return 1
 		}
-	case clockErr != nil && (req.op == opBatch || req.op == opTry):
-		items := *req.batch
+	}
+	l.answerNow(req, now, r)
+	return 1
+}
+
+// giveOrDrop serves a Refund or a Reset; the head of the key's line may
+// be granted after it. A Reset needs no time.
+func (l *loop) giveOrDrop(req request, now time.Duration, clockErr error) (served int) {
+	var r reply
+	switch {
+	case req.op == opReset:
+		l.state.Table.Reset(req.key)
+	case clockErr != nil:
+		l.answerNow(req, now, reply{err: clockErr})
+		return 1
+	default:
+		r.err = l.state.Table.Refund(req.key, now, req.n)
+	}
+	if ln := l.waits.lineOf(req.key); ln != nil {
+		l.waits.reschedule(ln, now) // its head may be granted now
+	}
+	l.answerNow(req, now, r)
+	return 1
+}
+
+// batch serves a batch (AllowBatch's items) or a batch of tries (each
+// granted if WaitN would grant it at once), in order, each item on a key
+// with a line as in line.
+func (l *loop) batch(req request, now time.Duration, clockErr error) (served int) {
+	items := *req.batch
+	switch {
+	case clockErr != nil:
 		for i := range items {
 			items[i].D, items[i].Err = algorithms.Decision{}, clockErr
 		}
-		served = len(items)
-	case clockErr != nil && (req.op == opAllow || req.op == opPeek || req.op == opRefund):
-		r.err = clockErr
-	case (req.op == opAllow || req.op == opPeek) && l.waits.lineOf(req.key) != nil:
-		if ln := l.waits.lineOf(req.key); ln.asking {
-			l.inflight.reply = nil
-			ln.parked = append(ln.parked, req) // behind its head, out to a remote table (remote_lines.go)
-			return 0
-		}
-		r.d, r.err = l.inLine(req.key, req.n, now, l.waits.lineOf(req.key)) // no barging
-		if r.err == nil && l.remote == nil {
-			l.dryInLine(req.key, req.n, now, req.op == opAllow, &r.d)
-		}
-	case req.op == opAllow:
-		r.err = t.AllowN(req.key, now, req.n, &l.d)
-		r.d = l.d
-	case req.op == opPeek:
-		r.err = t.PeekN(req.key, now, req.n, &l.d)
-		r.d = l.d
-	case req.op == opReset || req.op == opRefund:
-		if req.op == opReset {
-			t.Reset(req.key)
-		} else {
-			r.err = t.Refund(req.key, now, req.n)
-		}
-		if ln := l.waits.lineOf(req.key); ln != nil {
-			l.waits.reschedule(ln, now) // its head may be granted now
-		}
-	case req.op == opBatch:
-		if len(l.waits.lines) > 0 {
-			l.inLineEach(*req.batch, now, false)
-		}
-		t.AllowEach(*req.batch, now)
-		served = len(*req.batch)
 	case req.op == opTry:
-		l.tryEach(*req.batch, now)
-		served = len(*req.batch)
-	case req.op == opDo:
-		l.state.ClockErr = clockErr
-		l.state.Wall = l.origin.Add(l.reading)
-		r.err = req.do(&l.state)
-		l.state.ClockErr = nil
-		l.retryChanged(l.state.Now)
+		l.tryEach(items, now)
+	default:
+		if len(l.waits.lines) > 0 {
+			l.inLineEach(items, now, false)
+		}
+		l.state.Table.AllowEach(items, now)
 	}
+	l.answerNow(req, now, reply{})
+	return len(items)
+}
+
+// do runs a function on the partition's state (Do), then re-decides the
+// lines of the keys whose policies it changed.
+func (l *loop) do(req request, now time.Duration, clockErr error) (served int) {
+	l.state.ClockErr = clockErr
+	l.state.Wall = l.origin.Add(l.reading)
+	err := req.do(&l.state)
+	l.state.ClockErr = nil
+	l.retryChanged(l.state.Now)
+	l.answerNow(req, now, reply{err: err})
+	return 1
+}
+
+// answerNow answers req with r, with its key's quota first if it asked
+// for it, and the request is in flight no more.
+func (l *loop) answerNow(req request, now time.Duration, r reply) {
 	if req.quota != nil && decided(r.err) {
 		l.fillQuota(req.key, now, &r.d, req.quota)
 	}
 	l.deliver(req, now, r)
 	l.inflight.reply = nil // answered; not deferred: code that ends the goroutine leaves it for takeOver
-	return served
 }
 
 // untilMore returns the wait of a request for remaining+1 units on key
