@@ -91,7 +91,9 @@ func TestTicketsHaveNoGoroutine(t *testing.T) {
 		}
 		synctest.Wait()
 		assert.Equal(t, keys, waiting(t, r))
-		assert.Equal(t, before, runtime.NumGoroutine(), "200 Tickets in line, no goroutine more")
+		// NumGoroutine counts the process's, and another test's may end
+		// meanwhile: a bound, far below a goroutine per Ticket.
+		assert.Less(t, runtime.NumGoroutine()-before, 5, "200 Tickets in line, no goroutine more")
 		advance(clk, 100*time.Millisecond)
 		seen := map[string]bool{}
 		for range keys {

@@ -138,7 +138,9 @@ func TestThrottleWaitsWithNoGoroutinePerItem(t *testing.T) {
 		st, err := r.Stats(context.Background())
 		require.NoError(t, err)
 		assert.Equal(t, keys, st.Waiting)
-		assert.Equal(t, one, runtime.NumGoroutine(), "as many goroutines with 500 items waiting as with one")
+		// NumGoroutine counts the process's, and another test's may end
+		// meanwhile: a bound, far below a goroutine per item.
+		assert.Less(t, runtime.NumGoroutine()-one, 5, "as many goroutines with 500 items waiting as with one")
 		clk.Advance(time.Second)
 		got, _ = ready(out)
 		assert.Len(t, got, keys)
