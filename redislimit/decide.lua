@@ -36,7 +36,9 @@
 --          2: the store's id; 3: the call's number; then the fields of
 --          the sets' policies, in order.
 --
--- Returns 1 if the call changed a key, else 0; then, request after
+-- Returns 1 if the call changed a key, else 0, plus 2 if the fast path
+-- (serveFast) raised an error on a key (a fault of the script's, which
+-- the client counts); then, request after
 -- request, for an allow, a peek, a refund, a turn or a dry run: -1 if
 -- the key holds a value
 -- the script did not write (the key is corrupt: its requests fail, the
@@ -850,7 +852,8 @@ local redisNow -- Redis's clock, in microseconds: read once, if needed
 -- key's TTL).
 local vals, written, wrote
 local fast -- serveFast's writes, by key: the state's two numbers, the records after that stay, grace, ResetAfter, set, the latest expiry of those records
-local out -- the answers; first: 1 if the call wrote, so that its answers are kept
+local out -- the answers; first: 1 if the call wrote, so that its answers are kept, plus 2 if serveFast failed on a key (fastFailed)
+local fastFailed -- serveFast raised an error on a key of the call, which serve then served: a fault of serveFast's, told to the client
 local taking -- the call took or gave back units, or decided beside a reset: its answers are kept (recordOf)
 local clock -- Redis's clock in ms, read once the requests are decided
 local recorded -- the call's record is written, or needs none
@@ -1237,11 +1240,7 @@ local function decideCall(KEYS, ARGV)
   fast = {}
   out = {0}
   taking = false
-
-
-
-
-
+  fastFailed = false
 
   local decides = false -- an op of the call is not a reset
   for i = 1, #KEYS do
@@ -1254,6 +1253,7 @@ local function decideCall(KEYS, ARGV)
     local ok, r = false, nil
     if kind <= 2 and set.fast and vals[key] == nil and (not fast[key] or fast[key][6] == set) then
       ok, r = pcall(serveFast, key, kind, n, set, now) -- nil: a value serveFast leaves to serve
+      fastFailed = fastFailed or not ok
     end
     if not (ok and r) then
       ok, r = pcall(serve, key, kind, n, set, now)
@@ -1268,29 +1268,25 @@ local function decideCall(KEYS, ARGV)
     end
   end
 
+  if fastFailed then
+    out[1] = 2 -- before the record is made: a replay tells it too
+  end
   if #written == 0 then
     return out
   end
-  out[1] = 1
+  out[1] = out[1] + 1
 
-  -- keeps reports whether a record, name, that expires at expiry (ms,
-  -- Redis's clock), stays: until it expires, and for the store's own, while
-  -- its client may send its call again.
+  -- Redis's clock, read once for the records' expiries (keptRecords).
   clockMs()
-
-
 
   -- Each key written is stored once: its set's states first, in order (so
   -- that serveFast reads the next), those of policies the call does not
   -- name (another instance's) while they last, and the records that may
-  -- still be asked for; the first key the call leaves a state in also holds
-  -- this call's record (a reset alone needs none: dropping a key again is
-  -- harmless).
-  -- recordOf returns this call's record, as an entry, once: the first key
-  -- written holds it, if the call took or gave back units, or decided
+  -- still be asked for. The first key written also holds this call's
+  -- record (recordOf), if the call took or gave back units, or decided
   -- anything beside a reset (a request denied before a reset would be
-  -- allowed after it). A call of resets alone needs none: dropping a key
-  -- again is harmless.
+  -- allowed after it); a call of resets alone needs none, since dropping a
+  -- key again is harmless.
   recorded = not (taking or decides)
 
   -- Each key is kept no sooner than its ResetAfter, and grace after, and
