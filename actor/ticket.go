@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"time"
 
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/internal/errs"
@@ -58,12 +57,8 @@ func (p *Partition) StartWait(ctx context.Context, key string, n int, ready chan
 	if ready == nil {
 		return nil, errNoReady
 	}
-	budget := time.Duration(-1) // no deadline
-	if dl, ok := ctx.Deadline(); ok {
-		budget = max(time.Until(dl), 0) // on the wall clock, as waitN's
-	}
 	t := &Ticket{p: p, key: key, ready: ready, ch: p.replies.Get().(chan reply)}
-	_, stopping, err := p.send(ctx, request{op: opWait, key: key, n: n, budget: budget, reply: t.ch, ticket: t})
+	_, stopping, err := p.send(ctx, request{op: opWait, key: key, n: n, budget: budgetOf(ctx), reply: t.ch, ticket: t})
 	if err != nil {
 		return nil, err
 	}
