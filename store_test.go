@@ -196,83 +196,78 @@ func TestStoreSameDecisions(t *testing.T) {
 	}
 }
 
-// TestStoreTripsOut: a partition has up to four round trips out at once,
-// each request going out as it comes; once four are out, the requests
-// that queue meanwhile go out together, as one call, when one lands. A
-// batch's items go as one call.
+// TestStoreTripsOut: a partition has up to two round trips out at once,
+// each request going out as it comes; once two are out, the requests
+// that arrive meanwhile are gathered, while the partition goes on serving
+// its mailbox, and go out together, as one call, when one lands. A
+// batch's items go as one call. Before, with room for four trips, each of
+// eight callers at once had a call of its own (1.04 decisions a call in
+// BenchmarkRedisCost), and a partition with no room waited for a trip to
+// land, its mailbox unread, holding the one burst it had taken.
 func TestStoreTripsOut(t *testing.T) {
-	clk := clock.NewFake(storeStart)
-	st := newMemStore(clk, FailClosed)
-	st.gate = make(chan chan struct{})
-	st.gated.Store(true)
-	st.lens = make(chan int, 100)
-	r, err := New(Config{Limit: 1000, Window: time.Second, Clock: clk, Partitions: 1, Store: st})
-	require.NoError(t, err)
-	defer func() {
-		close(st.quit) // nothing stays held, if the test failed
-		_ = r.Close()
-	}()
+	synctest.Test(t, func(t *testing.T) {
+		clk := clock.NewFake(storeStart)
+		st := newMemStore(clk, FailClosed)
+		st.gate = make(chan chan struct{})
+		st.gated.Store(true)
+		st.lens = make(chan int, 100)
+		r, err := New(Config{Limit: 1000, Window: time.Second, Clock: clk, Partitions: 1, Store: st})
+		require.NoError(t, err)
+		defer func() {
+			close(st.quit) // nothing stays held, if the test failed
+			_ = r.Close()
+		}()
 
-	ctx := context.Background()
-	var wg sync.WaitGroup
-	var allowed atomic.Int64
-	allow := func(key string) {
-		wg.Go(func() {
-			if r.Allow(key) {
-				allowed.Add(1)
-			}
-		})
-	}
-	for i := range 4 {
-		allow(fmt.Sprint("single", i))
-		require.Equal(t, 1, <-st.lens, "out at once, alone") // held in Decide by the gate
-	}
-	// The fifth, sent as a batch of one (SendBatch returns once it is in
-	// the mailbox), is taken by the partition, which waits for room.
-	fifth := []keytable.Item{{Key: "fifth", N: 1}}
-	pending, err := r.parts[0].SendBatch(ctx, &fifth)
-	require.NoError(t, err)
-	for r.parts[0].Queued() > 0 {
-		time.Sleep(time.Millisecond) // for the partition to take the fifth: not the limiter's time
-	}
-	for i := range 19 {
-		allow(fmt.Sprint("k", i))
-	}
-	// For the goroutines to send (not the limiter's time): a request may
-	// beat the partition's look at its mailbox and go with the fifth.
-	for q := -1; q != r.parts[0].Queued() || q < 1; {
-		q = r.parts[0].Queued()
-		time.Sleep(5 * time.Millisecond) // until the mailbox stops filling: not the limiter's time
-	}
-	release := func() {
-		g := make(chan struct{})
-		st.gate <- g
-		close(g)
-	}
-	release()
-	a := <-st.lens // the fifth, once a trip landed, with any request that beat the partition's look at its mailbox
-	release()
-	b := <-st.lens // the rest, queued meanwhile, as one
-	require.Equal(t, 20, a+b, "the fifth and the nineteen, in two calls (%d and %d)", a, b)
-	st.gated.Store(false)
-	for range 4 {
-		release()
-	}
-	wg.Wait()
-	require.NoError(t, pending.Wait(ctx))
-	assert.True(t, fifth[0].D.Allowed)
-	assert.EqualValues(t, 23, allowed.Load())
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		var allowed atomic.Int64
+		allow := func(key string) {
+			wg.Go(func() {
+				if r.Allow(key) {
+					allowed.Add(1)
+				}
+			})
+		}
+		for i := range 2 {
+			allow(fmt.Sprint("single", i))
+			require.Equal(t, 1, <-st.lens, "out at once, alone") // held in Decide by the gate
+		}
+		for i := range 20 {
+			allow(fmt.Sprint("k", i))
+		}
+		fifth := []keytable.Item{{Key: "batch", N: 1}} // a batch of one: SendBatch returns once it is in the mailbox
+		pending, err := r.parts[0].SendBatch(ctx, &fifth)
+		require.NoError(t, err)
+		synctest.Wait()
+		assert.Zero(t, r.parts[0].Queued(), "the partition took every request while two trips were out")
+		_, err = r.Stats(ctx)
+		require.NoError(t, err, "Stats is served while the requests are gathered")
+		release := func() {
+			g := make(chan struct{})
+			st.gate <- g
+			close(g)
+		}
+		release() // a trip lands: the gathered requests go out
+		assert.Equal(t, 21, <-st.lens, "the twenty requests and the batch gathered meanwhile, in one call")
+		st.gated.Store(false)
+		release() // the other single
+		release() // the gathered call
+		wg.Wait()
+		require.NoError(t, pending.Wait(ctx))
+		assert.True(t, fifth[0].D.Allowed)
+		assert.EqualValues(t, 22, allowed.Load())
 
-	reqs := make([]Request, 64)
-	for i := range reqs {
-		reqs[i] = Request{Key: fmt.Sprint("b", i%10), N: 1}
-	}
-	out := make([]Decision, len(reqs))
-	require.NoError(t, r.AllowBatch(ctx, reqs, out))
-	assert.Equal(t, 64, <-st.lens)
-	for i, d := range out {
-		assert.True(t, d.Allowed, i)
-	}
+		reqs := make([]Request, 64)
+		for i := range reqs {
+			reqs[i] = Request{Key: fmt.Sprint("b", i%10), N: 1}
+		}
+		out := make([]Decision, len(reqs))
+		require.NoError(t, r.AllowBatch(ctx, reqs, out))
+		assert.Equal(t, 64, <-st.lens)
+		for i, d := range out {
+			assert.True(t, d.Allowed, i)
+		}
+	})
 }
 
 // TestStoreCallerLeft: a request whose caller left during the round trip
@@ -470,48 +465,58 @@ func TestStoreOverrides(t *testing.T) {
 }
 
 // TestStoreCloseWithTripsOut: Close waits for the round trips out to
-// land and delivers their answers; every call returns, and no goroutine
-// is left (TestMain).
+// land and delivers their answers, and sends and answers the requests
+// gathered meanwhile; every call returns, and no goroutine is left
+// (TestMain).
 func TestStoreCloseWithTripsOut(t *testing.T) {
-	clk := clock.NewFake(storeStart)
-	st := newMemStore(clk, FailClosed)
-	st.gate = make(chan chan struct{})
-	st.gated.Store(true)
-	st.lens = make(chan int, 100)
-	r, err := New(Config{Limit: 100, Window: time.Hour, Clock: clk, Partitions: 1, Store: st})
-	require.NoError(t, err)
+	synctest.Test(t, func(t *testing.T) {
+		clk := clock.NewFake(storeStart)
+		st := newMemStore(clk, FailClosed)
+		st.gate = make(chan chan struct{})
+		st.gated.Store(true)
+		st.lens = make(chan int, 100)
+		r, err := New(Config{Limit: 100, Window: time.Hour, Clock: clk, Partitions: 1, Store: st})
+		require.NoError(t, err)
 
-	var wg sync.WaitGroup
-	var allowed, closed atomic.Int64
-	for i := range 4 {
-		wg.Go(func() {
-			d, err := r.AllowN(context.Background(), fmt.Sprint("k", i), 1)
-			switch {
-			case err == nil && d.Allowed:
-				allowed.Add(1)
-			case errors.Is(err, ErrClosed):
-				closed.Add(1)
-			default:
-				t.Errorf("AllowN: %v, %v", d, err)
-			}
-		})
-		require.Equal(t, 1, <-st.lens)
-	}
-	done := make(chan struct{})
-	go func() {
-		r.Close()
-		close(done)
-	}()
-	for range 4 {
-		g := make(chan struct{})
-		st.gate <- g
-		close(g)
-	}
-	<-done
-	wg.Wait()
-	assert.EqualValues(t, 4, allowed.Load(), "the trips out landed, and were answered")
-	_, err = r.AllowN(context.Background(), "k", 1)
-	assert.ErrorIs(t, err, ErrClosed)
+		var wg sync.WaitGroup
+		var allowed atomic.Int64
+		allow := func(key string) {
+			wg.Go(func() {
+				d, err := r.AllowN(context.Background(), key, 1)
+				if err == nil && d.Allowed {
+					allowed.Add(1)
+				} else {
+					t.Errorf("AllowN(%q): %v, %v", key, d, err)
+				}
+			})
+		}
+		for i := range 2 {
+			allow(fmt.Sprint("k", i))
+			require.Equal(t, 1, <-st.lens)
+		}
+		for i := range 3 {
+			allow(fmt.Sprint("gathered", i))
+		}
+		synctest.Wait() // the three are gathered: two trips are out
+		done := make(chan struct{})
+		go func() {
+			r.Close()
+			close(done)
+		}()
+		synctest.Wait()
+		st.gated.Store(false) // the gathered call is not held
+		for range 2 {
+			g := make(chan struct{})
+			st.gate <- g
+			close(g)
+		}
+		<-done
+		wg.Wait()
+		assert.Equal(t, 3, <-st.lens, "the gathered requests went out as one call")
+		assert.EqualValues(t, 5, allowed.Load(), "the trips out landed, the gathered ones went out, and all were answered")
+		_, err = r.AllowN(context.Background(), "k", 1)
+		assert.ErrorIs(t, err, ErrClosed)
+	})
 }
 
 // TestStoreStress: many callers, batches, resets and peeks on a router

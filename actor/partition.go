@@ -233,6 +233,7 @@ type loop struct {
 	// left, so that the grant is given back when the peek lands.
 	quotaWaits map[chan reply]bool
 	unparked   []request // requests held behind a line's head, to serve now that it waits (remote_lines.go)
+	gathered   []request // requests for trips, taken while maxTrips were out: they go out together when one lands (flush)
 }
 
 // inflight is what the goroutine must know of the request it serves to

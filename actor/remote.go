@@ -22,14 +22,16 @@ import (
 // trips first need them, up to maxTrips, and kept until the partition
 // stops: a goroutine started per trip grew its stack through the client's
 // calls on every trip), and comes back to the partition on its landed
-// channel; the partition delivers the answers. Meanwhile the
-// partition goes on serving its mailbox, with up to maxTrips trips out:
-// under a light load each request goes out at once, and under a heavy one
-// the next burst gathers in the mailbox while the trips are out, so each
-// trip decides many requests. Everything of the table's (its Prepare and
-// Finish, the answers, the counts) stays on the partition's goroutine. A
-// partition that stops waits for its trips to land before it answers
-// what is left.
+// channel; the partition delivers the answers. Meanwhile the partition
+// goes on serving its mailbox, with up to maxTrips trips out. Under a
+// light load each request goes out at once. Once maxTrips are out, the
+// requests for trips that come are gathered (never a wait on the
+// partition's goroutine: the others, a waiter leaving, Stats, are served
+// meanwhile), and go out together, in one trip, when one lands: under a
+// heavy load each trip decides many requests. Everything of the table's
+// (its Prepare and Finish, the answers, the counts) stays on the
+// partition's goroutine. A partition that stops waits for its trips to
+// land, and sends what it gathered, before it answers what is left.
 //
 // Requests sent one after the other on a key by one caller are decided in
 // that order, since each waits for its answer; requests that are out at
@@ -37,8 +39,12 @@ import (
 // order, as a partition in memory decides concurrent requests in the order
 // they reach its mailbox.
 
-// maxTrips is the most round trips a partition has out at once.
-const maxTrips = 4
+// maxTrips is the most round trips a partition has out at once: two, so
+// that a slow trip leaves room for another, and no more, since a store
+// such as Redis decides a call of many requests for much less than as
+// many calls (BenchmarkRedisCost: with room for four, each of eight
+// callers at once had a call of its own).
+const maxTrips = 2
 
 // trip is a run of requests out to the remote table, or chores
 // (remote_lines.go): their items follow the requests'.
@@ -118,6 +124,10 @@ func (l *loop) dispatch(run []request, now time.Duration) (served int) {
 	if len(run) == 0 {
 		return 0
 	}
+	if l.trips == maxTrips {
+		l.gathered = append(l.gathered, run...) // they go out together when a trip lands (flush)
+		return 0
+	}
 	l.serveDue(now) // as serve does: a batch's item on a key whose line is due is decided after the line
 	tr := l.newTrip()
 	tr.now = now
@@ -174,16 +184,14 @@ func (l *loop) dryInTrip(req request, now time.Duration) Item {
 }
 
 // send sends tr, whose items are filled, to the remote table on a
-// goroutine of its own, waiting for room if maxTrips are out, and returns
-// how many requests the trips that landed meanwhile answered. A trip
-// ends with the latest deadline of its callers, or none if one has none;
-// a trip of chores alone has none.
+// goroutine of its own, and returns how many requests it answered at once
+// (none, unless the table refused every item). It is called only while
+// fewer than maxTrips are out (dispatch and flush see to it). A trip ends
+// with the latest deadline of its callers, or none if one has none; a
+// trip of chores alone has none.
 func (l *loop) send(tr *trip) (served int) {
 	if tr.out = l.remote.Prepare(tr.items, tr.now); tr.out == nil {
 		return l.land(tr) // answered without a trip: every item refused
-	}
-	for l.trips == maxTrips {
-		served += l.land(<-l.landed) // room for one more
 	}
 	var deadline time.Time
 	bounded := len(tr.chores) == 0 // every request sent has a deadline

@@ -43,10 +43,11 @@ type chore struct {
 }
 
 // flush asks the heads of the lines due, serves the requests unparked,
-// and sends the chores, in trips of one instant each, while there is room
-// for a trip; the chores left wait for a trip to land (the partition's
-// loop flushes after each). It reports whether it did anything, or left
-// chores to send.
+// sends the requests gathered while there was no room, and sends the
+// chores, in trips of one instant each, while there is room for a trip;
+// what is left waits for a trip to land (the partition's loop flushes
+// after each). It reports whether it did anything, or left chores to
+// send.
 func (l *loop) flush() (worked bool) {
 	if l.remote == nil {
 		return false
@@ -58,6 +59,10 @@ func (l *loop) flush() (worked bool) {
 		case len(l.unparked) > 0:
 			run := l.unparked
 			l.unparked = nil
+			l.serveRun(run, l.state.Now, nil)
+		case len(l.gathered) > 0 && l.trips < maxTrips:
+			run := l.gathered
+			l.gathered = nil
 			l.serveRun(run, l.state.Now, nil)
 		case len(l.chores) == 0:
 			return worked
