@@ -2,6 +2,8 @@ package chanlimit_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/chanlimit/chanlimit"
 	"github.com/chanlimit/chanlimit/algorithms"
+	"github.com/chanlimit/chanlimit/httplimit"
 	"github.com/chanlimit/chanlimit/internal/clocktest"
 )
 
@@ -183,5 +186,39 @@ func TestAGoexitServingADueLineBeforeAWaitN(t *testing.T) {
 		got, done = answer(o)
 		require.True(t, done, "granted at 1.5 s: its timer was set")
 		require.NoError(t, got.err)
+	})
+}
+
+// TestHTTPRequestAtItsRetryAfterWhileALineIsDue: a client of httplimit
+// told to come back in t seconds (Retry-After) is served then, though the
+// line ahead of it is due and the partition's timer (late, as real timers
+// are) has not fired yet.
+func TestHTTPRequestAtItsRetryAfterWhileALineIsDue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := clocktest.NewLate(epoch, time.Millisecond)
+		r, err := chanlimit.New(chanlimit.Config{Algorithm: "fixed_window", Limit: 2, Window: time.Second, Clock: clk})
+		require.NoError(t, err)
+		defer r.Close()
+		h := httplimit.Middleware(r, httplimit.Options{})(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+		do := func() *httptest.ResponseRecorder {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest(http.MethodGet, "/", nil)
+			req.RemoteAddr = "192.0.2.7:1"
+			h.ServeHTTP(rec, req)
+			return rec
+		}
+		for range 2 {
+			require.Equal(t, 204, do().Code)
+		}
+		go func() { _, _ = r.WaitN(context.Background(), "192.0.2.7", 1) }() // a worker in line, due at 1 s
+		synctest.Wait()
+		rec := do()
+		require.Equal(t, 429, rec.Code)
+		require.Equal(t, "1", rec.Header().Get("Retry-After"))
+
+		clk.Advance(time.Second)
+		rec = do()
+		assert.Equal(t, 204, rec.Code, "at its Retry-After: %v", rec.Header())
+		synctest.Wait()
 	})
 }

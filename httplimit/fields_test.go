@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -17,7 +16,6 @@ import (
 	"github.com/chanlimit/chanlimit"
 	"github.com/chanlimit/chanlimit/clock"
 	"github.com/chanlimit/chanlimit/httplimit"
-	"github.com/chanlimit/chanlimit/internal/clocktest"
 )
 
 // TestEachMemberIsItsPolicysOwn: RateLimit has a member for each policy,
@@ -82,32 +80,6 @@ func TestOneRoundTripARequest(t *testing.T) {
 			assert.NotEmpty(t, rec.Header().Get("RateLimit-Policy"))
 		}
 	}
-}
-
-// TestRequestAtItsRetryAfterWhileALineIsDue: a client told to come back
-// in t seconds is served then, though the line ahead of it is due and the
-// partition's timer (late, as real timers are) has not fired yet.
-func TestRequestAtItsRetryAfterWhileALineIsDue(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		clk := clocktest.NewLate(epoch, time.Millisecond)
-		r, err := chanlimit.New(chanlimit.Config{Algorithm: "fixed_window", Limit: 2, Window: time.Second, Clock: clk})
-		require.NoError(t, err)
-		defer r.Close()
-		h := httplimit.Middleware(r, httplimit.Options{})(&counting{})
-		for range 2 {
-			require.Equal(t, 204, do(h, "192.0.2.7:1").Code)
-		}
-		go func() { _, _ = r.WaitN(context.Background(), "192.0.2.7", 1) }() // a worker in line, due at 1 s
-		synctest.Wait()
-		rec := do(h, "192.0.2.7:1")
-		require.Equal(t, 429, rec.Code)
-		require.Equal(t, "1", rec.Header().Get("Retry-After"))
-
-		clk.Advance(time.Second)
-		rec = do(h, "192.0.2.7:1")
-		assert.Equal(t, 204, rec.Code, "at its Retry-After: %v", rec.Header())
-		synctest.Wait()
-	})
 }
 
 // TestErrorBodiesTellNothingOfTheError: what a key function's error or
