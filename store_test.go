@@ -30,7 +30,7 @@ type memStore struct {
 	clk    clock.Clock
 	epoch  time.Time
 	mode   FailMode
-	tables map[string]keytable.Table      // by the policies' id
+	tables map[string]*keytable.Keys      // by the policies' id
 	check  error                          // Check's answer
 	byKey  map[string]map[StoreOpKind]int // ops served, by key and kind
 
@@ -47,7 +47,7 @@ type memStore struct {
 var errDown = errors.New("memStore: down")
 
 func newMemStore(clk clock.Clock, mode FailMode) *memStore {
-	return &memStore{quit: make(chan struct{}), clk: clk, epoch: clk.Now(), mode: mode, tables: make(map[string]keytable.Table), byKey: make(map[string]map[StoreOpKind]int)}
+	return &memStore{quit: make(chan struct{}), clk: clk, epoch: clk.Now(), mode: mode, tables: make(map[string]*keytable.Keys), byKey: make(map[string]map[StoreOpKind]int)}
 }
 
 func (m *memStore) Check(policies []Policy) error { return m.check }
@@ -113,7 +113,7 @@ func (m *memStore) Decide(ctx context.Context, ops []StoreOp) {
 	}
 }
 
-func (m *memStore) table(policies []Policy) keytable.Table {
+func (m *memStore) table(policies []Policy) *keytable.Keys {
 	id := fmt.Sprint(policies)
 	t, ok := m.tables[id]
 	if !ok {

@@ -28,8 +28,35 @@ const allowed = 3
 // a denial, since no wait would ever grant it.
 var errTooMany = errors.New("more than a key's allowance")
 
-func (a *allowance) PeekN(key string, _ time.Duration, n int, d *algorithms.Decision) error {
-	*d = algorithms.Decision{}
+// Decide serves each item as its Op says.
+func (a *allowance) Decide(items []actor.Item, now time.Duration) {
+	for i := range items {
+		it := &items[i]
+		if it.Skip { // the partition answered it: its key has waiters
+			continue
+		}
+		it.D, it.Err = algorithms.Decision{}, nil
+		switch it.Op {
+		case actor.OpAllow, actor.OpTurn:
+			if it.Err = a.peek(it.Key, it.N, &it.D); it.Err == nil && it.D.Allowed {
+				a.used[it.Key] += it.N
+			}
+		case actor.OpPeek:
+			it.Err = a.peek(it.Key, it.N, &it.D)
+		case actor.OpRefund, actor.OpGiveBack:
+			if used, ok := a.used[it.Key]; ok {
+				a.used[it.Key] = max(used-it.N, 0)
+			}
+		case actor.OpReset:
+			delete(a.used, it.Key)
+		case actor.OpDryRun, actor.OpDryPeek:
+			// No dry-run policies: nothing would deny.
+		}
+	}
+}
+
+// peek writes into d what a request of n units on key would get.
+func (a *allowance) peek(key string, n int, d *algorithms.Decision) error {
 	if n > allowed {
 		return errTooMany
 	}
@@ -42,39 +69,6 @@ func (a *allowance) PeekN(key string, _ time.Duration, n int, d *algorithms.Deci
 	}
 	return nil
 }
-
-func (a *allowance) AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error {
-	if err := a.PeekN(key, now, n, d); err != nil || !d.Allowed {
-		return err
-	}
-	a.used[key] += n
-	return nil
-}
-
-func (a *allowance) AllowTurn(key string, now time.Duration, n int, d *algorithms.Decision) error {
-	return a.AllowN(key, now, n, d)
-}
-
-func (a *allowance) AllowEach(items []actor.Item, now time.Duration) {
-	for i := range items {
-		if it := &items[i]; !it.Skip { // the partition answered it: its key has waiters
-			it.Err = a.AllowN(it.Key, now, it.N, &it.D)
-		}
-	}
-}
-
-func (a *allowance) Refund(key string, _ time.Duration, n int) error {
-	if used, ok := a.used[key]; ok {
-		a.used[key] = max(used-n, 0)
-	}
-	return nil
-}
-
-func (a *allowance) GiveBack(key string, now time.Duration, n int) error {
-	return a.Refund(key, now, n)
-}
-
-func (a *allowance) Reset(key string) { delete(a.used, key) }
 
 // Ahead foresees a line: its requests are granted at once while the key
 // has enough left, and never once it has not.
@@ -93,14 +87,13 @@ func (a *allowance) Ahead(key string, now time.Duration, ns []int) (at, free tim
 
 // It has no dry-run policies, keeps nothing that expires, and has nothing
 // to finish if a goroutine ends.
-func (a *allowance) DecideDry(string, time.Duration, int, bool) (bool, error) { return false, nil }
-func (a *allowance) HasDryRun(string) bool                                    { return false }
-func (a *allowance) Pin(string)                                               {}
-func (a *allowance) Unpin(string)                                             {}
-func (a *allowance) Changed() (bool, []string)                                { return false, nil }
-func (a *allowance) Expire(time.Duration, int) int                            { return 0 }
-func (a *allowance) Abandoned()                                               {}
-func (a *allowance) Resume(time.Duration)                                     {}
+func (a *allowance) HasDryRun(string) bool         { return false }
+func (a *allowance) Pin(string)                    {}
+func (a *allowance) Unpin(string)                  {}
+func (a *allowance) Changed() (bool, []string)     { return false, nil }
+func (a *allowance) Expire(time.Duration, int) int { return 0 }
+func (a *allowance) Abandoned()                    {}
+func (a *allowance) Resume(time.Duration)          {}
 
 func (a *allowance) Quota(key string, now time.Duration, q *actor.Quota) (bool, error) {
 	q.Set, q.Policies = onePolicy{}, q.Policies[:0]

@@ -20,10 +20,9 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 	if l.remote != nil {
 		return l.waitRemote(req, now) // remote_lines.go
 	}
-	t := l.state.Table
 	ln := l.waits.lineOf(req.key)
 	if ln == nil {
-		if r.err = t.AllowTurn(req.key, now, req.n, &l.d); r.err != nil {
+		if l.d, r.err = l.decideOne(OpTurn, req.key, req.n, now); r.err != nil {
 			return r, false
 		}
 		granted, giveBack, _ := Turn(&l.d)
@@ -32,15 +31,15 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 			return r, false
 		}
 		if giveBack { // leaky_bucket: its turn is to come
-			t.GiveBack(req.key, now, req.n)
+			l.decideOne(OpGiveBack, req.key, req.n, now)
 		}
 	}
 	if ln != nil || req.budget >= 0 {
 		// Errors as AllowN's (an n above the capacity) come first, as at
 		// every entry point; then the cap on the line, and the wait in
 		// line, for the deadline.
-		var d algorithms.Decision
-		if r.err = t.PeekN(req.key, now, req.n, &d); r.err != nil {
+		d, err := l.decideOne(OpPeek, req.key, req.n, now)
+		if r.err = err; r.err != nil {
 			return r, false
 		}
 		if r.err = l.waits.full(ln); r.err != nil {
@@ -56,7 +55,7 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 	}
 	if ln == nil {
 		ln = l.waits.open(req.key, now+1) // asked again when the timer is set (arm), which needs its wait
-		t.Pin(req.key)
+		l.state.Table.Pin(req.key)
 		l.schedule(ln, now, &l.d)
 	}
 	ln.queue = append(ln.queue, waiter{reply: req.reply, ticket: req.ticket, n: req.n, quota: req.quota})
@@ -72,11 +71,11 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 // key has left now, as a denial by AllowN would say (the units are there
 // for a smaller request). Its errors are AllowN's.
 func (l *loop) inLine(key string, n int, now time.Duration, ln *line) (algorithms.Decision, error) {
-	var d algorithms.Decision
 	if l.remote != nil {
 		return l.inRemoteLine(key, n, now, ln) // remote_lines.go
 	}
-	if err := l.state.Table.PeekN(key, now, n, &d); err != nil {
+	d, err := l.decideOne(OpPeek, key, n, now)
+	if err != nil {
 		return algorithms.Decision{}, err
 	}
 	return l.lineWait(key, n, now, ln, &d)
@@ -172,11 +171,11 @@ func (l *loop) serveLine(ln *line, now time.Duration) {
 		l.ask(ln) // remote_lines.go
 		return
 	}
-	t := l.state.Table
 	for len(ln.queue) > 0 {
 		w, at := ln.queue[0], ln.at
 		l.inflight = inflight{reply: w.reply, ticket: w.ticket, op: opWait} // if the rule ends the goroutine, takeOver answers it
-		err := t.AllowTurn(ln.key, at, w.n, &l.d)
+		var err error
+		l.d, err = l.decideOne(OpTurn, ln.key, w.n, at)
 		l.inflight.reply = nil
 		granted, giveBack, _ := Turn(&l.d)
 		switch {
@@ -186,7 +185,7 @@ func (l *loop) serveLine(ln *line, now time.Duration) {
 			l.answer(ln, at, reply{d: l.d})
 		default:
 			if giveBack {
-				t.GiveBack(ln.key, at, w.n)
+				l.decideOne(OpGiveBack, ln.key, w.n, at)
 			}
 			l.schedule(ln, at, &l.d)
 			if !passed(ln.at, now) {
@@ -317,8 +316,12 @@ func (l *loop) inLineEach(items []Item, now time.Duration, tries bool) {
 // they decide every request. If their rule panics, the table has dropped
 // the key, and the refusal stands.
 func (l *loop) dryInLine(key string, n int, now time.Duration, take bool, d *algorithms.Decision) {
-	if wouldDeny, err := l.state.Table.DecideDry(key, now, n, take); err == nil {
-		d.WouldDeny = wouldDeny
+	op := OpDryPeek
+	if take {
+		op = OpDryRun
+	}
+	if dry, err := l.decideOne(op, key, n, now); err == nil {
+		d.WouldDeny = dry.WouldDeny
 	}
 }
 
@@ -340,19 +343,18 @@ func (l *loop) tryInLine(it *Item, now time.Duration, ln *line) {
 // nothing. (A grant that cannot
 // be delivered is given back as a batch's is: giveBack.)
 func (l *loop) tryEach(items []Item, now time.Duration) {
-	t := l.state.Table
 	for k := range items {
 		it := &items[k]
 		if ln := l.waits.lineOf(it.Key); ln != nil {
 			l.tryInLine(it, now, ln) // it would join the line
 			continue
 		}
-		if it.Err = t.AllowTurn(it.Key, now, it.N, &it.D); it.Err != nil {
+		if it.D, it.Err = l.decideOne(OpTurn, it.Key, it.N, now); it.Err != nil {
 			continue
 		}
 		if _, giveBack, _ := Turn(&it.D); giveBack {
-			it.D.Allowed = false // first: if GiveBack ends the goroutine, giveBack passes it by
-			t.GiveBack(it.Key, now, it.N)
+			it.D.Allowed = false // first: if the give-back ends the goroutine, giveBack passes it by
+			l.decideOne(OpGiveBack, it.Key, it.N, now)
 		}
 	}
 }

@@ -205,7 +205,8 @@ type Partition struct {
 // loop is the partition goroutine's own state.
 type loop struct {
 	state    State
-	d        algorithms.Decision // where the table writes a decision: a pointer passed to an interface escapes, and this one is on the heap already
+	d        algorithms.Decision // a waiter's decision, for schedule to read: a pointer to it passed on escapes, and this one is on the heap already
+	one      [1]Item             // where the table decides a single request (decideOne): likewise on the heap already
 	origin   time.Time           // the clock's reading at Start
 	reading  time.Duration       // the clock's latest reading, as time since origin
 	real     bool                // the clock is clock.Real, which is not supervised (tick)

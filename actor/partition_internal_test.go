@@ -35,9 +35,16 @@ func parked(t *testing.T) (*Partition, Table) {
 // allow asks table for n units on key at now.
 func allow(t *testing.T, table Table, key string, now time.Duration, n int) algorithms.Decision {
 	t.Helper()
-	var d algorithms.Decision
-	require.NoError(t, table.AllowN(key, now, n, &d))
-	return d
+	return decideOn(t, table, OpAllow, key, now, n)
+}
+
+// decideOn has table decide an item of op for n units on key at now.
+func decideOn(t *testing.T, table Table, op Op, key string, now time.Duration, n int) algorithms.Decision {
+	t.Helper()
+	items := []Item{{Key: key, N: n, Op: op}}
+	table.Decide(items, now)
+	require.NoError(t, items[0].Err)
+	return items[0].D
 }
 
 var answer = reply{d: algorithms.Decision{Allowed: true, Limit: 2, Remaining: 1}}
@@ -122,8 +129,7 @@ func TestServeRefundsAnUndeliveredGrant(t *testing.T) {
 	p.loop.deliver(request{op: opAllow, key: "k", n: 2, reply: full()}, 0, reply{d: d})
 	assert.True(t, allow(t, table, "k", 0, 2).Allowed, "the undelivered grant was given back")
 
-	require.NoError(t, table.PeekN("k", 0, 1, &d))
-	require.False(t, d.Allowed)
+	require.False(t, decideOn(t, table, OpPeek, "k", 0, 1).Allowed)
 	p.loop.deliver(request{op: opPeek, key: "k", n: 1, reply: full()}, 0, reply{d: algorithms.Decision{Allowed: true}})
 	assert.False(t, allow(t, table, "k", 0, 1).Allowed, "an undelivered Peek gives nothing back")
 	assert.Zero(t, p.loop.state.Counts, "undelivered answers count nowhere")

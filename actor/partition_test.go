@@ -37,7 +37,7 @@ type call struct {
 // key's channel. Only the partition goroutine touches it while it runs; the
 // test reads the records after Done.
 type probeTable struct {
-	keytable.Table
+	*keytable.Keys
 	gates   map[string]chan struct{} // the partition's view: deleted once used
 	held    map[string]chan struct{} // the test's view: never changed after newProbe
 	calls   []call
@@ -49,7 +49,7 @@ func newProbe(t *testing.T, gated ...string) *probeTable {
 	w, err := algorithms.NewFixedWindow(algorithms.Params{Limit: 2, Window: time.Second})
 	require.NoError(t, err)
 	pt := &probeTable{
-		Table: keytable.NewRule(w).NewTable(),
+		Keys:  keytable.NewRule(w).NewTable(),
 		gates: map[string]chan struct{}{},
 		held:  map[string]chan struct{}{},
 	}
@@ -60,27 +60,23 @@ func newProbe(t *testing.T, gated ...string) *probeTable {
 	return pt
 }
 
-func (pt *probeTable) AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error {
-	pt.calls = append(pt.calls, call{key, now, n})
-	if gate, ok := pt.gates[key]; ok {
-		delete(pt.gates, key)
-		<-gate
-	}
-	return pt.Table.AllowN(key, now, n, d)
-}
-
-// AllowEach is AllowN in turn, so that batches are recorded and gated too.
-func (pt *probeTable) AllowEach(items []keytable.Item, now time.Duration) {
+// Decide records and gates each OpAllow, item by item, so that batches
+// are recorded and gated too, and notes the grants given back (in
+// refunds).
+func (pt *probeTable) Decide(items []keytable.Item, now time.Duration) {
 	for i := range items {
-		it := &items[i]
-		it.Err = pt.AllowN(it.Key, now, it.N, &it.D)
+		switch it := &items[i]; it.Op {
+		case keytable.OpAllow:
+			pt.calls = append(pt.calls, call{it.Key, now, it.N})
+			if gate, ok := pt.gates[it.Key]; ok {
+				delete(pt.gates, it.Key)
+				<-gate
+			}
+		case keytable.OpGiveBack:
+			pt.refunds = append(pt.refunds, call{it.Key, now, it.N})
+		}
+		pt.Keys.Decide(items[i:i+1], now)
 	}
-}
-
-// GiveBack notes the grants given back (in refunds).
-func (pt *probeTable) GiveBack(key string, now time.Duration, n int) error {
-	pt.refunds = append(pt.refunds, call{key, now, n})
-	return pt.Table.GiveBack(key, now, n)
 }
 
 // outcome is what a call returned, sent back from the goroutine that made it.
@@ -502,21 +498,16 @@ func TestDoGivenUpWhileQueuedNeverRuns(t *testing.T) {
 	})
 }
 
-// goexitTable is a table whose AllowN runs runtime.Goexit for the key
+// goexitTable is a table that runs runtime.Goexit when it decides the key
 // "exits", as a rule calling t.FailNow would.
-type goexitTable struct{ keytable.Table }
+type goexitTable struct{ *probeTable }
 
-func (g goexitTable) AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error {
-	if key == "exits" {
-		runtime.Goexit()
-	}
-	return g.Table.AllowN(key, now, n, d)
-}
-
-func (g goexitTable) AllowEach(items []keytable.Item, now time.Duration) {
+func (g goexitTable) Decide(items []keytable.Item, now time.Duration) {
 	for i := range items {
-		it := &items[i]
-		it.Err = g.AllowN(it.Key, now, it.N, &it.D)
+		if items[i].Key == "exits" && items[i].Op == keytable.OpAllow {
+			runtime.Goexit()
+		}
+		g.probeTable.Decide(items[i:i+1], now)
 	}
 }
 

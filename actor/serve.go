@@ -80,11 +80,9 @@ func (l *loop) decide(req request, now time.Duration, clockErr error) (served in
 			l.dryInLine(req.key, req.n, now, req.op == opAllow, &r.d)
 		}
 	case req.op == opAllow:
-		r.err = l.state.Table.AllowN(req.key, now, req.n, &l.d)
-		r.d = l.d
+		r.d, r.err = l.decideOne(OpAllow, req.key, req.n, now)
 	default:
-		r.err = l.state.Table.PeekN(req.key, now, req.n, &l.d)
-		r.d = l.d
+		r.d, r.err = l.decideOne(OpPeek, req.key, req.n, now)
 	}
 	l.answerNow(req, now, r)
 	return 1
@@ -111,12 +109,12 @@ func (l *loop) giveOrDrop(req request, now time.Duration, clockErr error) (serve
 	var r reply
 	switch {
 	case req.op == opReset:
-		l.state.Table.Reset(req.key)
+		l.decideOne(OpReset, req.key, 0, now)
 	case clockErr != nil:
 		l.answerNow(req, now, reply{err: clockErr})
 		return 1
 	default:
-		r.err = l.state.Table.Refund(req.key, now, req.n)
+		_, r.err = l.decideOne(OpRefund, req.key, req.n, now)
 	}
 	if ln := l.waits.lineOf(req.key); ln != nil {
 		l.waits.reschedule(ln, now) // its head may be granted now
@@ -141,7 +139,7 @@ func (l *loop) batch(req request, now time.Duration, clockErr error) (served int
 		if len(l.waits.lines) > 0 {
 			l.inLineEach(items, now, false)
 		}
-		l.state.Table.AllowEach(items, now)
+		l.state.Table.Decide(items, now)
 	}
 	l.answerNow(req, now, reply{})
 	return len(items)
@@ -169,16 +167,32 @@ func (l *loop) answerNow(req request, now time.Duration, r reply) {
 	l.inflight.reply = nil // answered; not deferred: code that ends the goroutine leaves it for takeOver
 }
 
+// decideOne has the table decide a single request, an item of op for n
+// units on key at now, and returns its answer. The item keeps no
+// reference to the caller's key.
+func (l *loop) decideOne(op Op, key string, n int, now time.Duration) (d algorithms.Decision, err error) {
+	it := &l.one[0]
+	*it = Item{Key: key, N: n, Op: op}
+	l.state.Table.Decide(l.one[:], now)
+	d, err = it.D, it.Err
+	it.Key, it.Err = "", nil
+	return d, err
+}
+
 // untilMore returns the wait of a request for remaining+1 units on key
 // at now: 0 if that is above the key's capacity, or if the peek fails (a
 // rule's panic, which the table has dealt with; the allowance stands).
 func (l *loop) untilMore(key string, now time.Duration, remaining int) time.Duration {
-	// l.d is free: the allowance was copied out of it. A remote table's
-	// wait comes in a trip of its own (remote_lines.go), never at once.
-	if l.remote != nil || remaining == math.MaxInt || l.state.Table.PeekN(key, now, remaining+1, &l.d) != nil {
+	// A remote table's wait comes in a trip of its own (remote_lines.go),
+	// never at once.
+	if l.remote != nil || remaining == math.MaxInt {
 		return 0
 	}
-	return l.d.RetryAfter
+	d, err := l.decideOne(OpPeek, key, remaining+1, now)
+	if err != nil {
+		return 0
+	}
+	return d.RetryAfter
 }
 
 // noteInflight notes req as the request in flight. A batch's refund mark starts
@@ -226,7 +240,7 @@ func (l *loop) deliver(req request, now time.Duration, r reply) {
 func (l *loop) refund(key string, now time.Duration, n int, by From) {
 	switch {
 	case l.remote == nil || by == FromLocal:
-		l.state.Table.GiveBack(key, now, n)
+		l.decideOne(OpGiveBack, key, n, now)
 	case by == FromStore:
 		l.chores = append(l.chores, chore{at: now, item: Item{Key: key, N: n, Op: OpGiveBack}})
 	}

@@ -24,63 +24,57 @@ import (
 // over lets it finish what it must (Resume).
 //
 // What the partition relies on, beyond each method's doc: a decision
-// writes the whole of d (the partition reuses it from one request to the
-// next); a request above what its key's policies can ever grant is an
-// error (chanlimit.ErrExceedsCapacity), never a denial, from AllowN,
-// AllowTurn, PeekN and AllowEach, since no wait would ever grant it; and
-// nothing the partition passes (a slice, an Item, a Quota) is kept after
-// the call returns.
+// writes the whole of an item's D (the partition reuses its items from
+// one request to the next); a request above what its key's policies can
+// ever grant is an error (chanlimit.ErrExceedsCapacity), never a denial,
+// since no wait would ever grant it; and nothing the partition passes (a
+// slice, an Item, a Quota) is kept after the call returns.
 type Table interface {
 	// Deciding.
 
-	// AllowN decides a request for n units on key at now, as the rule's
-	// AllowN does on the key's state, and writes the answer into d. A key
-	// is held only once it is allowed something, under a copy of key the
-	// table owns. A new key the table has no room for is refused with an
-	// error wrapping chanlimit.ErrTooManyKeys. On an error d is zero. The
-	// key's dry-run policies decide too, each taking if it allows.
-	AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error
-
-	// AllowTurn is AllowN for a waiter's turn: the dry-run policies decide
-	// only if the others grant the request now (Turn), so that a turn
-	// asked again, or given back, counts with them once, at its grant.
-	AllowTurn(key string, now time.Duration, n int, d *algorithms.Decision) error
-
-	// PeekN writes into d what AllowN would answer, errors included, and
-	// changes nothing.
-	PeekN(key string, now time.Duration, n int, d *algorithms.Decision) error
-
-	// DecideDry decides n units on key under its dry-run policies alone,
-	// each taking if it allows when take is set, and reports whether one
-	// would deny: a request that callers waiting on the key refuse
-	// (no barging) is decided by them all the same. A key without
-	// dry-run policies reports false and is not asked.
-	DecideDry(key string, now time.Duration, n int, take bool) (wouldDeny bool, err error)
+	// Decide serves items in order, each as its Op says, exactly as if
+	// one by one, and writes each answer into its item's D and Err. It
+	// passes by an item with Skip, which the partition has answered itself
+	// (its key has waiters, whom it must not pass), leaving D and Err as
+	// they are. The partition hands it one item, or a batch's items, all
+	// OpAllow: an AllowN, a PeekN or a Refund is one item of its Op, so
+	// that a table has one way in for every kind of decision.
+	//
+	// OpAllow decides a request for N units on Key at now, as the rule's
+	// AllowN does on the key's state. A key is held only once it is
+	// allowed something, under a copy of Key the table owns. A new key the
+	// table has no room for is refused with an error wrapping
+	// chanlimit.ErrTooManyKeys. On an error D is zero. The key's dry-run
+	// policies decide too, each taking if it allows. OpTurn is OpAllow for
+	// a waiter's turn: the dry-run policies decide only if the others grant
+	// the request now (Turn), so that a turn asked again, or given back,
+	// counts with them once, at its grant. OpPeek writes what OpAllow would
+	// answer, errors included, and changes nothing.
+	//
+	// OpDryRun decides N units under the key's dry-run policies alone, each
+	// taking if it allows (OpDryPeek: taking nothing), and sets D.WouldDeny
+	// alone, if one would deny: a request that callers waiting on the key
+	// refuse (no barging) is decided by them all the same. A key without
+	// dry-run policies is not asked.
+	//
+	// OpRefund gives N units back to each policy of Key at now, dry-run
+	// ones included, as algorithms.Machine's Refund does (at most a
+	// policy's capacity); a key without state is left without. OpGiveBack
+	// takes back a grant of N units made at now (an OpAllow, or an OpTurn
+	// that granted) whose caller left, or a waiter's turn that is to come:
+	// a refund to the enforced policies alone, since the dry-run ones count
+	// every request decided. If the rule panics, the key is dropped and
+	// Err wraps chanlimit.ErrAlgorithmPanic. OpReset drops Key: its next
+	// request finds it untouched; it never calls the rule, and never
+	// fails.
+	//
+	// In a run of OpAllow items, Gone is set on an item granted on a key
+	// that lost its state later in the run (its rule panicked on it, or it
+	// was evicted): its grant went with that state.
+	Decide(items []Item, now time.Duration)
 
 	// HasDryRun reports whether key's policies include a dry-run one.
 	HasDryRun(key string) bool
-
-	// AllowEach decides items in order, exactly as AllowN would one by one,
-	// and writes each answer into its item's D and Err, and Gone. It passes
-	// by an item with Skip, which the partition has answered itself (its
-	// key has waiters, whom it must not pass), and ignores Op.
-	AllowEach(items []Item, now time.Duration)
-
-	// Refund gives n units back to each policy of key at now, dry-run ones
-	// included, as algorithms.Machine's Refund does (at most a policy's
-	// capacity); a key without state is left without. If the rule panics,
-	// the key is dropped and the error wraps chanlimit.ErrAlgorithmPanic.
-	Refund(key string, now time.Duration, n int) error
-
-	// GiveBack takes back a grant of n units on key made at now (an
-	// AllowN, or an AllowTurn that granted) whose caller left, or a
-	// waiter's turn that is to come: Refund to the enforced policies
-	// alone, since the dry-run ones count every request decided.
-	GiveBack(key string, now time.Duration, n int) error
-
-	// Reset drops key: its next request finds it untouched. It never calls
-	// the rule.
-	Reset(key string)
 
 	// The lines of waiters (lines.go).
 
@@ -115,7 +109,7 @@ type Table interface {
 	// nothing. ok is false if the table cannot tell each policy's (its
 	// states are elsewhere): then q.Policies is empty, and the partition
 	// tells the deciding policy's, from the decision. Its errors are a
-	// rule's panic, as PeekN's.
+	// rule's panic, as OpPeek's.
 	Quota(key string, now time.Duration, q *Quota) (ok bool, err error)
 
 	// Upkeep.
@@ -151,12 +145,12 @@ type Table interface {
 // network): a partition hands it a burst of requests at once, so that
 // the burst pays one round trip, and goes on serving while the round trip
 // is out. The partition never decides a key of a Remote at once: it asks
-// the store through Prepare and Finish alone. Of the Table's deciding
-// methods, it calls Refund and GiveBack for a grant the Remote's own local
-// keys made (From FromLocal, Finish's), and Reset, HasDryRun and the rest
-// as for any Table; a Remote answers AllowN, AllowTurn, PeekN, DecideDry
-// and AllowEach with an error, and never makes a round trip on the
-// partition's goroutine.
+// the store through Prepare and Finish alone. Its Decide is handed
+// OpRefund and OpGiveBack for a grant the Remote's own local keys made
+// (From FromLocal, Finish's), and OpReset, for those local keys; it
+// answers any other Op with an error, and never makes a round trip on the
+// partition's goroutine. HasDryRun and the rest are called as for any
+// Table.
 type Remote interface {
 	Table
 
@@ -174,7 +168,7 @@ type Remote interface {
 	Finish(trip Trip, items []Item, now time.Duration)
 
 	// Hint returns what a denial of n units on key can say without the
-	// store: the error AllowN would return before asking it (n above the
+	// store: the error OpAllow would answer before asking it (n above the
 	// capacity), or the Limit and Policy of the key's tightest policy.
 	Hint(key string, n int) (algorithms.Decision, error)
 }
@@ -203,9 +197,8 @@ type Item struct {
 	// has waiters): the table passes it by, leaving D and Err as they are.
 	Skip bool
 
-	// Op is what a Remote table does with the item (see the Ops): decide
-	// it (OpAllow, the zero Op), for instance, or peek (OpPeek). AllowEach
-	// ignores it.
+	// Op is what the table does with the item (see the Ops): decide it
+	// (OpAllow, the zero Op), for instance, or peek (OpPeek).
 	Op Op
 
 	// By is where a Remote table's grant came from, set by Finish: the
@@ -222,18 +215,18 @@ type Item struct {
 	Hash   uint64
 }
 
-// Op is what a Remote table does with an item.
+// Op is what a table does with an item (Table.Decide, Remote.Prepare).
 type Op uint8
 
 const (
-	OpAllow    Op = iota // decide as AllowN
-	OpPeek               // what AllowN would answer, changing nothing (PeekN)
+	OpAllow    Op = iota // decide N units (AllowN)
+	OpPeek               // what OpAllow would answer, changing nothing (PeekN)
 	OpReset              // drop the key (Reset)
-	OpRefund             // give N back to every policy (Router.Refund)
-	OpGiveBack           // take back a grant whose caller left: to the enforced policies alone (GiveBack)
-	OpTurn               // decide as AllowTurn: a waiter's turn
-	OpDryRun             // decide as DecideDry, taking: a request a line refused; Finish sets D's WouldDeny alone
-	OpDryPeek            // decide as DecideDry, taking nothing: a peek a line answered; likewise
+	OpRefund             // give N back to every policy (Refund)
+	OpGiveBack           // take back a grant whose caller left: to the enforced policies alone
+	OpTurn               // decide as OpAllow, for a waiter's turn
+	OpDryRun             // decide under the dry-run policies alone, taking: a request a line refused; sets D's WouldDeny alone
+	OpDryPeek            // likewise, taking nothing: a peek a line answered
 )
 
 // From is where a Remote table's grant came from.

@@ -61,18 +61,6 @@ func (w *windows) AllowN(key string, now time.Duration, n int, d *algorithms.Dec
 	return nil
 }
 
-func (w *windows) AllowTurn(key string, now time.Duration, n int, d *algorithms.Decision) error {
-	return w.AllowN(key, now, n, d)
-}
-
-func (w *windows) AllowEach(items []Item, now time.Duration) {
-	for i := range items {
-		if it := &items[i]; !it.Skip {
-			it.Err = w.AllowN(it.Key, now, it.N, &it.D)
-		}
-	}
-}
-
 func (w *windows) Refund(key string, now time.Duration, n int) error {
 	if k := w.keys[key]; k != nil {
 		k.used = max(k.used-n, 0)
@@ -85,6 +73,30 @@ func (w *windows) GiveBack(key string, now time.Duration, n int) error {
 }
 
 func (w *windows) Reset(key string) { delete(w.keys, key) }
+
+// Decide serves each item by the method of its Op; the dry-run ones find
+// no dry-run policy.
+func (w *windows) Decide(items []Item, now time.Duration) {
+	for i := range items {
+		it := &items[i]
+		switch {
+		case it.Skip:
+		case it.Op == OpAllow || it.Op == OpTurn:
+			it.Err = w.AllowN(it.Key, now, it.N, &it.D)
+		case it.Op == OpPeek:
+			it.Err = w.PeekN(it.Key, now, it.N, &it.D)
+		case it.Op == OpRefund:
+			it.D, it.Err = algorithms.Decision{}, w.Refund(it.Key, now, it.N)
+		case it.Op == OpGiveBack:
+			it.D, it.Err = algorithms.Decision{}, w.GiveBack(it.Key, now, it.N)
+		case it.Op == OpReset:
+			w.Reset(it.Key)
+			it.D, it.Err = algorithms.Decision{}, nil
+		default: // OpDryRun, OpDryPeek: no dry-run policy would deny
+			it.D, it.Err = algorithms.Decision{}, nil
+		}
+	}
+}
 
 func (w *windows) Expire(now time.Duration, budget int) (dropped int) {
 	for key, k := range w.keys {
@@ -102,8 +114,7 @@ func (w *windows) Expire(now time.Duration, budget int) (dropped int) {
 // Len returns the number of keys held, as a router's tables tell it.
 func (w *windows) Len() int { return len(w.keys) }
 
-func (w *windows) DecideDry(string, time.Duration, int, bool) (bool, error) { return false, nil }
-func (w *windows) HasDryRun(string) bool                                    { return false }
+func (w *windows) HasDryRun(string) bool { return false }
 func (w *windows) Ahead(string, time.Duration, []int) (at, free time.Duration, ok bool, err error) {
 	return 0, 0, false, nil // a line's wait is its head's
 }

@@ -12,7 +12,7 @@ import (
 
 // dryTable returns the keys of a set with an enforced fixed window of 2
 // per minute and a dry-run one of 1 per minute.
-func dryTable() Table {
+func dryTable() *Keys {
 	return NewKeys(NewSet([]Policy{
 		{Name: "enforced", Algorithm: "fixed_window", Params: Params{Limit: 2, Window: time.Minute}, Rule: NewRule(fixedWindow(2, time.Minute))},
 		{Name: "shadow", Algorithm: "fixed_window", Params: Params{Limit: 1, Window: time.Minute}, Rule: NewRule(fixedWindow(1, time.Minute)), DryRun: true},

@@ -5,7 +5,8 @@
 // only user, and the rules (package algorithms), which it applies to the
 // states it keeps. Nothing in it is locked.
 //
-// A partition's Table is a Keys (partition.go): the keys under the
+// A partition's Table is a Keys (partition.go, and keys_decide.go, which
+// serves each item a partition hands it by its Op): the keys under the
 // router's policies in one table, and those with an override in a table
 // per override's policies. Each table keeps the keys under one Set of
 // policies (set.go) and is generic over the first policy's state, which
@@ -45,29 +46,20 @@ import (
 // a request on that key (AllowN, PeekN, an item of AllowEach), that request
 // fails with an error wrapping errs.ErrAlgorithmPanic. Everything else goes on.
 type Table interface {
-	keyed
+	actor.Table
+	kept
 
 	// Replace drops every key the table holds and takes those of other, a
 	// table of the same kind (NewKeys), which is left empty. The table
 	// keeps its counts and its Limit.
 	Replace(other Table)
-
-	// The rest of actor.Table's methods, which it documents.
-	Resume(now time.Duration)
-	Changed() (all bool, keys []string)
-	Quota(key string, now time.Duration, q *Quota) (ok bool, err error)
-	Pin(key string)
-	Unpin(key string)
 }
 
-// Every Table is what a partition drives.
-var _ actor.Table = Table(nil)
-
-// keyed is what every table of keys does, a partition's (Table) and the
-// table of the keys under one Set (setTable).
+// keyed is what every table of keys does, a partition's Keys and the
+// table of the keys under one Set (setTable): each kind of decision has a
+// method of its own, which Keys.Decide calls as an item's Op says (AllowN
+// for an OpAllow, and so on), as actor.Table documents them.
 type keyed interface {
-	// The methods of actor.Table that every table of keys has, which
-	// actor.Table documents.
 	AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error
 	AllowTurn(key string, now time.Duration, n int, d *algorithms.Decision) error
 	DecideDry(key string, now time.Duration, n int, take bool) (wouldDeny bool, err error)
@@ -80,9 +72,12 @@ type keyed interface {
 	Expire(now time.Duration, budget int) int
 	Ahead(key string, now time.Duration, ns []int) (at, free time.Duration, ok bool, err error)
 	Abandoned()
+	kept
+}
 
-	// What the router reads within a partition, and its snapshots.
-
+// kept is what the router reads and changes of the keys a table keeps, and
+// their snapshots.
+type kept interface {
 	// Len returns the number of keys held.
 	Len() int
 
@@ -115,7 +110,7 @@ type Rule interface {
 
 	// NewTable returns an empty table of keys under the rule alone, as a
 	// policy with no name: a Set of one.
-	NewTable() Table
+	NewTable() *Keys
 
 	newTable(s *Set, extra []column) setTable
 	newColumn() column
@@ -139,7 +134,7 @@ type rule[S any] struct {
 
 func (r rule[S]) Capacity() int { return r.m.Capacity() }
 
-func (r rule[S]) NewTable() Table { return NewSet([]Policy{{Rule: r}}).NewTable() }
+func (r rule[S]) NewTable() *Keys { return NewSet([]Policy{{Rule: r}}).NewTable() }
 
 func (r rule[S]) newTable(s *Set, extra []column) setTable {
 	return newTable(s, newPolicyRules(r.m, r.e), extra)

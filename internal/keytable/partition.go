@@ -4,8 +4,6 @@ import (
 	"maps"
 	"slices"
 	"time"
-
-	"github.com/chanlimit/chanlimit/algorithms"
 )
 
 // Keys is the keys of one partition, each under the router's policies or
@@ -111,101 +109,6 @@ func (k *Keys) tableOf(key string) setTable {
 	}
 	return k.def
 }
-
-func (k *Keys) AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error {
-	t := k.tableOf(key)
-	k.asking = t
-	err := t.AllowN(key, now, n, d)
-	k.asking = nil
-	return err
-}
-
-func (k *Keys) AllowTurn(key string, now time.Duration, n int, d *algorithms.Decision) error {
-	t := k.tableOf(key)
-	k.asking = t
-	err := t.AllowTurn(key, now, n, d)
-	k.asking = nil
-	return err
-}
-
-func (k *Keys) DecideDry(key string, now time.Duration, n int, take bool) (bool, error) {
-	t := k.tableOf(key)
-	k.asking = t
-	wouldDeny, err := t.DecideDry(key, now, n, take)
-	k.asking = nil
-	return wouldDeny, err
-}
-
-func (k *Keys) HasDryRun(key string) bool { return k.tableOf(key).HasDryRun(key) }
-
-func (k *Keys) PeekN(key string, now time.Duration, n int, d *algorithms.Decision) error {
-	t := k.tableOf(key)
-	k.asking = t
-	err := t.PeekN(key, now, n, d)
-	k.asking = nil
-	return err
-}
-
-// AllowEach hands each table its items: those of keys with an override to
-// their override's table, the others to the router's, each table deciding
-// its own in order. Items of one key are in one table, so their order
-// holds.
-func (k *Keys) AllowEach(items []Item, now time.Duration) {
-	if len(k.overrides) == 0 {
-		k.asking = k.def
-		k.def.allowEach(items, now, nil, 0)
-		k.asking = nil
-		return
-	}
-	k.pick = k.pick[:0]
-	k.picked = k.picked[:0]
-	for i := range items {
-		o, ok := k.overrides[items[i].Key]
-		if !ok {
-			k.pick = append(k.pick, 0)
-			continue
-		}
-		k.pick = append(k.pick, int32(o.at)+1)
-		if !containsShared(k.picked, o) {
-			k.picked = append(k.picked, o)
-		}
-	}
-	k.asking = k.def
-	k.def.allowEach(items, now, k.pick, 0)
-	for _, o := range k.picked {
-		k.asking = o.table
-		o.table.allowEach(items, now, k.pick, int32(o.at)+1)
-	}
-	k.asking = nil
-	clear(k.picked)
-}
-
-func containsShared(list []*shared, o *shared) bool {
-	for _, p := range list {
-		if p == o {
-			return true
-		}
-	}
-	return false
-}
-
-func (k *Keys) Refund(key string, now time.Duration, n int) error {
-	t := k.tableOf(key)
-	k.asking = t
-	err := t.Refund(key, now, n)
-	k.asking = nil
-	return err
-}
-
-func (k *Keys) GiveBack(key string, now time.Duration, n int) error {
-	t := k.tableOf(key)
-	k.asking = t
-	err := t.GiveBack(key, now, n)
-	k.asking = nil
-	return err
-}
-
-func (k *Keys) Reset(key string) { k.tableOf(key).Reset(key) }
 
 func (k *Keys) Quota(key string, now time.Duration, q *Quota) (bool, error) {
 	t := k.tableOf(key)

@@ -116,7 +116,7 @@ func (s *Set) SameStates(o *Set) bool {
 }
 
 // NewTable returns an empty table of keys under s: NewKeys(s).
-func (s *Set) NewTable() Table { return NewKeys(s) }
+func (s *Set) NewTable() *Keys { return NewKeys(s) }
 
 func (s *Set) newTable() setTable {
 	extra := make([]column, len(s.policies)-1)

@@ -26,7 +26,7 @@ type markedState struct {
 	marked bool
 }
 
-func newPanicsOnMarked(in string) Table {
+func newPanicsOnMarked(in string) *Keys {
 	return NewRule[markedState](panicsOnMarked{fixedWindow(3, s), in}).NewTable()
 }
 
@@ -68,13 +68,13 @@ func (m panicsOnMarked) ParseState(src []byte, st *markedState, now, age time.Du
 }
 
 // held reports whether tab holds key.
-func held(tab Table, key string) bool {
+func held(tab *Keys, key string) bool {
 	_, ok := implOf[markedState](tab).lookup(key)
 	return ok
 }
 
 // checkWhole checks the index and the due heap of tab at now.
-func checkWhole(t *testing.T, tab Table, now time.Duration) {
+func checkWhole(t *testing.T, tab *Keys, now time.Duration) {
 	t.Helper()
 	impl := implOf[markedState](tab)
 	assert.Equal(t, none, impl.asking)
@@ -136,7 +136,7 @@ func TestTablePeekOfAPanickingRuleFailsAndDropsTheKey(t *testing.T) {
 // it, count it, and go on with the others. The key is not in the last slot,
 // so that dropping it moves another into its place.
 func TestTableDropsAKeyWhoseResetAfterPanics(t *testing.T) {
-	setup := func(t *testing.T) Table {
+	setup := func(t *testing.T) *Keys {
 		tab := newPanicsOnMarked("ResetAfter")
 		allow(t, tab, "bad", 0, 2) // due first
 		allow(t, tab, "a", 5*ms, 1)

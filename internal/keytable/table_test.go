@@ -62,26 +62,26 @@ func decide[S any](m algorithms.Machine[S], s *S, now time.Duration, n int) (d D
 }
 
 // tryAllow asks tab for n units on key at now.
-func tryAllow(tab Table, key string, now time.Duration, n int) (d Decision, err error) {
+func tryAllow(tab *Keys, key string, now time.Duration, n int) (d Decision, err error) {
 	err = tab.AllowN(key, now, n, &d)
 	return d, err
 }
 
 // peek asks tab what AllowN would answer.
-func peek(tab Table, key string, now time.Duration, n int) (d Decision, err error) {
+func peek(tab *Keys, key string, now time.Duration, n int) (d Decision, err error) {
 	err = tab.PeekN(key, now, n, &d)
 	return d, err
 }
 
 // allow asks tab for n units on key at now and requires an answer.
-func allow(t *testing.T, tab Table, key string, now time.Duration, n int) Decision {
+func allow(t *testing.T, tab *Keys, key string, now time.Duration, n int) Decision {
 	t.Helper()
 	d, err := tryAllow(tab, key, now, n)
 	require.NoError(t, err, "AllowN(%q, %v, %d)", key, now, n)
 	return d
 }
 
-func fixedWindows(limit int) Table {
+func fixedWindows(limit int) *Keys {
 	return NewRule(fixedWindow(limit, s)).NewTable()
 }
 
@@ -493,9 +493,9 @@ func TestTableDueHeap(t *testing.T) {
 }
 
 // checkHeapOf checks the due heap of tab at now (see checkHeap).
-func checkHeapOf(t *testing.T, tab Table, now time.Duration, expired bool) {
+func checkHeapOf(t *testing.T, tab *Keys, now time.Duration, expired bool) {
 	t.Helper()
-	switch impl := tab.(*Keys).def.(type) {
+	switch impl := tab.def.(type) {
 	case *table[algorithms.TokenBucketState]:
 		checkHeap(t, impl, now, expired)
 	case *table[algorithms.GCRAState]:
@@ -542,7 +542,7 @@ func TestTableAllowEachIsAllowNInTurn(t *testing.T) {
 		limit := Limit{Max: 1 + rng.IntN(6), Evict: round%2 == 1}
 		batch, single := NewRule(m).NewTable(), NewRule(m).NewTable()
 		room := 20 + rng.IntN(20)
-		for _, tab := range []Table{batch, single} {
+		for _, tab := range []*Keys{batch, single} {
 			tab.Bound(limit)
 			implOf[algorithms.FixedWindowState](tab).keyRoom = room
 		}
@@ -625,7 +625,7 @@ func TestTableKeysAreIndependentCopies(t *testing.T) {
 }
 
 // implOf returns the table of the router's policies in tab, a *Keys.
-func implOf[S any](tab Table) *table[S] { return tab.(*Keys).def.(*table[S]) }
+func implOf[S any](tab *Keys) *table[S] { return tab.def.(*table[S]) }
 
 // TestDueKeepsEveryDeadline: a heap entry's deadline, kept in halves,
 // comes back as it went in, the extremes included.

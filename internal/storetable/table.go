@@ -240,30 +240,25 @@ func (t *Table) open(key string, n int) algorithms.Decision {
 // round trip off its goroutine: it never decides a key of a store's table
 // at once.
 
-func (t *Table) AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error {
-	return errTrips
-}
-
-func (t *Table) AllowTurn(key string, now time.Duration, n int, d *algorithms.Decision) error {
-	return errTrips
-}
-
-func (t *Table) PeekN(key string, now time.Duration, n int, d *algorithms.Decision) error {
-	return errTrips
-}
-
-func (t *Table) DecideDry(key string, now time.Duration, n int, take bool) (bool, error) {
-	return false, errTrips
+// Decide serves the items a partition hands the table at once, which are
+// for its local keys (FailLocal's): a refund or a give back of a grant
+// they made, and a reset of their state (the store's go through Prepare
+// and Finish, as keytable.OpRefund, OpGiveBack and OpReset). Any other Op
+// is answered with an error.
+func (t *Table) Decide(items []keytable.Item, now time.Duration) {
+	for i := range items {
+		switch it := &items[i]; {
+		case it.Skip:
+		case it.Op == keytable.OpRefund || it.Op == keytable.OpGiveBack || it.Op == keytable.OpReset:
+			t.local.Decide(items[i:i+1], now)
+		default:
+			it.D, it.Err = algorithms.Decision{}, errTrips
+		}
+	}
 }
 
 // HasDryRun tells whether key's policies include a dry-run one.
 func (t *Table) HasDryRun(key string) bool { return t.setOf(key).HasDryRun() }
-
-func (t *Table) AllowEach(items []keytable.Item, now time.Duration) {
-	for i := range items {
-		items[i].D, items[i].Err = algorithms.Decision{}, errTrips
-	}
-}
 
 // dryOnly reports whether op asks a key's dry-run policies alone, for a
 // request a line refused (keytable.OpDryRun, OpDryPeek).
@@ -271,22 +266,6 @@ func dryOnly(op keytable.Op) bool { return op == keytable.OpDryRun || op == keyt
 
 // errTrips is what a store's table answers a request made at once.
 var errTrips = errors.New("chanlimit: a Store's keys are decided through round trips, never at once")
-
-// Refund gives n units back to the local keys (FailLocal's); a Router's
-// Refund goes to the store, through Prepare and Finish (keytable.OpRefund).
-func (t *Table) Refund(key string, now time.Duration, n int) error {
-	return t.local.Refund(key, now, n)
-}
-
-// GiveBack gives a grant of the local keys back to them; the store's go
-// back through Prepare and Finish (keytable.OpGiveBack).
-func (t *Table) GiveBack(key string, now time.Duration, n int) error {
-	return t.local.GiveBack(key, now, n)
-}
-
-// Reset drops key's local state; the store's goes through Prepare and
-// Finish (keytable.OpReset).
-func (t *Table) Reset(key string) { t.local.Reset(key) }
 
 // Hint tells what the set of key's policies says: whether n is above its
 // capacity, and its tightest enforced policy's Limit and name (none under

@@ -1,0 +1,153 @@
+package keytable
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/chanlimit/chanlimit/algorithms"
+)
+
+// errUnknownOp answers an item whose Op is none of actor's.
+var errUnknownOp = fmt.Errorf("keytable: unknown Op")
+
+// Decide is the one way a partition has its keys decide (actor.Table):
+// each item goes to its key's table as its Op says, and a run of OpAllow
+// items, a batch, goes to each table at once (AllowEach). Each table call
+// notes the table calling into a rule (asking), for Abandoned.
+func (k *Keys) Decide(items []Item, now time.Duration) {
+	for len(items) > 0 {
+		run := 1
+		for run < len(items) && items[0].Op == OpAllow && items[run].Op == OpAllow {
+			run++
+		}
+		if run > 1 {
+			k.AllowEach(items[:run], now)
+		} else {
+			k.decide(&items[0], now)
+		}
+		items = items[run:]
+	}
+}
+
+// decide serves one item, as its Op says.
+func (k *Keys) decide(it *Item, now time.Duration) {
+	if it.Skip {
+		return
+	}
+	switch it.Op {
+	case OpAllow:
+		it.Err = k.AllowN(it.Key, now, it.N, &it.D)
+	case OpTurn:
+		it.Err = k.AllowTurn(it.Key, now, it.N, &it.D)
+	case OpPeek:
+		it.Err = k.PeekN(it.Key, now, it.N, &it.D)
+	case OpDryRun, OpDryPeek:
+		var wouldDeny bool
+		wouldDeny, it.Err = k.DecideDry(it.Key, now, it.N, it.Op == OpDryRun)
+		it.D = algorithms.Decision{WouldDeny: wouldDeny}
+	case OpRefund:
+		it.D, it.Err = algorithms.Decision{}, k.Refund(it.Key, now, it.N)
+	case OpGiveBack:
+		it.D, it.Err = algorithms.Decision{}, k.GiveBack(it.Key, now, it.N)
+	case OpReset:
+		k.Reset(it.Key)
+		it.D, it.Err = algorithms.Decision{}, nil
+	default:
+		it.D, it.Err = algorithms.Decision{}, errUnknownOp
+	}
+}
+
+func (k *Keys) AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error {
+	t := k.tableOf(key)
+	k.asking = t
+	err := t.AllowN(key, now, n, d)
+	k.asking = nil
+	return err
+}
+
+func (k *Keys) AllowTurn(key string, now time.Duration, n int, d *algorithms.Decision) error {
+	t := k.tableOf(key)
+	k.asking = t
+	err := t.AllowTurn(key, now, n, d)
+	k.asking = nil
+	return err
+}
+
+func (k *Keys) DecideDry(key string, now time.Duration, n int, take bool) (bool, error) {
+	t := k.tableOf(key)
+	k.asking = t
+	wouldDeny, err := t.DecideDry(key, now, n, take)
+	k.asking = nil
+	return wouldDeny, err
+}
+
+func (k *Keys) HasDryRun(key string) bool { return k.tableOf(key).HasDryRun(key) }
+
+func (k *Keys) PeekN(key string, now time.Duration, n int, d *algorithms.Decision) error {
+	t := k.tableOf(key)
+	k.asking = t
+	err := t.PeekN(key, now, n, d)
+	k.asking = nil
+	return err
+}
+
+// AllowEach hands each table its items: those of keys with an override to
+// their override's table, the others to the router's, each table deciding
+// its own in order. Items of one key are in one table, so their order
+// holds.
+func (k *Keys) AllowEach(items []Item, now time.Duration) {
+	if len(k.overrides) == 0 {
+		k.asking = k.def
+		k.def.allowEach(items, now, nil, 0)
+		k.asking = nil
+		return
+	}
+	k.pick = k.pick[:0]
+	k.picked = k.picked[:0]
+	for i := range items {
+		o, ok := k.overrides[items[i].Key]
+		if !ok {
+			k.pick = append(k.pick, 0)
+			continue
+		}
+		k.pick = append(k.pick, int32(o.at)+1)
+		if !containsShared(k.picked, o) {
+			k.picked = append(k.picked, o)
+		}
+	}
+	k.asking = k.def
+	k.def.allowEach(items, now, k.pick, 0)
+	for _, o := range k.picked {
+		k.asking = o.table
+		o.table.allowEach(items, now, k.pick, int32(o.at)+1)
+	}
+	k.asking = nil
+	clear(k.picked)
+}
+
+func containsShared(list []*shared, o *shared) bool {
+	for _, p := range list {
+		if p == o {
+			return true
+		}
+	}
+	return false
+}
+
+func (k *Keys) Refund(key string, now time.Duration, n int) error {
+	t := k.tableOf(key)
+	k.asking = t
+	err := t.Refund(key, now, n)
+	k.asking = nil
+	return err
+}
+
+func (k *Keys) GiveBack(key string, now time.Duration, n int) error {
+	t := k.tableOf(key)
+	k.asking = t
+	err := t.GiveBack(key, now, n)
+	k.asking = nil
+	return err
+}
+
+func (k *Keys) Reset(key string) { k.tableOf(key).Reset(key) }
