@@ -27,7 +27,7 @@ func (p *Partition) run() {
 	if l.stopping {
 		p.drain(l.state.Now, nil)
 		exited = true
-		l.stopWorkers()
+		l.trips.stop()
 		close(p.done)
 		return
 	}
@@ -62,7 +62,7 @@ func (p *Partition) run() {
 			l.stopping = true
 			p.drain(now, err)
 			exited = true
-			l.stopWorkers()
+			l.trips.stop()
 			close(p.done)
 			return
 		}
@@ -111,12 +111,12 @@ const (
 func (p *Partition) receive() (request, *trip, int) {
 	l := p.loop
 	fired := l.waits.fired
-	if fired == nil && l.trips == 0 {
+	if fired == nil && l.trips.out == 0 {
 		return <-p.mailbox, nil, gotRequest
 	}
 	var landed chan *trip // nil while no trip is out: never ready
-	if l.trips > 0 {
-		landed = l.landed
+	if l.trips.out > 0 {
+		landed = l.trips.landed
 	}
 	select {
 	case req := <-p.mailbox:

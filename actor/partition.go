@@ -217,24 +217,18 @@ type loop struct {
 	remote   Remote              // the table, if its keys live elsewhere (remote.go); else nil
 
 	// A remote table's (remote.go):
-	burst       []request      // the burst, taken from the mailbox
-	trips       int            // trips out
-	work        chan *trip     // trips for the workers to make; room for maxTrips
-	workers     int            // trip workers started
-	workersDone sync.WaitGroup // the workers, until stopWorkers
-	landed      chan *trip     // where trips come back; room for maxTrips
-	landing     *trip          // the trip whose answers are being delivered
-	landingAt   int            // the first of its requests not yet delivered
-	choreAt     int            // the first of its chores not yet served
-	spare       []*trip        // trips to reuse
-	chores      []chore        // work for the table that is no caller's request, to send (flush)
+	burst     []request // the burst, taken from the mailbox
+	trips     trips     // the round trips out, and what waits for room (trips.go)
+	landing   *trip     // the trip whose answers are being delivered
+	landingAt int       // the first of its requests not yet delivered
+	choreAt   int       // the first of its chores not yet served
+	chores    []chore   // work for the table that is no caller's request, to send (flush)
 
 	// The waiters granted whose answer waits for their quota's peek (a
 	// chore, out or to send), by reply channel: true once the caller has
 	// left, so that the grant is given back when the peek lands.
 	quotaWaits map[chan reply]bool
 	unparked   []request // requests held behind a line's head, to serve now that it waits (remote_lines.go)
-	gathered   []request // requests for trips, taken while maxTrips were out: they go out together when one lands (flush)
 }
 
 // inflight is what the goroutine must know of the request it serves to
@@ -270,7 +264,7 @@ func newPartition(table Table, clk clock.Clock, origin time.Time, mailboxSize in
 	}
 	p.replies.New = func() any { return make(chan reply, 1) }
 	if remote, ok := table.(Remote); ok {
-		p.loop.remote, p.loop.landed, p.loop.work = remote, make(chan *trip, maxTrips), make(chan *trip, maxTrips)
+		p.loop.remote, p.loop.trips = remote, newTrips()
 	}
 	return p
 }

@@ -18,12 +18,10 @@ import (
 // handed over is not sent.
 //
 // A round trip (a trip) goes out on a goroutine that does nothing but
-// wait for the store (one of the partition's trip workers, started as
-// trips first need them, up to maxTrips, and kept until the partition
-// stops: a goroutine started per trip grew its stack through the client's
-// calls on every trip), and comes back to the partition on its landed
-// channel; the partition delivers the answers. Meanwhile the partition
-// goes on serving its mailbox, with up to maxTrips trips out. Under a
+// wait for the store, and comes back to the partition, which delivers the
+// answers (trips.go keeps the trips, their goroutines and what waits for
+// room). Meanwhile the partition goes on serving its mailbox, with up to
+// maxTrips trips out. Under a
 // light load each request goes out at once. Once maxTrips are out, the
 // requests for trips that come are gathered (never a wait on the
 // partition's goroutine: the others, a waiter leaving, Stats, are served
@@ -38,26 +36,6 @@ import (
 // once on one key are concurrent, and the store decides them in either
 // order, as a partition in memory decides concurrent requests in the order
 // they reach its mailbox.
-
-// maxTrips is the most round trips a partition has out at once: two, so
-// that a slow trip leaves room for another, and no more, since a store
-// such as Redis decides a call of many requests for much less than as
-// many calls (BenchmarkRedisCost: with room for four, each of eight
-// callers at once had a call of its own).
-const maxTrips = 2
-
-// trip is a run of requests out to the remote table, or chores
-// (remote_lines.go): their items follow the requests'.
-type trip struct {
-	run    []request
-	sent   []int // for each request of run, its first item in items, or -1: not sent
-	chores []chore
-	items  []Item
-	now    time.Duration
-	out    Trip // nil: nothing to send
-	ctx    context.Context
-	cancel context.CancelFunc // ctx's, once the trip is back
-}
 
 // serveRemote serves req and the queued requests behind it, in order, at
 // now, and returns as serveBurst does. The requests behind the stop
@@ -124,12 +102,12 @@ func (l *loop) dispatch(run []request, now time.Duration) (served int) {
 	if len(run) == 0 {
 		return 0
 	}
-	if l.trips == maxTrips {
-		l.gathered = append(l.gathered, run...) // they go out together when a trip lands (flush)
+	if !l.trips.room() {
+		l.trips.gather(run) // they go out together when a trip lands (flush)
 		return 0
 	}
 	l.serveDue(now) // as serve does: a batch's item on a key whose line is due is decided after the line
-	tr := l.newTrip()
+	tr := l.trips.get()
 	tr.now = now
 	for _, req := range run {
 		if len(req.reply) > 0 || l.parks(req) { // the caller left: not sent; or it waits behind a line's head
@@ -162,7 +140,7 @@ func (l *loop) dispatch(run []request, now time.Duration) (served int) {
 		}
 	}
 	if len(tr.items) == 0 {
-		l.recycle(tr)
+		l.trips.put(tr)
 		return 0
 	}
 	return l.send(tr)
@@ -207,53 +185,15 @@ func (l *loop) send(tr *trip) (served int) {
 	if bounded {
 		tr.ctx, cancel = context.WithDeadline(tr.ctx, deadline)
 	}
-	l.trips++
-	if l.workers < l.trips { // every worker is out: one more
-		l.workers++
-		work, landed := l.work, l.landed
-		l.workersDone.Go(func() { tripWorker(work, landed) })
-	}
 	tr.cancel = cancel
-	l.work <- tr // room: at most maxTrips are out
+	l.trips.launch(tr)
 	return served
-}
-
-// tripWorker makes the trips sent on work, one at a time, sending each
-// back on landed (room: at most maxTrips are out), until work is closed.
-func tripWorker(work <-chan *trip, landed chan<- *trip) {
-	for tr := range work {
-		tr.out.Go(tr.ctx)
-		tr.cancel()
-		landed <- tr
-	}
-}
-
-// stopWorkers lets the trip workers go, once every trip has landed, and
-// waits for them to end.
-func (l *loop) stopWorkers() {
-	if l.work != nil {
-		close(l.work)
-		l.work = nil
-		l.workersDone.Wait()
-	}
-}
-
-// newTrip returns a trip to fill, a spare one if there is one.
-func (l *loop) newTrip() *trip {
-	if k := len(l.spare); k > 0 {
-		tr := l.spare[k-1]
-		l.spare = l.spare[:k-1]
-		return tr
-	}
-	return &trip{}
 }
 
 // land delivers the answers tr brought back, and returns how many
 // requests they answered.
 func (l *loop) land(tr *trip) (served int) {
-	if tr.out != nil {
-		l.trips--
-	}
+	l.trips.back(tr)
 	l.landing, l.landingAt = tr, 0
 	if tr.out != nil {
 		l.remote.Finish(tr.out, tr.items, tr.now)
@@ -301,7 +241,7 @@ func (l *loop) land(tr *trip) (served int) {
 	}
 	l.landChores(tr, len(tr.items)-len(tr.chores))
 	l.landing = nil
-	l.recycle(tr)
+	l.trips.put(tr)
 	return served
 }
 
@@ -326,22 +266,10 @@ func (l *loop) turnsToCome(items []Item, now time.Duration) (sent bool) {
 	return sent
 }
 
-// recycle keeps tr for another run, without the references it held.
-func (l *loop) recycle(tr *trip) {
-	clear(tr.run)
-	clear(tr.items)
-	clear(tr.chores)
-	tr.run, tr.sent, tr.items, tr.chores = tr.run[:0], tr.sent[:0], tr.items[:0], tr.chores[:0]
-	tr.out, tr.ctx, tr.cancel = nil, nil, nil
-	if len(l.spare) < maxTrips {
-		l.spare = append(l.spare, tr)
-	}
-}
-
 // landAll waits for every trip out to land, and delivers their answers.
 func (l *loop) landAll() {
-	for l.trips > 0 {
-		l.land(<-l.landed)
+	for l.trips.out > 0 {
+		l.land(<-l.trips.landed)
 	}
 }
 
@@ -406,5 +334,5 @@ func (l *loop) answerLanding() {
 			}
 		}
 	}
-	l.recycle(tr)
+	l.trips.put(tr)
 }

@@ -60,13 +60,11 @@ func (l *loop) flush() (worked bool) {
 			run := l.unparked
 			l.unparked = nil
 			l.serveRun(run, l.state.Now, nil)
-		case len(l.gathered) > 0 && l.trips < maxTrips:
-			run := l.gathered
-			l.gathered = nil
-			l.serveRun(run, l.state.Now, nil)
+		case len(l.trips.gathered) > 0 && l.trips.room():
+			l.serveRun(l.trips.takeGathered(), l.state.Now, nil)
 		case len(l.chores) == 0:
 			return worked
-		case l.trips == maxTrips:
+		case !l.trips.room():
 			return true // no room: sent when a trip lands
 		default:
 			l.send(l.choresOf(l.chores[0].at))
@@ -78,7 +76,7 @@ func (l *loop) flush() (worked bool) {
 // choresOf takes the chores of the instant at, in their order, into a
 // trip.
 func (l *loop) choresOf(at time.Duration) *trip {
-	tr := l.newTrip()
+	tr := l.trips.get()
 	tr.now = at
 	rest := l.chores[:0]
 	for _, c := range l.chores {

@@ -1,0 +1,128 @@
+package actor
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// A partition's round trips to its remote table, as one component: the
+// trips out, the goroutines that make them (its workers), the trips kept
+// to reuse, and the requests gathered while there is no room for another.
+// The partition's goroutine alone calls its methods; the workers touch
+// only the trips handed to them, until they hand them back.
+
+// maxTrips is the most round trips a partition has out at once: two, so
+// that a slow trip leaves room for another, and no more, since a store
+// such as Redis decides a call of many requests for much less than as
+// many calls (BenchmarkRedisCost: with room for four, each of eight
+// callers at once had a call of its own).
+const maxTrips = 2
+
+// trip is a run of requests out to the remote table, or chores
+// (remote_lines.go): their items follow the requests'.
+type trip struct {
+	run    []request
+	sent   []int // for each request of run, its first item in items, or -1: not sent
+	chores []chore
+	items  []Item
+	now    time.Duration
+	out    Trip // nil: nothing to send
+	ctx    context.Context
+	cancel context.CancelFunc // ctx's, once the trip is back
+}
+
+// trips is the round trips of a partition on a remote table.
+//
+// A trip goes out on a goroutine that does nothing but wait for the store
+// (a worker, started as trips first need them, up to maxTrips, and kept
+// until the partition stops: a goroutine started per trip grew its stack
+// through the client's calls on every trip), and comes back on landed.
+type trips struct {
+	out      int            // trips out
+	work     chan *trip     // trips for the workers to make; room for maxTrips
+	landed   chan *trip     // where trips come back; room for maxTrips
+	workers  int            // workers started
+	done     sync.WaitGroup // the workers, until stop
+	spare    []*trip        // trips to reuse
+	gathered []request      // requests for trips, taken while maxTrips were out: they go out together when one lands (flush)
+}
+
+func newTrips() trips {
+	return trips{work: make(chan *trip, maxTrips), landed: make(chan *trip, maxTrips)}
+}
+
+// room reports whether another trip may go out.
+func (ts *trips) room() bool { return ts.out < maxTrips }
+
+// gather keeps run, requests for a trip that has no room, to go out
+// together when one lands.
+func (ts *trips) gather(run []request) { ts.gathered = append(ts.gathered, run...) }
+
+// takeGathered returns the requests gathered, which are no longer kept.
+func (ts *trips) takeGathered() []request {
+	run := ts.gathered
+	ts.gathered = nil
+	return run
+}
+
+// launch hands tr, prepared, to a worker, starting one if every worker is
+// out. There is room (room).
+func (ts *trips) launch(tr *trip) {
+	ts.out++
+	if ts.workers < ts.out {
+		ts.workers++
+		work, landed := ts.work, ts.landed
+		ts.done.Go(func() { tripWorker(work, landed) })
+	}
+	ts.work <- tr // room: at most maxTrips are out
+}
+
+// back notes that tr, which went out, has landed.
+func (ts *trips) back(tr *trip) {
+	if tr.out != nil {
+		ts.out--
+	}
+}
+
+// tripWorker makes the trips sent on work, one at a time, sending each
+// back on landed (room: at most maxTrips are out), until work is closed.
+func tripWorker(work <-chan *trip, landed chan<- *trip) {
+	for tr := range work {
+		tr.out.Go(tr.ctx)
+		tr.cancel()
+		landed <- tr
+	}
+}
+
+// stop lets the workers go, once every trip has landed, and waits for them
+// to end.
+func (ts *trips) stop() {
+	if ts.work != nil {
+		close(ts.work)
+		ts.work = nil
+		ts.done.Wait()
+	}
+}
+
+// get returns a trip to fill, a spare one if there is one.
+func (ts *trips) get() *trip {
+	if k := len(ts.spare); k > 0 {
+		tr := ts.spare[k-1]
+		ts.spare = ts.spare[:k-1]
+		return tr
+	}
+	return &trip{}
+}
+
+// put keeps tr for another run, without the references it held.
+func (ts *trips) put(tr *trip) {
+	clear(tr.run)
+	clear(tr.items)
+	clear(tr.chores)
+	tr.run, tr.sent, tr.items, tr.chores = tr.run[:0], tr.sent[:0], tr.items[:0], tr.chores[:0]
+	tr.out, tr.ctx, tr.cancel = nil, nil, nil
+	if len(ts.spare) < maxTrips {
+		ts.spare = append(ts.spare, tr)
+	}
+}
