@@ -37,25 +37,28 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 		l.serveDue(now)
 		l.left.next = request{}
 	}
+	// In flight until served: if code the partition calls ends the
+	// goroutine meanwhile, takeOver answers it (carry_on.go).
 	l.noteInflight(req)
 	switch req.op {
 	case opAllow, opPeek:
-		return l.decide(req, now, clockErr)
+		served = l.decide(req, now, clockErr)
 	case opWait:
-		return l.join(req, now, clockErr)
+		served = l.join(req, now, clockErr)
 	case opLeave:
 		l.leave(req, now)
-		l.inflight.reply = nil
-		return 0
 	case opReset, opRefund:
-		return l.giveOrDrop(req, now, clockErr)
+		served = l.giveOrDrop(req, now, clockErr)
 	case opBatch, opTry:
-		return l.batch(req, now, clockErr)
+		served = l.batch(req, now, clockErr)
 	case opDo:
-		return l.do(req, now, clockErr)
+		served = l.do(req, now, clockErr)
 	}
-	l.inflight.reply = nil // the stop message, which the loop takes before it comes here
-	return 0
+	// Answered, or in its key's line, or parked behind the line's head
+	// (each answered there): in flight no more. (The stop message never
+	// comes here: the loop takes it.)
+	l.inflight.reply = nil
+	return served
 }
 
 // Each kind of request, served: its decision, its answer, and what it
@@ -71,7 +74,6 @@ func (l *loop) decide(req request, now time.Duration, clockErr error) (served in
 	case clockErr != nil:
 		r.err = clockErr
 	case ln != nil && ln.asking:
-		l.inflight.reply = nil
 		ln.parked = append(ln.parked, req) // behind its head, out to a remote table (remote_lines.go)
 		return 0
 	case ln != nil:
@@ -95,8 +97,7 @@ func (l *loop) join(req request, now time.Duration, clockErr error) (served int)
 	if clockErr == nil {
 		var queued bool
 		if r, queued = l.wait(req, now); queued {
-			l.inflight.reply = nil // answered when its turn comes
-			return 1
+			return 1 // answered when its turn comes
 		}
 	}
 	l.answerNow(req, now, r)
@@ -158,13 +159,13 @@ func (l *loop) do(req request, now time.Duration, clockErr error) (served int) {
 }
 
 // answerNow answers req with r, with its key's quota first if it asked
-// for it, and the request is in flight no more.
+// for it. It is the last thing each kind does: serve then takes the
+// request out of flight.
 func (l *loop) answerNow(req request, now time.Duration, r reply) {
 	if req.quota != nil && decided(r.err) {
 		l.fillQuota(req.key, now, &r.d, req.quota)
 	}
 	l.deliver(req, now, r)
-	l.inflight.reply = nil // answered; not deferred: code that ends the goroutine leaves it for takeOver
 }
 
 // decideOne has the table decide a single request, an item of op for n
