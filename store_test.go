@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -45,6 +46,16 @@ type memStore struct {
 }
 
 var errDown = errors.New("memStore: down")
+
+// newGatedStore returns a memStore whose calls are held until the test
+// lets each go (gate), and which tells each call's number of ops (lens).
+func newGatedStore(clk clock.Clock) *memStore {
+	st := newMemStore(clk, FailClosed)
+	st.gate = make(chan chan struct{})
+	st.gated.Store(true)
+	st.lens = make(chan int, 100)
+	return st
+}
 
 func newMemStore(clk clock.Clock, mode FailMode) *memStore {
 	return &memStore{quit: make(chan struct{}), clk: clk, epoch: clk.Now(), mode: mode, tables: make(map[string]*keytable.Keys), byKey: make(map[string]map[StoreOpKind]int)}
@@ -207,10 +218,7 @@ func TestStoreSameDecisions(t *testing.T) {
 func TestStoreTripsOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clk := clock.NewFake(storeStart)
-		st := newMemStore(clk, FailClosed)
-		st.gate = make(chan chan struct{})
-		st.gated.Store(true)
-		st.lens = make(chan int, 100)
+		st := newGatedStore(clk)
 		r, err := New(Config{Limit: 1000, Window: time.Second, Clock: clk, Partitions: 1, Store: st})
 		require.NoError(t, err)
 		defer func() {
@@ -270,14 +278,149 @@ func TestStoreTripsOut(t *testing.T) {
 	})
 }
 
+// seenStore is a memStore that tells the keys of each call, before the
+// call is held or served.
+type seenStore struct {
+	*memStore
+	seen chan []string
+}
+
+func (s seenStore) Decide(ctx context.Context, ops []StoreOp) {
+	keys := make([]string, len(ops))
+	for i := range ops {
+		keys[i] = ops[i].Key
+	}
+	s.seen <- keys
+	s.memStore.Decide(ctx, ops)
+}
+
+// TestStoreChoresTakeTurnsWithGathered: under a load that keeps both trips
+// busy and requests gathered at every landing, the partition's own work
+// (a line's head asked, the quota an AllowQuota's grant waits for) still
+// goes out, taking turns with the gathered requests. Before, the gathered
+// requests took every free trip: six landings went by and the head was
+// never asked, and AllowQuota never returned.
+func TestStoreChoresTakeTurnsWithGathered(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		call func(r *Router)
+	}{
+		{"a line's head", func(r *Router) { _, _ = r.WaitN(context.Background(), "w", 1) }},
+		{"a grant's quota", func(r *Router) {
+			var q Quota
+			_, _ = r.AllowQuota(context.Background(), "w", 1, &q)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				clk := clock.NewFake(storeStart)
+				ms := newGatedStore(clk)
+				st := seenStore{ms, make(chan []string, 100)}
+				r, err := New(Config{Limit: 1000, Window: time.Second, Clock: clk, Partitions: 1, Store: st})
+				require.NoError(t, err)
+				var wg sync.WaitGroup
+				defer func() {
+					close(ms.quit) // nothing stays held, if the test failed
+					_ = r.Close()
+					wg.Wait()
+				}()
+				allow := func(key string) { wg.Go(func() { r.Allow(key) }) }
+				release := func() {
+					g := make(chan struct{})
+					ms.gate <- g
+					close(g)
+				}
+				for i := range 2 {
+					allow(fmt.Sprint("single", i))
+					<-st.seen // both trips out
+				}
+				done := make(chan struct{})
+				wg.Go(func() {
+					c.call(r)
+					close(done)
+				})
+				synctest.Wait()
+				if c.name == "a grant's quota" {
+					for range 2 { // the grant goes out in the first trip free, and lands
+						allow("more")
+						synctest.Wait()
+						release()
+						<-st.seen
+						synctest.Wait()
+					}
+				}
+				asked := 0
+				for i := range 6 {
+					allow(fmt.Sprint("g", i))
+					synctest.Wait() // gathered: no room
+					release()       // a trip lands
+					if slices.Contains(<-st.seen, "w") {
+						asked++
+					}
+					synctest.Wait()
+				}
+				assert.Positive(t, asked, "six trips landed: the partition's own work on w went out")
+				ms.gated.Store(false)
+				release()
+				release()
+				synctest.Wait()
+				select {
+				case <-done:
+				default:
+					t.Fatal("the call on w never returned")
+				}
+			})
+		})
+	}
+}
+
+// TestStoreGatheredIsBounded: a partition whose trips have no room gathers
+// at most a mailbox's worth of requests; then its mailbox waits, full,
+// and so do callers, as for a partition in memory. Before, it took every
+// request sent meanwhile, however many.
+func TestStoreGatheredIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := clock.NewFake(storeStart)
+		st := newGatedStore(clk)
+		r, err := New(Config{Limit: 1000, Window: time.Second, Clock: clk, Partitions: 1, MailboxSize: 4, Store: st})
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		defer func() {
+			close(st.quit) // nothing stays held, if the test failed
+			_ = r.Close()
+			wg.Wait()
+		}()
+		var allowed atomic.Int64
+		for i := range 22 {
+			wg.Go(func() {
+				if r.Allow(fmt.Sprint("k", i)) {
+					allowed.Add(1)
+				}
+			})
+			if i < 2 {
+				require.Equal(t, 1, <-st.lens, "out at once, alone")
+			}
+		}
+		synctest.Wait()
+		assert.Equal(t, 4, r.parts[0].Queued(), "four gathered, and four in the mailbox, full")
+		st.gated.Store(false)
+		g := make(chan struct{})
+		st.gate <- g
+		close(g) // a trip lands: the four gathered go out
+		assert.Equal(t, 4, <-st.lens)
+		g = make(chan struct{})
+		st.gate <- g
+		close(g)
+		wg.Wait()
+		assert.EqualValues(t, 22, allowed.Load())
+	})
+}
+
 // TestStoreCallerLeft: a request whose caller left during the round trip
 // is given back.
 func TestStoreCallerLeft(t *testing.T) {
 	clk := clock.NewFake(storeStart)
-	st := newMemStore(clk, FailClosed)
-	st.gate = make(chan chan struct{})
-	st.gated.Store(true)
-	st.lens = make(chan int, 100)
+	st := newGatedStore(clk)
 	r, err := New(Config{Limit: 3, Window: time.Hour, Clock: clk, Partitions: 1, Store: st})
 	require.NoError(t, err)
 	defer func() {
@@ -471,10 +614,7 @@ func TestStoreOverrides(t *testing.T) {
 func TestStoreCloseWithTripsOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clk := clock.NewFake(storeStart)
-		st := newMemStore(clk, FailClosed)
-		st.gate = make(chan chan struct{})
-		st.gated.Store(true)
-		st.lens = make(chan int, 100)
+		st := newGatedStore(clk)
 		r, err := New(Config{Limit: 100, Window: time.Hour, Clock: clk, Partitions: 1, Store: st})
 		require.NoError(t, err)
 

@@ -62,7 +62,8 @@ type Pending struct {
 
 // SendBatch puts items in the mailbox as one message, to be decided in
 // order with one reading of the clock, and returns at once; Wait waits for
-// the answers. Each item's N must lie in [1, the rule's capacity]. Until
+// the answers. Each item's N must lie in [1, the rule's capacity], and its
+// Op be OpAllow (the zero Op): each is decided as AllowN would. Until
 // Wait has returned nil, items belong to the partition: the caller must not
 // touch them, and after a Wait that returned an error, never again.
 func (p *Partition) SendBatch(ctx context.Context, items *[]Item) (Pending, error) {

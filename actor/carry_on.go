@@ -42,6 +42,7 @@ func (p *Partition) carryOn() {
 	}
 	l.state.calling = callingNone
 	l.left.first = request{}
+	l.one[0] = Item{} // no reference to the caller's key it held
 	l.left.ended = true
 	go p.run()
 }

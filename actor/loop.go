@@ -107,7 +107,9 @@ const (
 
 // receive returns the next request in the mailbox, or that the timer of
 // the lines fired or a remote table's trip landed first. While no line is
-// due and no trip is out, it reads the mailbox alone.
+// due and no trip is out, it reads the mailbox alone; while a remote
+// table's trips have no room and a mailbox's worth of requests is
+// gathered (trips.backlogged), it leaves the mailbox unread.
 func (p *Partition) receive() (request, *trip, int) {
 	l := p.loop
 	fired := l.waits.fired
@@ -117,6 +119,15 @@ func (p *Partition) receive() (request, *trip, int) {
 	var landed chan *trip // nil while no trip is out: never ready
 	if l.trips.out > 0 {
 		landed = l.trips.landed
+	}
+	if !l.trips.room() && l.trips.backlogged(cap(p.mailbox)) {
+		select { // the mailbox waits for a trip to land (backlogged)
+		case <-fired:
+			l.waits.fired = nil // spent
+			return request{}, nil, gotTimer
+		case tr := <-landed:
+			return request{}, tr, gotTrip
+		}
 	}
 	select {
 	case req := <-p.mailbox:

@@ -23,10 +23,12 @@ import (
 // room). Meanwhile the partition goes on serving its mailbox, with up to
 // maxTrips trips out. Under a
 // light load each request goes out at once. Once maxTrips are out, the
-// requests for trips that come are gathered (never a wait on the
-// partition's goroutine: the others, a waiter leaving, Stats, are served
-// meanwhile), and go out together, in one trip, when one lands: under a
-// heavy load each trip decides many requests. Everything of the table's
+// requests for trips that come are gathered, up to a mailbox's worth
+// (the others, a waiter leaving, Stats, are served meanwhile; past that
+// the mailbox waits, full, as callers do), and go out together, in one
+// trip, when one lands, taking turns with the partition's own work for
+// the lines (chores): under a heavy load each trip decides many
+// requests. Everything of the table's
 // (its Prepare and Finish, the answers, the counts) stays on the
 // partition's goroutine. A partition that stops waits for its trips to
 // land, and sends what it gathered, before it answers what is left.
@@ -38,11 +40,15 @@ import (
 // they reach its mailbox.
 
 // serveRemote serves req and the queued requests behind it, in order, at
-// now, and returns as serveBurst does. The requests behind the stop
+// now (while no trip has room, only as many as may be gathered), and
+// returns as serveBurst does. The requests behind the stop
 // message, taken out of the mailbox with the burst, are served before it
 // returns.
 func (p *Partition) serveRemote(req request, queued int, now time.Duration, clockErr error) (served int, stop bool) {
 	l := p.loop
+	if !l.trips.room() { // what it takes may be gathered: no more than a mailbox's worth (trips.backlogged)
+		queued = min(queued, max(cap(p.mailbox)-len(l.trips.gathered)-1, 0))
+	}
 	burst := append(l.burst[:0], req)
 	for ; queued > 0; queued-- {
 		burst = append(burst, <-p.mailbox) // there: only this goroutine receives
@@ -95,9 +101,8 @@ func (l *loop) joinsTrip(req request) bool {
 }
 
 // dispatch sends the requests of run to the remote table as one trip, or
-// answers them at once if nothing is left to send, and returns how many
-// requests it answered (those of the trips that landed meanwhile
-// included).
+// gathers them if no trip has room, or answers them at once if nothing is
+// left to send, and returns how many requests it answered.
 func (l *loop) dispatch(run []request, now time.Duration) (served int) {
 	if len(run) == 0 {
 		return 0

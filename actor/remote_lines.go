@@ -43,16 +43,18 @@ type chore struct {
 }
 
 // flush asks the heads of the lines due, serves the requests unparked,
-// sends the requests gathered while there was no room, and sends the
-// chores, in trips of one instant each, while there is room for a trip;
+// and, while there is room for a trip, sends the chores, in trips of one
+// instant each, and the requests gathered while there was none, taking
+// turns when both wait, so that neither holds the other up under load;
 // what is left waits for a trip to land (the partition's loop flushes
-// after each). It reports whether it did anything, or left chores to
+// after each). It reports whether it did anything, or left anything to
 // send.
 func (l *loop) flush() (worked bool) {
 	if l.remote == nil {
 		return false
 	}
 	for {
+		gathered := len(l.trips.gathered) > 0
 		switch {
 		case l.waits.dueBy(l.state.Now):
 			l.serveDue(l.state.Now) // their heads, as chores
@@ -60,14 +62,16 @@ func (l *loop) flush() (worked bool) {
 			run := l.unparked
 			l.unparked = nil
 			l.serveRun(run, l.state.Now, nil)
-		case len(l.trips.gathered) > 0 && l.trips.room():
-			l.serveRun(l.trips.takeGathered(), l.state.Now, nil)
-		case len(l.chores) == 0:
+		case len(l.chores) == 0 && !gathered:
 			return worked
 		case !l.trips.room():
 			return true // no room: sent when a trip lands
-		default:
+		case len(l.chores) > 0 && !(gathered && l.trips.gatheredNext):
+			l.trips.gatheredNext = true
 			l.send(l.choresOf(l.chores[0].at))
+		default:
+			l.trips.gatheredNext = false
+			l.serveRun(l.trips.takeGathered(), l.state.Now, nil)
 		}
 		worked = true
 	}

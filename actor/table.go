@@ -146,11 +146,11 @@ type Table interface {
 // the burst pays one round trip, and goes on serving while the round trip
 // is out. The partition never decides a key of a Remote at once: it asks
 // the store through Prepare and Finish alone. Its Decide is handed
-// OpRefund and OpGiveBack for a grant the Remote's own local keys made
-// (From FromLocal, Finish's), and OpReset, for those local keys; it
-// answers any other Op with an error, and never makes a round trip on the
-// partition's goroutine. HasDryRun and the rest are called as for any
-// Table.
+// OpGiveBack for a grant the Remote's own local keys made (From
+// FromLocal, Finish's), and OpReset when the clock failed, for those
+// local keys; it answers any other Op with an error, and never makes a
+// round trip on the partition's goroutine. HasDryRun and the rest are
+// called as for any Table.
 type Remote interface {
 	Table
 

@@ -46,6 +46,10 @@ type trips struct {
 	done     sync.WaitGroup // the workers, until stop
 	spare    []*trip        // trips to reuse
 	gathered []request      // requests for trips, taken while maxTrips were out: they go out together when one lands (flush)
+
+	// gatheredNext is set once chores went out: if the gathered requests
+	// wait too, they go next (flush takes turns).
+	gatheredNext bool
 }
 
 func newTrips() trips {
@@ -58,6 +62,14 @@ func (ts *trips) room() bool { return ts.out < maxTrips }
 // gather keeps run, requests for a trip that has no room, to go out
 // together when one lands.
 func (ts *trips) gather(run []request) { ts.gathered = append(ts.gathered, run...) }
+
+// backlogged reports whether a mailbox's worth of requests, mailboxSize
+// (at least one), waits gathered: the partition then leaves its mailbox
+// unread until a trip lands, and callers wait to send, as for a full
+// mailbox, so that what a partition holds stays bounded.
+func (ts *trips) backlogged(mailboxSize int) bool {
+	return len(ts.gathered) >= max(mailboxSize, 1)
+}
 
 // takeGathered returns the requests gathered, which are no longer kept.
 func (ts *trips) takeGathered() []request {

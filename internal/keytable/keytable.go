@@ -43,8 +43,8 @@ import (
 // Every call into the rule is supervised (package supervise): a panic
 // drops the key the rule was working on, whose state it may have left
 // half-written, and counts in Counts.Panicked; when the rule was deciding
-// a request on that key (AllowN, PeekN, an item of AllowEach), that request
-// fails with an error wrapping errs.ErrAlgorithmPanic. Everything else goes on.
+// a request on that key (an item of Decide), that request fails with an
+// error wrapping errs.ErrAlgorithmPanic. Everything else goes on.
 type Table interface {
 	actor.Table
 	kept
