@@ -416,6 +416,29 @@ func TestStoreGatheredIsBounded(t *testing.T) {
 	})
 }
 
+// TestStoreResetWhenTheClockFails: a Reset needs no time, so a clock that
+// fails does not keep it from the store: the key's state there is
+// dropped. Before, the partition reset only its local keys (FailLocal's),
+// and Reset returned nil with the store's state untouched.
+func TestStoreResetWhenTheClockFails(t *testing.T) {
+	clk := clocktest.NewRigged(storeStart)
+	st := newMemStore(clock.NewFake(storeStart), FailClosed) // its own clock: the router's fails
+	r, err := New(Config{Limit: 2, Window: time.Hour, Clock: clk, Partitions: 1, Store: st})
+	require.NoError(t, err)
+	defer r.Close()
+	ctx := context.Background()
+	require.True(t, r.Allow("k"))
+	require.True(t, r.Allow("k"))
+	require.False(t, r.Allow("k"))
+	clk.Rig(func() { panic("the clock fails") })
+	_, err = r.AllowN(ctx, "other", 1)
+	require.ErrorIs(t, err, ErrClockPanic, "the clock fails")
+	require.NoError(t, r.Reset(ctx, "k"))
+	clk.Rig(nil)
+	assert.EqualValues(t, 1, st.kinds[StoreReset].Load(), "the Reset went to the store")
+	assert.True(t, r.Allow("k"), "the store's state was dropped")
+}
+
 // TestStoreCallerLeft: a request whose caller left during the round trip
 // is given back.
 func TestStoreCallerLeft(t *testing.T) {

@@ -64,7 +64,7 @@ func (p *Partition) serveRemote(req request, queued int, now time.Duration, cloc
 func (l *loop) serveRun(burst []request, now time.Duration, clockErr error) (served int, stop bool) {
 	start := 0 // the run to hand over at once starts here
 	for i := 0; ; i++ {
-		if i < len(burst) && clockErr == nil && l.joinsTrip(burst[i]) {
+		if i < len(burst) && l.joinsTrip(burst[i], clockErr) {
 			continue
 		}
 		l.left.rest = burst[start:] // if the goroutine ends, the next serves them (takeOver)
@@ -87,8 +87,12 @@ func (l *loop) serveRun(burst []request, now time.Duration, clockErr error) (ser
 }
 
 // joinsTrip reports whether req can go to the remote table in a trip with
-// others.
-func (l *loop) joinsTrip(req request) bool {
+// others. If reading the clock failed with clockErr, only a Reset can,
+// which needs no time; the others fail with the error (serve).
+func (l *loop) joinsTrip(req request, clockErr error) bool {
+	if clockErr != nil && req.op != opReset {
+		return false
+	}
 	switch req.op {
 	case opAllow, opPeek:
 		// In line, inLine answers it; with a dry-run policy, which decides

@@ -23,7 +23,7 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 	if len(req.reply) > 0 {
 		return 0 // the caller gave up before its turn: apply nothing
 	}
-	if l.remote != nil && clockErr == nil && l.joinsTrip(req) {
+	if l.remote != nil && l.joinsTrip(req, clockErr) {
 		return l.dispatch([]request{req}, now) // a remote table decides through trips alone
 	}
 	if clockErr == nil && req.op != opLeave && l.waits.dueBy(now) {

@@ -145,12 +145,11 @@ type Table interface {
 // network): a partition hands it a burst of requests at once, so that
 // the burst pays one round trip, and goes on serving while the round trip
 // is out. The partition never decides a key of a Remote at once: it asks
-// the store through Prepare and Finish alone. Its Decide is handed
-// OpGiveBack for a grant the Remote's own local keys made (From
-// FromLocal, Finish's), and OpReset when the clock failed, for those
-// local keys; it answers any other Op with an error, and never makes a
-// round trip on the partition's goroutine. HasDryRun and the rest are
-// called as for any Table.
+// the store through Prepare and Finish alone. Its Decide is handed only
+// OpGiveBack, for a grant the Remote's own local keys made (From
+// FromLocal, Finish's); it answers any other Op with an error, and never
+// makes a round trip on the partition's goroutine. HasDryRun and the rest
+// are called as for any Table.
 type Remote interface {
 	Table
 
