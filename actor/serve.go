@@ -82,9 +82,11 @@ func (l *loop) decide(req request, now time.Duration, clockErr error) (served in
 			l.dryInLine(req.key, req.n, now, req.op == opAllow, &r.d)
 		}
 	case req.op == opAllow:
-		r.d, r.err = l.decideOne(OpAllow, req.key, req.n, now)
+		it := l.decideItem(OpAllow, req.key, req.n, now)
+		r.d, r.err = it.D, it.Err
 	default:
-		r.d, r.err = l.decideOne(OpPeek, req.key, req.n, now)
+		it := l.decideItem(OpPeek, req.key, req.n, now)
+		r.d, r.err = it.D, it.Err
 	}
 	l.answerNow(req, now, r)
 	return 1
@@ -169,15 +171,21 @@ func (l *loop) answerNow(req request, now time.Duration, r reply) {
 }
 
 // decideOne has the table decide a single request, an item of op for n
-// units on key at now, and returns its answer. The item keeps no
+// units on key at now, and returns its answer.
+func (l *loop) decideOne(op Op, key string, n int, now time.Duration) (algorithms.Decision, error) {
+	it := l.decideItem(op, key, n, now)
+	return it.D, it.Err
+}
+
+// decideItem is decideOne, returning the loop's own item, whose D and Err
+// hold the answer until the next request it decides; it keeps no
 // reference to the caller's key.
-func (l *loop) decideOne(op Op, key string, n int, now time.Duration) (d algorithms.Decision, err error) {
+func (l *loop) decideItem(op Op, key string, n int, now time.Duration) *Item {
 	it := &l.one[0]
-	*it = Item{Key: key, N: n, Op: op}
+	it.Key, it.N, it.Op = key, n, op // D and Err are the table's to write; nothing sets the rest
 	l.state.Table.Decide(l.one[:], now)
-	d, err = it.D, it.Err
-	it.Key, it.Err = "", nil
-	return d, err
+	it.Key = ""
+	return it
 }
 
 // untilMore returns the wait of a request for remaining+1 units on key

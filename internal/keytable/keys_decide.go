@@ -15,6 +15,10 @@ var errUnknownOp = fmt.Errorf("keytable: unknown Op")
 // items, a batch, goes to each table at once (AllowEach). Each table call
 // notes the table calling into a rule (asking), for Abandoned.
 func (k *Keys) Decide(items []Item, now time.Duration) {
+	if len(items) == 1 { // a single request, the partition's most common
+		k.decide(&items[0], now)
+		return
+	}
 	for len(items) > 0 {
 		run := 1
 		for run < len(items) && items[0].Op == OpAllow && items[run].Op == OpAllow {
