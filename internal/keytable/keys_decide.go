@@ -33,67 +33,86 @@ func (k *Keys) Decide(items []Item, now time.Duration) {
 	}
 }
 
-// decide serves one item, as its Op says.
+// decide serves one item, as its Op says, on its key's table, which it
+// notes as the table calling into a rule meanwhile (asking, for
+// Abandoned).
 func (k *Keys) decide(it *Item, now time.Duration) {
 	if it.Skip {
 		return
 	}
+	t := k.tableOf(it.Key)
+	k.asking = t
 	switch it.Op {
 	case OpAllow:
-		it.Err = k.AllowN(it.Key, now, it.N, &it.D)
+		it.Err = t.AllowN(it.Key, now, it.N, &it.D)
 	case OpTurn:
-		it.Err = k.AllowTurn(it.Key, now, it.N, &it.D)
+		it.Err = t.AllowTurn(it.Key, now, it.N, &it.D)
 	case OpPeek:
-		it.Err = k.PeekN(it.Key, now, it.N, &it.D)
+		it.Err = t.PeekN(it.Key, now, it.N, &it.D)
 	case OpDryRun, OpDryPeek:
 		var wouldDeny bool
-		wouldDeny, it.Err = k.DecideDry(it.Key, now, it.N, it.Op == OpDryRun)
+		wouldDeny, it.Err = t.DecideDry(it.Key, now, it.N, it.Op == OpDryRun)
 		it.D = algorithms.Decision{WouldDeny: wouldDeny}
 	case OpRefund:
-		it.D, it.Err = algorithms.Decision{}, k.Refund(it.Key, now, it.N)
+		it.D, it.Err = algorithms.Decision{}, t.Refund(it.Key, now, it.N)
 	case OpGiveBack:
-		it.D, it.Err = algorithms.Decision{}, k.GiveBack(it.Key, now, it.N)
+		it.D, it.Err = algorithms.Decision{}, t.GiveBack(it.Key, now, it.N)
 	case OpReset:
-		k.Reset(it.Key)
+		t.Reset(it.Key)
 		it.D, it.Err = algorithms.Decision{}, nil
 	default:
 		it.D, it.Err = algorithms.Decision{}, errUnknownOp
 	}
+	k.asking = nil
 }
 
+// The one-kind forms of Decide, for the package's tests, a Store's local
+// keys (storetable) and the benchmarks: each is one item of its Op.
+
 func (k *Keys) AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error {
-	t := k.tableOf(key)
-	k.asking = t
-	err := t.AllowN(key, now, n, d)
-	k.asking = nil
-	return err
+	return k.decideOne(OpAllow, key, now, n, d)
 }
 
 func (k *Keys) AllowTurn(key string, now time.Duration, n int, d *algorithms.Decision) error {
-	t := k.tableOf(key)
-	k.asking = t
-	err := t.AllowTurn(key, now, n, d)
-	k.asking = nil
-	return err
+	return k.decideOne(OpTurn, key, now, n, d)
+}
+
+func (k *Keys) PeekN(key string, now time.Duration, n int, d *algorithms.Decision) error {
+	return k.decideOne(OpPeek, key, now, n, d)
 }
 
 func (k *Keys) DecideDry(key string, now time.Duration, n int, take bool) (bool, error) {
-	t := k.tableOf(key)
-	k.asking = t
-	wouldDeny, err := t.DecideDry(key, now, n, take)
-	k.asking = nil
-	return wouldDeny, err
+	op := OpDryPeek
+	if take {
+		op = OpDryRun
+	}
+	var d algorithms.Decision
+	err := k.decideOne(op, key, now, n, &d)
+	return d.WouldDeny, err
+}
+
+func (k *Keys) Refund(key string, now time.Duration, n int) error {
+	return k.decideOne(OpRefund, key, now, n, nil)
+}
+
+func (k *Keys) GiveBack(key string, now time.Duration, n int) error {
+	return k.decideOne(OpGiveBack, key, now, n, nil)
+}
+
+func (k *Keys) Reset(key string) { k.decideOne(OpReset, key, 0, 0, nil) }
+
+// decideOne decides an item of op for n units on key at now, and writes its
+// decision into d, if d is not nil.
+func (k *Keys) decideOne(op Op, key string, now time.Duration, n int, d *algorithms.Decision) error {
+	it := Item{Key: key, N: n, Op: op}
+	k.decide(&it, now)
+	if d != nil {
+		*d = it.D
+	}
+	return it.Err
 }
 
 func (k *Keys) HasDryRun(key string) bool { return k.tableOf(key).HasDryRun(key) }
-
-func (k *Keys) PeekN(key string, now time.Duration, n int, d *algorithms.Decision) error {
-	t := k.tableOf(key)
-	k.asking = t
-	err := t.PeekN(key, now, n, d)
-	k.asking = nil
-	return err
-}
 
 // AllowEach hands each table its items: those of keys with an override to
 // their override's table, the others to the router's, each table deciding
@@ -137,21 +156,3 @@ func containsShared(list []*shared, o *shared) bool {
 	}
 	return false
 }
-
-func (k *Keys) Refund(key string, now time.Duration, n int) error {
-	t := k.tableOf(key)
-	k.asking = t
-	err := t.Refund(key, now, n)
-	k.asking = nil
-	return err
-}
-
-func (k *Keys) GiveBack(key string, now time.Duration, n int) error {
-	t := k.tableOf(key)
-	k.asking = t
-	err := t.GiveBack(key, now, n)
-	k.asking = nil
-	return err
-}
-
-func (k *Keys) Reset(key string) { k.tableOf(key).Reset(key) }
