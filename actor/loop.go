@@ -109,7 +109,7 @@ const (
 // the lines fired or a remote table's trip landed first. While no line is
 // due and no trip is out, it reads the mailbox alone; while a remote
 // table's trips have no room and a mailbox's worth of requests is
-// gathered (trips.backlogged), it leaves the mailbox unread.
+// gathered (trips.gatherRoom), it leaves the mailbox unread.
 func (p *Partition) receive() (request, *trip, int) {
 	l := p.loop
 	fired := l.waits.fired
@@ -120,17 +120,12 @@ func (p *Partition) receive() (request, *trip, int) {
 	if l.trips.out > 0 {
 		landed = l.trips.landed
 	}
-	if !l.trips.room() && l.trips.backlogged(cap(p.mailbox)) {
-		select { // the mailbox waits for a trip to land (backlogged)
-		case <-fired:
-			l.waits.fired = nil // spent
-			return request{}, nil, gotTimer
-		case tr := <-landed:
-			return request{}, tr, gotTrip
-		}
+	mailbox := p.mailbox
+	if !l.trips.room() && l.trips.gatherRoom(cap(p.mailbox)) == 0 {
+		mailbox = nil // it waits for a trip to land (gatherRoom)
 	}
 	select {
-	case req := <-p.mailbox:
+	case req := <-mailbox:
 		return req, nil, gotRequest
 	case <-fired:
 		l.waits.fired = nil // spent

@@ -46,8 +46,8 @@ import (
 // returns.
 func (p *Partition) serveRemote(req request, queued int, now time.Duration, clockErr error) (served int, stop bool) {
 	l := p.loop
-	if !l.trips.room() { // what it takes may be gathered: no more than a mailbox's worth (trips.backlogged)
-		queued = min(queued, max(cap(p.mailbox)-len(l.trips.gathered)-1, 0))
+	if !l.trips.room() { // what it takes may be gathered: req, and no more than there is room for
+		queued = min(queued, max(l.trips.gatherRoom(cap(p.mailbox))-1, 0))
 	}
 	burst := append(l.burst[:0], req)
 	for ; queued > 0; queued-- {

@@ -81,11 +81,12 @@ func (l *loop) decide(req request, now time.Duration, clockErr error) (served in
 		if r.err == nil && l.remote == nil {
 			l.dryInLine(req.key, req.n, now, req.op == opAllow, &r.d)
 		}
-	case req.op == opAllow:
-		it := l.decideItem(OpAllow, req.key, req.n, now)
-		r.d, r.err = it.D, it.Err
 	default:
-		it := l.decideItem(OpPeek, req.key, req.n, now)
+		op := OpPeek
+		if req.op == opAllow {
+			op = OpAllow
+		}
+		it := l.decideItem(op, req.key, req.n, now)
 		r.d, r.err = it.D, it.Err
 	}
 	l.answerNow(req, now, r)

@@ -147,8 +147,8 @@ type Table interface {
 // is out. The partition never decides a key of a Remote at once: it asks
 // the store through Prepare and Finish alone. Its Decide is handed only
 // OpGiveBack, for a grant the Remote's own local keys made (From
-// FromLocal, Finish's); it answers any other Op with an error, and never
-// makes a round trip on the partition's goroutine. HasDryRun and the rest
+// FromLocal, Finish's); it may answer any other Op with an error, and
+// never makes a round trip on the partition's goroutine. HasDryRun and the rest
 // are called as for any Table.
 type Remote interface {
 	Table

@@ -63,12 +63,12 @@ func (ts *trips) room() bool { return ts.out < maxTrips }
 // together when one lands.
 func (ts *trips) gather(run []request) { ts.gathered = append(ts.gathered, run...) }
 
-// backlogged reports whether a mailbox's worth of requests, mailboxSize
-// (at least one), waits gathered: the partition then leaves its mailbox
-// unread until a trip lands, and callers wait to send, as for a full
-// mailbox, so that what a partition holds stays bounded.
-func (ts *trips) backlogged(mailboxSize int) bool {
-	return len(ts.gathered) >= max(mailboxSize, 1)
+// gatherRoom returns how many more requests may be gathered: a mailbox's
+// worth, mailboxSize (at least one), in all. With none left, the partition
+// leaves its mailbox unread until a trip lands, and callers wait to send,
+// as for a full mailbox, so that what a partition holds stays bounded.
+func (ts *trips) gatherRoom(mailboxSize int) int {
+	return max(max(mailboxSize, 1)-len(ts.gathered), 0)
 }
 
 // takeGathered returns the requests gathered, which are no longer kept.

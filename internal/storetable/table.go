@@ -240,16 +240,15 @@ func (t *Table) open(key string, n int) algorithms.Decision {
 // round trip off its goroutine: it never decides a key of a store's table
 // at once.
 
-// Decide serves the items a partition hands the table at once, which are
-// for its local keys (FailLocal's): a refund or a give back of a grant
-// they made, and a reset of their state (the store's go through Prepare
-// and Finish, as keytable.OpRefund, OpGiveBack and OpReset). Any other Op
-// is answered with an error.
+// Decide serves the items a partition hands the table at once: the give
+// back of a grant its local keys made (FailLocal's), to them (a grant of
+// the store's goes back through Prepare and Finish, as every other Op
+// does). Any other Op is answered with an error.
 func (t *Table) Decide(items []keytable.Item, now time.Duration) {
 	for i := range items {
 		switch it := &items[i]; {
 		case it.Skip:
-		case it.Op == keytable.OpRefund || it.Op == keytable.OpGiveBack || it.Op == keytable.OpReset:
+		case it.Op == keytable.OpGiveBack:
 			t.local.Decide(items[i:i+1], now)
 		default:
 			it.D, it.Err = algorithms.Decision{}, errTrips
