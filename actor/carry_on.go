@@ -14,8 +14,8 @@ import (
 // own, since the goroutine is ending; takeOver may, and if that code ends
 // its goroutine too, the next goroutine goes on from where it stopped.
 
-// left is what a goroutine that ended leaves for the next.
-type left struct {
+// unfinished is what a goroutine that ended leaves undone, for the next.
+type unfinished struct {
 	first  request   // the first request of a burst, until the clock's reading for it
 	resume request   // that request, if the clock ended the goroutine: to serve on the reading before
 	next   request   // a request taken from the mailbox while the lines due are served before it (serve): to serve after them
@@ -31,19 +31,19 @@ func (p *Partition) carryOn() {
 	switch l.state.calling {
 	case callingTick: // the request is not served yet: serve it as if the clock had panicked
 		l.state.Counts.ClockPanics++
-		l.left.resume = l.left.first
-		l.stopping = l.stopping || l.left.first.op == opStop
+		l.unfinished.resume = l.unfinished.first
+		l.stopping = l.stopping || l.unfinished.first.op == opStop
 	case callingClock:
 		l.state.Counts.ClockPanics++
-		l.left.answer = supervise.Exited(errs.ErrClockPanic)
+		l.unfinished.answer = supervise.Exited(errs.ErrClockPanic)
 	default:
 		l.state.Table.Abandoned() // the key the rule was on, if any, as for a panic
-		l.left.answer = supervise.Exited(errs.ErrAlgorithmPanic)
+		l.unfinished.answer = supervise.Exited(errs.ErrAlgorithmPanic)
 	}
 	l.state.calling = callingNone
-	l.left.first = request{}
-	l.one[0] = Item{} // no reference to the caller's key it held
-	l.left.ended = true
+	l.unfinished.first = request{}
+	l.single[0] = Item{} // no reference to the caller's key it held
+	l.unfinished.ended = true
 	go p.run()
 }
 
@@ -60,14 +60,14 @@ func (p *Partition) carryOn() {
 // runs while a goroutine is ending.
 func (p *Partition) takeOver() {
 	l := p.loop
-	if l.left.ended {
+	if l.unfinished.ended {
 		// First: if the table's work ends this goroutine too, the next
 		// one goes on with it.
 		l.state.Table.Resume(l.state.Now)
-		l.left.ended = false
+		l.unfinished.ended = false
 	}
-	if req := l.left.resume; req.op != 0 {
-		l.left.resume = request{}
+	if req := l.unfinished.resume; req.op != 0 {
+		l.unfinished.resume = request{}
 		if req.op != opStop { // carryOn noted the stop message: run drains
 			l.serve(req, l.state.Now, supervise.Exited(errs.ErrClockPanic))
 		}
@@ -88,7 +88,7 @@ func (p *Partition) takeOver() {
 // keys a function run by Do changed are decided again.
 func (l *loop) answerInflight() {
 	if l.inflight.reply == nil { // answered, or none
-		l.left.answer = nil
+		l.unfinished.answer = nil
 		return
 	}
 	if l.inflight.op == opBatch || l.inflight.op == opTry {
@@ -101,19 +101,19 @@ func (l *loop) answerInflight() {
 		l.retryChanged(l.state.Now) // what the function changed before it ended
 	}
 	select {
-	case l.inflight.reply <- reply{err: l.left.answer}:
+	case l.inflight.reply <- reply{err: l.unfinished.answer}:
 		ring(l.inflight.ticket)
 	default: // the caller gave up
 	}
 	l.inflight = inflight{}
-	l.left.answer = nil
+	l.unfinished.answer = nil
 }
 
 // serveNext serves the request that the lines due were being served
 // before when the goroutine ended, as serve would have.
 func (l *loop) serveNext() {
-	if req := l.left.next; req.op != 0 {
-		l.left.next = request{} // first: if it ends the goroutine too, it is served no more
+	if req := l.unfinished.next; req.op != 0 {
+		l.unfinished.next = request{} // first: if it ends the goroutine too, it is served no more
 		l.serve(req, l.state.Now, nil)
 	}
 }
@@ -123,14 +123,14 @@ func (l *loop) serveNext() {
 // handed to the table are decided again: the table may have applied some
 // already.)
 func (l *loop) serveRest() {
-	for len(l.left.rest) > 0 {
-		req := l.left.rest[0]
-		l.left.rest = l.left.rest[1:] // first: if this one ends the goroutine too, the next goes on after it
+	for len(l.unfinished.rest) > 0 {
+		req := l.unfinished.rest[0]
+		l.unfinished.rest = l.unfinished.rest[1:] // first: if this one ends the goroutine too, the next goes on after it
 		if req.op == opStop {
 			l.stopping = true // run drains the mailbox
 			continue
 		}
 		l.serve(req, l.state.Now, nil)
 	}
-	l.left.rest = nil
+	l.unfinished.rest = nil
 }

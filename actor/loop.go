@@ -48,9 +48,9 @@ func (p *Partition) run() {
 		// read, so one reading serves them all: never a time before a
 		// caller's send, and one clock read per burst under load.
 		queued := len(p.mailbox)
-		l.left.first = req // until the clock is read
+		l.unfinished.first = req // until the clock is read
 		now, err := l.tick()
-		l.left.first = request{}
+		l.unfinished.first = request{}
 		var served int // requests, a batch's items one by one
 		var stop bool
 		if l.remote == nil {

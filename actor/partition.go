@@ -204,17 +204,17 @@ type Partition struct {
 
 // loop is the partition goroutine's own state.
 type loop struct {
-	state    State
-	d        algorithms.Decision // a waiter's decision, for schedule to read: a pointer to it passed on escapes, and this one is on the heap already
-	one      [1]Item             // where the table decides a single request (decideOne): likewise on the heap already
-	origin   time.Time           // the clock's reading at Start
-	reading  time.Duration       // the clock's latest reading, as time since origin
-	real     bool                // the clock is clock.Real, which is not supervised (tick)
-	inflight inflight            // the request being served, until it is answered
-	stopping bool                // the stop message has come: drain, then exit
-	left     left                // what a goroutine that ended left for the next (carry_on.go)
-	waits    waiting             // the lines of callers waiting on keys (waiting.go, lines.go)
-	remote   Remote              // the table, if its keys live elsewhere (remote.go); else nil
+	state      State
+	d          algorithms.Decision // a waiter's decision, for schedule to read: a pointer to it passed on escapes, and this one is on the heap already
+	single     [1]Item             // where the table decides a single request (decideOne): likewise on the heap already
+	origin     time.Time           // the clock's reading at Start
+	reading    time.Duration       // the clock's latest reading, as time since origin
+	real       bool                // the clock is clock.Real, which is not supervised (tick)
+	inflight   inflight            // the request being served, until it is answered
+	stopping   bool                // the stop message has come: drain, then exit
+	unfinished unfinished          // what a goroutine that ended left undone, for the next (carry_on.go)
+	waits      waiting             // the lines of callers waiting on keys (waiting.go, lines.go)
+	remote     Remote              // the table, if its keys live elsewhere (remote.go); else nil
 
 	// A remote table's (remote.go):
 	burst     []request // the burst, taken from the mailbox

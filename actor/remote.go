@@ -67,13 +67,13 @@ func (l *loop) serveRun(burst []request, now time.Duration, clockErr error) (ser
 		if i < len(burst) && l.joinsTrip(burst[i], clockErr) {
 			continue
 		}
-		l.left.rest = burst[start:] // if the goroutine ends, the next serves them (takeOver)
+		l.unfinished.rest = burst[start:] // if the goroutine ends, the next serves them (takeOver)
 		served += l.dispatch(burst[start:i], now)
 		if i == len(burst) {
 			break
 		}
 		start = i + 1
-		l.left.rest = burst[start:]
+		l.unfinished.rest = burst[start:]
 		if burst[i].op == opStop {
 			// First: if a request after it ends the goroutine, the next
 			// one is stopping too (run drains).
@@ -82,7 +82,7 @@ func (l *loop) serveRun(burst []request, now time.Duration, clockErr error) (ser
 		}
 		served += l.serve(burst[i], now, clockErr)
 	}
-	l.left.rest = nil
+	l.unfinished.rest = nil
 	return served, stop
 }
 

@@ -33,9 +33,9 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 		// select picks the mailbox or the timer at random). req waits in
 		// left.next meanwhile: if the rule ends the goroutine on a
 		// waiter, the next serves req after answering it.
-		l.left.next = req
+		l.unfinished.next = req
 		l.serveDue(now)
-		l.left.next = request{}
+		l.unfinished.next = request{}
 	}
 	// In flight until served: if code the partition calls ends the
 	// goroutine meanwhile, takeOver answers it (carry_on.go).
@@ -182,9 +182,9 @@ func (l *loop) decideOne(op Op, key string, n int, now time.Duration) (algorithm
 // hold the answer until the next request it decides; it keeps no
 // reference to the caller's key.
 func (l *loop) decideItem(op Op, key string, n int, now time.Duration) *Item {
-	it := &l.one[0]
+	it := &l.single[0]
 	it.Key, it.N, it.Op = key, n, op // D and Err are the table's to write; nothing sets the rest
-	l.state.Table.Decide(l.one[:], now)
+	l.state.Table.Decide(l.single[:], now)
 	it.Key = ""
 	return it
 }

@@ -1,125 +1,402 @@
 package keytable
 
-import "encoding/binary"
-
-// A table keeps the bytes of its keys end to end in one slice, keys, so
-// that a new key costs no allocation of its own, and a slot names its key
-// by a span of it. The bytes of dropped keys stay behind as garbage until
-// keys is squeezed: when it fills up and half of it is garbage, or, to
-// give the memory of a flood back, once few keys are left.
-
-// span is where a key lies in a table's keys: its length as a uvarint
-// (one byte, for a key shorter than 128 bytes), then its bytes. An offset
-// of 32 bits keeps a slot small (and free of pointers, for a state without
-// any, so the garbage collector never reads the slots); it caps a table's
-// keys at 4 GiB (2 GiB where an int has 32 bits): keyRoom.
-type span struct{ off uint32 }
-
-// keySize returns the bytes a key of n bytes takes in keys.
-func keySize(n int) int {
-	size := n + 1
-	for n >= 0x80 {
-		n >>= 7
-		size++
-	}
-	return size
-}
-
-// minShrink is the capacity of keys below which shrink leaves it be, and
-// maxShrink the most bytes of keys it copies.
-const (
-	minShrink = 64 << 10
-	maxShrink = 1 << 20
+import (
+	"maps"
+	"slices"
+	"time"
 )
 
-// keyBytes returns the bytes of the key at sp; they alias the table's.
-func (t *table[S]) keyBytes(sp span) []byte {
-	start, n := sp.off+1, uint64(t.keys[sp.off])
-	if n >= 0x80 { // a long key: its length takes more than a byte
-		var w int
-		n, w = binary.Uvarint(t.keys[sp.off:])
-		start = sp.off + uint32(w)
+// Keys is the keys of one partition, each under the router's policies or
+// under an override of its own: the Table a partition owns. The keys under
+// the router's policies share one table; the keys whose overrides hold the
+// same policies share another, made when the first of them is set and let
+// go when the last is cleared. The cap on keys (Bound) applies to the
+// router's table alone: keys with an override are as many as their
+// overrides, which the router caps itself.
+//
+// An override lives in Keys, apart from the state of its key: it outlives
+// the key's state being let go, and only ClearOverride removes it.
+type Keys struct {
+	def       setTable                  // the keys under the router's policies
+	overrides map[string]*overrideTable // each key with an override, and the table it is in
+	bySet     map[string]*overrideTable // the tables of overrides, by their Set's id
+	list      []*overrideTable          // the same, for Expire to take in turn
+	next      int                       // the one Expire takes next
+	limit     Limit
+	retired   Counts           // the counts of tables let go
+	asking    setTable         // the table calling into a rule, for Abandoned
+	moving    setTable         // the table a key is moving out of (SetOverride, ClearOverride), for Abandoned
+	movingKey string           // that key
+	switching *switching       // the switch of the router's policies under way, until it is done (Resume)
+	pinned    pins             // the keys the partition has callers waiting on, never evicted (Pin)
+	changed   changes          // what changed in the policies keys are under, until Changed
+	pick      []int32          // AllowEach's: which table each item goes to
+	picked    []*overrideTable // AllowEach's: the override tables among them
+}
+
+// changes are what changed in the policies a Keys' keys are under: every
+// key's, or those of a few keys. Past maxChanged keys they count as every
+// key's, so that a Keys nobody asks (one being loaded) holds little.
+type changes struct {
+	all  bool
+	keys []string
+}
+
+// maxChanged is the most keys changes lists before it counts every key
+// as changed.
+const maxChanged = 64
+
+// key notes that key's policies changed.
+func (c *changes) key(key string) {
+	if c.all {
+		return
 	}
-	end := start + uint32(n)
-	return t.keys[start:end:end]
+	if len(c.keys) == maxChanged {
+		c.every()
+		return
+	}
+	c.keys = append(c.keys, key)
 }
 
-// sizeAt returns the bytes the key at sp takes in keys, its length's
-// included.
-func (t *table[S]) sizeAt(sp span) int { return keySize(len(t.keyBytes(sp))) }
-
-// fits reports whether room would find room for a key of n bytes,
-// without squeezing.
-func (t *table[S]) fits(n int) bool {
-	n = keySize(n)
-	live := len(t.keys) - t.garbage
-	return n <= t.keyRoom-len(t.keys) || (n <= t.keyRoom-live && t.garbage >= len(t.keys)/4)
+// every notes that every key's policies changed.
+func (c *changes) every() {
+	c.all = true
+	clear(c.keys)
+	c.keys = c.keys[:0]
 }
 
-// room reports whether a key of n bytes fits under keyRoom. If it does
-// not, it squeezes the garbage out first when that makes it fit and
-// frees at least a quarter of keys, so that a table at the cap copies its
-// keys once per quarter dropped, not for every new key. (Near 4 GiB that
-// one copy is long, and needs the memory twice over while it lasts.)
-func (t *table[S]) room(n int) bool {
-	if keySize(n) <= t.keyRoom-len(t.keys) {
+// Changed returns what changed since it was last called (see Table).
+func (k *Keys) Changed() (all bool, keys []string) {
+	c := &k.changed
+	all, keys = c.all, c.keys
+	c.all, c.keys = false, c.keys[:0]
+	return all, keys
+}
+
+// switching is a switch of the router's policies (SetPolicies) under way:
+// the keys of from go to to, in from's order, done of them so far (the one
+// being carried included). from is not changed meanwhile, so a switch that
+// a rule interrupts by ending the goroutine goes on where it stopped
+// (Resume), past the key the rule was on, which is dropped (it never
+// reaches to), as a panic drops it.
+type switching struct {
+	from, to setTable
+	done     int
+}
+
+// overrideTable is the table of the keys whose override holds one Set.
+type overrideTable struct {
+	set   *Set
+	table setTable
+	keys  int // whose override it is
+	at    int // its place in Keys.list, and 1 + its mark in AllowEach's pick
+}
+
+var _ Table = (*Keys)(nil)
+
+// NewKeys returns the empty keys of a partition under the router's
+// policies, set.
+func NewKeys(set *Set) *Keys {
+	return &Keys{def: set.newTable(), pinned: make(pins)}
+}
+
+// tableOf returns the table that holds, or would hold, key.
+func (k *Keys) tableOf(key string) setTable {
+	if len(k.overrides) > 0 { // a map read only when there are overrides
+		if o, ok := k.overrides[key]; ok {
+			return o.table
+		}
+	}
+	return k.def
+}
+
+func (k *Keys) Quota(key string, now time.Duration, q *Quota) (bool, error) {
+	t := k.tableOf(key)
+	k.asking = t
+	q.Set = t.policySet()
+	var err error
+	q.Policies, err = t.quota(key, now, q.Policies[:0])
+	k.asking = nil
+	return err == nil, err
+}
+
+// Expire expires the router's table with three quarters of budget and,
+// with the rest, one override table, each in turn from one call to the
+// next: at most budget steps in all.
+func (k *Keys) Expire(now time.Duration, budget int) int {
+	if len(k.list) == 0 {
+		k.asking = k.def
+		dropped := k.def.Expire(now, budget)
+		k.asking = nil
+		return dropped
+	}
+	rest := max(budget/4, 1)
+	k.asking = k.def
+	dropped := k.def.Expire(now, budget-rest)
+	k.next %= len(k.list)
+	k.asking = k.list[k.next].table
+	dropped += k.list[k.next].table.Expire(now, rest)
+	k.next++
+	k.asking = nil
+	return dropped
+}
+
+func (k *Keys) Len() int {
+	n := k.def.Len()
+	for _, o := range k.list {
+		n += o.table.Len()
+	}
+	return n
+}
+
+func (k *Keys) Counts(now time.Duration) Counts {
+	c := k.retired
+	k.asking = k.def
+	c.add(k.def.Counts(now))
+	for _, o := range k.list {
+		k.asking = o.table
+		c.add(o.table.Counts(now))
+	}
+	k.asking = nil
+	return c
+}
+
+// add adds o's counts to c's.
+func (c *Counts) add(o Counts) {
+	c.Expired += o.Expired
+	c.Evicted += o.Evicted
+	c.Panicked += o.Panicked
+	c.Idle += o.Idle
+}
+
+func (k *Keys) Bound(limit Limit) {
+	limit.pins = k.pinned
+	k.limit = limit
+	k.def.Bound(limit)
+}
+
+// AppendSnapshot appends the entries of the router's table, then those of
+// the override tables. Which policies a key's states are under is for
+// Overrides to say.
+func (k *Keys) AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, error) {
+	k.asking = k.def
+	dst, n, err := k.def.AppendSnapshot(dst, now)
+	for _, o := range k.list {
+		if err != nil {
+			break
+		}
+		var m int
+		k.asking = o.table
+		dst, m, err = o.table.AppendSnapshot(dst, now)
+		n += m
+	}
+	k.asking = nil
+	return dst, n, err
+}
+
+// Load loads key into the table of its override, if SetOverride has given
+// it one, or into the router's.
+func (k *Keys) Load(key string, states []byte, now, age time.Duration) error {
+	t := k.tableOf(key)
+	k.asking = t
+	err := t.Load(key, states, now, age)
+	k.asking = nil
+	return err
+}
+
+// Replace takes the keys and the overrides of other, a *Keys, which is left
+// empty. k keeps its counts and its Limit; other's counts are dropped.
+func (k *Keys) Replace(other Table) {
+	o := other.(*Keys)
+	k.retire(k.def)
+	for _, sh := range k.list {
+		k.retire(sh.table)
+	}
+	k.def, k.overrides, k.bySet, k.list, k.next = o.def, o.overrides, o.bySet, o.list, 0
+	k.def.clearTally()
+	for _, sh := range k.list {
+		sh.table.clearTally()
+	}
+	k.def.Bound(k.limit)
+	k.changed.every()
+	*o = Keys{def: k.def.policySet().newTable(), pinned: make(pins)}
+}
+
+// retire keeps the counts of t, which is let go.
+func (k *Keys) retire(t setTable) { k.retired.add(t.tally()) }
+
+// Abandoned drops the key the rule was working on, as for a panic, and
+// counts it: in the table that called the rule, or, if that table was
+// being made (by SetOverride) and is let go with the call, in k's retired
+// counts. A key that was moving between tables is dropped from the one it
+// was leaving, as a panic in its rule would drop it.
+func (k *Keys) Abandoned() {
+	if t := k.asking; t != nil {
+		k.asking = nil
+		t.Abandoned()
+		if !k.holds(t) {
+			k.retire(t)
+		}
+	}
+	if k.moving != nil {
+		if i := k.moving.slotOf(k.movingKey); i != none {
+			k.moving.drop(i)
+		}
+		k.moving, k.movingKey = nil, ""
+	}
+}
+
+// Resume finishes a switch of the router's policies that a rule
+// interrupted by ending the goroutine.
+func (k *Keys) Resume(now time.Duration) {
+	if k.switching != nil {
+		k.finishSwitch(now)
+	}
+}
+
+// holds reports whether t is one of k's tables, or will be once the switch
+// under way is done.
+func (k *Keys) holds(t setTable) bool {
+	if t == k.def || (k.switching != nil && t == k.switching.to) {
 		return true
 	}
-	if !t.fits(n) {
+	for _, o := range k.list {
+		if o.table == t {
+			return true
+		}
+	}
+	return false
+}
+
+// moveKey moves key from one of k's tables to another, at now, noting it
+// for Abandoned.
+func (k *Keys) moveKey(key string, from, to setTable, now time.Duration) {
+	k.asking, k.moving, k.movingKey = to, from, key
+	moveKey(key, from, to, now)
+	k.asking, k.moving, k.movingKey = nil, nil, ""
+}
+
+// Capped returns the number of keys the cap (Bound) counts: those without
+// an override.
+func (k *Keys) Capped() int { return k.def.Len() }
+
+// Set returns the router's policies, as k holds them.
+func (k *Keys) Set() *Set { return k.def.policySet() }
+
+// SetPolicies puts the keys without an override under set, at now: each
+// keeps its state under every policy of set whose name and algorithm one
+// of its old policies had (as it is under the same Params, adopted by the
+// new rule under others), and starts untouched under the others. If a rule
+// ends the goroutine meanwhile, the switch is left under way, for Resume
+// to finish before the partition serves anything else.
+func (k *Keys) SetPolicies(set *Set, now time.Duration) {
+	if set.Same(k.def.policySet()) {
+		return
+	}
+	t := set.newTable()
+	t.Bound(k.limit)
+	k.changed.every() // first: a switch a rule interrupts is finished by Resume
+	k.switching = &switching{from: k.def, to: t}
+	k.finishSwitch(now)
+}
+
+// finishSwitch carries on the switch under way: the keys of from not done
+// yet go to to; then to takes from's place.
+func (k *Keys) finishSwitch(now time.Duration) {
+	sw := k.switching
+	skip := sw.done
+	k.asking = sw.to
+	sw.from.each(func(i uint32, key []byte) {
+		if skip > 0 {
+			skip--
+			return
+		}
+		sw.done++ // first: if the rule ends the goroutine on this key, the switch goes on past it
+		sw.to.carry(sw.from, i, now)
+		sw.to.keepFresh(string(key), now)
+	})
+	k.asking = nil
+	k.retire(sw.from)
+	k.def, k.switching = sw.to, nil
+}
+
+// Override returns key's override, or nil.
+func (k *Keys) Override(key string) *Set {
+	if o, ok := k.overrides[key]; ok {
+		return o.set
+	}
+	return nil
+}
+
+// Overrides returns the number of keys with an override.
+func (k *Keys) Overrides() int { return len(k.overrides) }
+
+// EachOverride calls f with every key that has an override, and its
+// override, in the order of the keys.
+func (k *Keys) EachOverride(f func(key string, set *Set)) {
+	for _, key := range slices.Sorted(maps.Keys(k.overrides)) {
+		f(key, k.overrides[key].set)
+	}
+}
+
+// SetOverride puts key under set, its override, at now, with its state
+// carried over as SetPolicies does, and reports whether the key had no
+// override before.
+func (k *Keys) SetOverride(key string, set *Set, now time.Duration) (added bool) {
+	from := k.tableOf(key)
+	old, had := k.overrides[key]
+	if had && old.set.Same(set) {
 		return false
 	}
-	t.squeeze(keySize(n))
+	k.changed.key(key) // first: a rule that ends the goroutine while the key moves may have left it dropped
+	o := k.bySet[set.id]
+	made := o == nil
+	if made {
+		o = &overrideTable{set: set, table: set.newTable()}
+	}
+	k.moveKey(key, from, o.table, now)
+	if made { // only now: a rule that ends the goroutine above leaves no table behind
+		if k.bySet == nil {
+			k.bySet, k.overrides = make(map[string]*overrideTable), make(map[string]*overrideTable)
+		}
+		o.at = len(k.list)
+		k.bySet[set.id] = o
+		k.list = append(k.list, o)
+	}
+	o.keys++
+	k.overrides[key] = o
+	if had {
+		k.release(old)
+	}
+	return !had
+}
+
+// ClearOverride puts key back under the router's policies, at now, with
+// its state carried over as SetPolicies does, and reports whether it had
+// an override.
+func (k *Keys) ClearOverride(key string, now time.Duration) (removed bool) {
+	o, ok := k.overrides[key]
+	if !ok {
+		return false
+	}
+	k.changed.key(key)
+	k.moveKey(key, o.table, k.def, now)
+	delete(k.overrides, key)
+	k.release(o)
 	return true
 }
 
-// store copies key into keys, which room has said it fits, and returns
-// where it lies. When keys is full and at least half of it is garbage, it
-// squeezes the garbage out instead of growing, so that a byte dropped
-// costs at most a byte copied.
-func (t *table[S]) store(key string) span {
-	size := keySize(len(key))
-	if len(t.keys)+size > cap(t.keys) && t.garbage >= len(t.keys)-t.garbage {
-		t.squeeze(size)
+// release notes that a key's override no longer uses o, and lets o's
+// table go with its last key.
+func (k *Keys) release(o *overrideTable) {
+	if o.keys--; o.keys > 0 {
+		return
 	}
-	sp := span{uint32(len(t.keys))}
-	t.keys = binary.AppendUvarint(t.keys, uint64(len(key)))
-	t.keys = append(t.keys, key...)
-	return sp
-}
-
-// emptyKeys empties keys once no key is held, and gives a flood's worth
-// of it back.
-func (t *table[S]) emptyKeys() {
-	t.keys, t.garbage = t.keys[:0], 0
-	if cap(t.keys) >= minShrink {
-		t.keys = nil
-	}
-}
-
-// shrink gives back the garbage of dropped keys once few keys are left:
-// when three quarters of keys or more are garbage, and squeezing reads at
-// most idleCountLimit slots and copies at most maxShrink bytes, so that it
-// never stalls the partition for long. The garbage of a table with more
-// keys waits until keys fills up (store).
-func (t *table[S]) shrink() {
-	live := len(t.keys) - t.garbage
-	if cap(t.keys) >= minShrink && t.garbage/3 >= live && live <= maxShrink && len(t.slots) <= idleCountLimit {
-		t.squeeze(0)
-	}
-}
-
-// squeeze copies the keys held into a new slice, with room for extra bytes
-// more and a quarter to grow (within keyRoom), and drops the garbage.
-// live + extra never passes keyRoom.
-func (t *table[S]) squeeze(extra int) {
-	live := len(t.keys) - t.garbage
-	size := live + extra
-	keys := make([]byte, 0, size+min(live/4, t.keyRoom-size))
-	for i := range t.slots {
-		sp := &t.slots[i].key
-		off := len(keys)
-		keys = append(keys, t.keys[sp.off:int(sp.off)+t.sizeAt(*sp)]...)
-		sp.off = uint32(off)
-	}
-	t.keys, t.garbage = keys, 0
+	k.retire(o.table)
+	delete(k.bySet, o.set.id)
+	last := len(k.list) - 1
+	k.list[o.at] = k.list[last]
+	k.list[o.at].at = o.at
+	k.list[last] = nil
+	k.list = k.list[:last]
 }

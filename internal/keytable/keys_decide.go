@@ -134,7 +134,7 @@ func (k *Keys) AllowEach(items []Item, now time.Duration) {
 			continue
 		}
 		k.pick = append(k.pick, int32(o.at)+1)
-		if !containsShared(k.picked, o) {
+		if !containsOverride(k.picked, o) {
 			k.picked = append(k.picked, o)
 		}
 	}
@@ -148,7 +148,7 @@ func (k *Keys) AllowEach(items []Item, now time.Duration) {
 	clear(k.picked)
 }
 
-func containsShared(list []*shared, o *shared) bool {
+func containsOverride(list []*overrideTable, o *overrideTable) bool {
 	for _, p := range list {
 		if p == o {
 			return true

@@ -5,7 +5,7 @@
 // only user, and the rules (package algorithms), which it applies to the
 // states it keeps. Nothing in it is locked.
 //
-// A partition's Table is a Keys (partition.go, and keys_decide.go, which
+// A partition's Table is a Keys (keys.go, and keys_decide.go, which
 // serves each item a partition hands it by its Op): the keys under the
 // router's policies in one table, and those with an override in a table
 // per override's policies. Each table keeps the keys under one Set of
@@ -13,8 +13,8 @@
 // lives inline in the table's slots; the other policies' states live in
 // columns beside them: table.go (slots and decisions, several policies
 // combined), index.go (the key → slot index), heap.go (the order keys
-// become idle in), lru.go (the order of use, while evicting), keys.go (the
-// keys' bytes), lifecycle.go (idle keys, the cap on keys), snapshot.go
+// become idle in), lru.go (the order of use, while evicting),
+// key_bytes.go (the keys' bytes), lifecycle.go (idle keys, the cap on keys), snapshot.go
 // (saving and loading), carry.go (moving keys between tables when their
 // policies change), quota.go (what each policy says a key has left).
 //
