@@ -3,8 +3,11 @@ package redislimit
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/chanlimit/chanlimit"
 	"github.com/chanlimit/chanlimit/algorithms"
@@ -21,7 +24,7 @@ var fastFaults atomic.Uint64
 
 // answer writes the answers of c's ops into them.
 func (s *Store) answer(ops []chanlimit.StoreOp, c call) {
-	vals, err := c.cmd.Int64Slice()
+	vals, err := numbers(c.cmd)
 	if err == nil && len(vals) == 0 {
 		err = errors.New("redislimit: the script answered nothing")
 	}
@@ -55,6 +58,26 @@ func (s *Store) answer(ops []chanlimit.StoreOp, c call) {
 		}
 		vals = vals[size:]
 	}
+}
+
+// numbers returns the numbers a call of the script answered: a string
+// of little-endian doubles, each an integer.
+func numbers(cmd *redis.Cmd) ([]int64, error) {
+	blob, err := cmd.Text()
+	if err != nil {
+		return nil, err
+	}
+	if len(blob)%8 != 0 {
+		return nil, fmt.Errorf("redislimit: the script answered %d bytes, not a whole number of doubles", len(blob))
+	}
+	vals := make([]int64, len(blob)/8)
+	for i := range vals {
+		b := blob[8*i : 8*i+8]
+		bits := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+		vals[i] = int64(math.Float64frombits(bits))
+	}
+	return vals, nil
 }
 
 // combine returns the decision of the policies whose decisions are vals

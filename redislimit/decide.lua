@@ -36,7 +36,10 @@
 --          2: the store's id; 3: the call's number; then the fields of
 --          the sets' policies, in order.
 --
--- Returns 1 if the call changed a key, else 0, plus 2 if the fast path
+-- Returns a string of numbers, little-endian doubles, as ARGV[1] is
+-- (struct packs them in C, and the client reads them at once: a table of
+-- numbers would be a reply of as many integers): 1 if the call changed a
+-- key, else 0, plus 2 if the fast path
 -- (serveFast) raised an error on a key (a fault of the script's, which
 -- the client counts); then, request after
 -- request, for an allow, a peek, a refund, a turn or a dry run: -1 if
@@ -1206,13 +1209,7 @@ local function decideCall(KEYS, ARGV)
       if r then
         local bytes = r[2]
         local len = sunpack('<H', bytes, 1)
-        local k, pos = sunpack('<I4', bytes, 3 + len)
-        local t = unpackNums(bytes, pos, k)
-        local answers = {}
-        for j = 2, k do -- not unpack: a large call answers more numbers than Lua moves at once
-          answers[j - 1] = t[j]
-        end
-        return answers
+        return sub(bytes, 3 + len + 4 + 8) -- the answers, as doubles: past the name, the count and the expiry
       end
     end
   end
@@ -1272,7 +1269,7 @@ local function decideCall(KEYS, ARGV)
     out[1] = 2 -- before the record is made: a replay tells it too
   end
   if #written == 0 then
-    return out
+    return packNums(out)
   end
   out[1] = out[1] + 1
 
@@ -1373,7 +1370,7 @@ local function decideCall(KEYS, ARGV)
       end
     end
   end
-  return out
+  return packNums(out)
 end
 
 return decideCall(KEYS, ARGV)

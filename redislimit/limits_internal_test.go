@@ -118,11 +118,11 @@ func TestDenialBeforeAResetReplays(t *testing.T) {
 	calls := s.calls(ops)
 	s.build(ops, calls)
 	s.send(ctx, calls, byScript)
-	first, err := calls[0].cmd.Int64Slice()
+	first, err := numbers(calls[0].cmd)
 	require.NoError(t, err)
 	require.EqualValues(t, 0, first[1], "denied: the key is spent")
 	s.send(ctx, calls, byScript) // the client's retry
-	again, err := calls[0].cmd.Int64Slice()
+	again, err := numbers(calls[0].cmd)
 	require.NoError(t, err)
 	assert.Equal(t, first, again, "the first time's answers")
 }

@@ -57,13 +57,13 @@ func TestReplayOfALargeCall(t *testing.T) {
 	s.send(ctx, calls, byScript)
 	first := make([][]int64, len(calls))
 	for k, c := range calls {
-		vals, err := c.cmd.Int64Slice()
+		vals, err := numbers(c.cmd)
 		require.NoError(t, err)
 		first[k] = vals
 	}
 	s.send(ctx, calls, byScript) // the client's retry of the same calls
 	for k, c := range calls {
-		vals, err := c.cmd.Int64Slice()
+		vals, err := numbers(c.cmd)
 		require.NoError(t, err, "the retry replays")
 		assert.Equal(t, first[k], vals, "call %d: the first time's answers", k)
 	}
