@@ -75,13 +75,13 @@
 -- through two tables. They are bound by the first call (bind), since a
 -- library is loaded where none of them exists.
 local floor, max, min
-local sub, byte, find, match, rep
+local sub, byte, find, match, rep, format
 local spack, sunpack
 local rcall
 
 local function bind()
   floor, max, min = math.floor, math.max, math.min
-  sub, byte, find, match, rep = string.sub, string.byte, string.find, string.match, string.rep
+  sub, byte, find, match, rep, format = string.sub, string.byte, string.find, string.match, string.rep, string.format
   spack, sunpack = struct.pack, struct.unpack
   rcall = redis.call
 end
@@ -856,6 +856,7 @@ local redisNow -- Redis's clock, in microseconds: read once, if needed
 local vals, written, wrote
 local fast -- serveFast's writes, by key: the state's two numbers, the records after that stay, grace, ResetAfter, set, the latest expiry of those records
 local out -- the answers; first: 1 if the call wrote, so that its answers are kept, plus 2 if serveFast failed on a key (fastFailed)
+local packed -- out, packed as the call answers it, once it is whole: the call's record holds it too
 local fastFailed -- serveFast raised an error on a key of the call, which serve then served: a fault of serveFast's, told to the client
 local taking -- the call took or gave back units, or decided beside a reset: its answers are kept (recordOf)
 local clock -- Redis's clock in ms, read once the requests are decided
@@ -963,50 +964,75 @@ local function keptRecords(rest)
   return table.concat(parts), latest, count
 end
 
--- serveFast serves an allow or a peek on key, not touched yet in this
--- call, under set, a single bucket or fixed window, whose value holds its
--- state alone, first, then records or nothing: as serve would, reading
--- the two numbers of its state in place. It returns nil for any other
--- value, for serve.
+-- fastState reads blob, a key's value (false: none), for serveFast and
+-- decideEveryFast: if it is a value the script wrote holding, first, a
+-- state under the set whose bytes start head (set.fast), then records or
+-- nothing, it returns true, the state's two numbers (a bucket's used and
+-- last, a window's start and count; nil for a key that holds nothing),
+-- the records after it that stay, as bytes, and when the last of them
+-- expires. For any other value it returns false: serve's.
+local function fastState(blob, head)
+  if not blob then
+    return true, nil, nil, '', 0
+  end
+  if #blob < #head + 16 or find(blob, head, 1, true) ~= 1 then
+    return false
+  end
+  local x, y = sunpack('<dd', blob, #head + 1)
+  if not (x >= 0 and x % 1 == 0 and y >= 0 and y % 1 == 0 and x < 9007199254740992 and y < 9007199254740992) then
+    return false
+  end
+  if #blob == #head + 16 then
+    return true, x, y, '', 0
+  end
+  local rest, latest = keptRecords(sub(blob, #head + 17))
+  if not rest then -- another entry than a record follows, or a broken one
+    return false
+  end
+  return true, x, y, rest, latest
+end
+
+-- fastDecide decides n units at now under p, a bucket or a fixed window
+-- whose state's numbers are x and y (nil: untouched): allowed, remaining,
+-- retry after, reset after, delay, the retry's rounding in ns, and if
+-- allowed the state's numbers after.
+local function fastDecide(p, x, y, now, n)
+  if p.alg <= 3 then
+    return bucketDecision(p, x or 0, y or now, now, n) -- a fresh bucket is full, whenever it was made
+  end
+  local allowed, remaining, retry, reset, x2, y2 = fixedDecision(p, x or 0, y or 0, now, n)
+  return allowed, remaining, retry, reset, 0, 0, x2, y2
+end
+
+-- serveFast serves an allow or a peek on key under set, a single bucket
+-- or fixed window, whose value holds its state alone, first, then
+-- records or nothing (fastState), or which serveFast wrote earlier in
+-- this call: as serve would, reading the two numbers of its state in
+-- place. It returns nil for any other value, for serve.
 local function serveFast(key, kind, n, set, now)
-  local p, head = set[1], set.fast
-  local blob = raw[key]
-  local x, y, rest, latest -- the state's numbers (a bucket's used and last, a window's start and count); the records after that stay, and when the last of them expires
+  local x, y, rest, latest -- the state's numbers; the records after it that stay, and when the last of them expires
   local f = fast[key]
   if f then -- written earlier in this call
-    x, y, rest, latest, blob = f[1], f[2], f[3], f[7], nil
-  elseif blob then
-    if #blob < #head + 16 or find(blob, head, 1, true) ~= 1 then
+    x, y, rest, latest = f[1], f[2], f[3], f[7]
+  else
+    local ok
+    ok, x, y, rest, latest = fastState(raw[key], set.fast)
+    if not ok then
       return nil
-    end
-    x, y = sunpack('<dd', blob, #head + 1)
-    if not (x >= 0 and x % 1 == 0 and y >= 0 and y % 1 == 0 and x < 9007199254740992 and y < 9007199254740992) then
-      return nil
-    end
-    rest, latest = '', 0
-    if #blob > #head + 16 then
-      rest, latest = keptRecords(sub(blob, #head + 17))
-      if not rest then -- another entry than a record follows, or a broken one: serve's
-        return nil
-      end
     end
   end
   local grace = clockGrace
   if now < 0 then
     now, grace = timeNow(), ownGrace
   end
-  local allowed, remaining, retry, reset, delay, rounded = false, 0, 0, 0, 0, 0
-  if p.alg <= 3 then
-    allowed, remaining, retry, reset, delay, rounded, x, y = bucketDecision(p, x or 0, y or now, now, n) -- a fresh bucket is full, whenever it was made
-  else
-    allowed, remaining, retry, reset, x, y = fixedDecision(p, x or 0, y or 0, now, n)
-  end
+  local allowed, remaining, retry, reset, delay, rounded
+  allowed, remaining, retry, reset, delay, rounded, x, y = fastDecide(set[1], x, y, now, n)
   if allowed and kind == 1 then
     if not fast[key] then
       written[#written + 1] = key
     end
     taking = true
-    fast[key] = {x, y, rest or '', grace, reset, set, latest or 0}
+    fast[key] = {x, y, rest, grace, reset, set, latest}
   end
   local a = allowed and 1 or 0
   local o = #out
@@ -1157,15 +1183,113 @@ local function inSet(set, field)
   return false
 end
 
+-- recordOf returns the bytes of the call's record up to its answers,
+-- which follow them as the call returns them (packed), or nil if the
+-- record is written already or needs none: entry(record, {clock +
+-- replay, out...}), without the table, and in two strings, so that the
+-- value that holds them is made at once, by one concatenation.
 local function recordOf()
   if recorded then
     return nil
   end
   recorded = true
-  -- entry(record, {clock + replay, out...}), without the table: a
-  -- call's answers are at most maxAnswers numbers, which Lua moves at
-  -- once.
-  return spack('<H', #record) .. record .. spack('<I4d', #out + 1, clock + replay) .. spack(dfmtOf(#out), unpack(out))
+  return spack('<H', #record) .. record .. spack('<I4d', #out + 1, clock + replay)
+end
+
+-- ttl returns px, a whole number of milliseconds, as SET's argument: as
+-- an integer, which costs a fraction of what a number's own string
+-- (%.14g) does.
+local function ttl(px)
+  return format('%d', px > 1 and px or 1)
+end
+
+-- fastValue returns the value that holds, under set, the state whose
+-- numbers are x and y, then rest, records that stay, the last of them
+-- expiring at latest (ms, Redis's clock), and the call's record if this
+-- value is the one to hold it (recordOf); and how long to keep it (ms):
+-- ResetAfter, reset (us), rounded up, and grace after, and as long as the
+-- records it holds may be asked for.
+local function fastValue(set, x, y, rest, latest, grace, reset)
+  local ms = floor(reset / 1000) -- rounded up below: exact, as reset < 2^53
+  if ms * 1000 < reset then
+    ms = ms + 1
+  end
+  local px = ms + grace
+  if latest - clock > px then
+    px = latest - clock
+  end
+  local r = recordOf()
+  if r then
+    return set.fast .. spack('<dd', x, y) .. rest .. r .. packed, max(px, replay) -- the record outlives any attempt of its call
+  end
+  return set.fast .. spack('<dd', x, y) .. rest, px
+end
+
+-- The common case, a call of allows and peeks under sets serveFast
+-- serves, each on a key of its own that holds a value serveFast reads (or
+-- none), is served at once, with none of the bookkeeping a call of other
+-- requests needs: decideEveryFast decides every request as serveFast
+-- would, writing nothing, and storeEveryFast stores each key taken from
+-- as the write back would. The requests are KEYS, from args[a] on, four
+-- numbers each, under sets.
+
+-- decideEveryFast decides the call into out, and returns what
+-- storeEveryFast stores: for each request that takes, six numbers (its
+-- index, its state's two, the latest expiry of the records that stay
+-- after it, its grace, its ResetAfter), their count, and those records by
+-- the request's index, where there are any. It returns nil for any other
+-- call, for decideCall to serve request by request, having changed
+-- nothing but out.
+local function decideEveryFast(KEYS, args, a, sets)
+  local takes, nt, rests = {}, 0, nil
+  local o = 1 -- out's length
+  for i = 1, #KEYS do
+    local b = a + (i - 1) * 4
+    local kind, n, set, now = args[b], args[b + 1], sets[args[b + 2]], args[b + 3]
+    if kind > 2 or not set.fast then
+      return nil
+    end
+    local ok, x, y, rest, latest = fastState(raw[KEYS[i]], set.fast)
+    if not ok then
+      return nil
+    end
+    if rest ~= '' then
+      rests = rests or {}
+      rests[i] = rest
+    end
+    local grace = clockGrace
+    if now < 0 then
+      now, grace = timeNow(), ownGrace
+    end
+    local allowed, remaining, retry, reset, delay, rounded
+    allowed, remaining, retry, reset, delay, rounded, x, y = fastDecide(set[1], x, y, now, n)
+    local v = allowed and 1 or 0
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] = v, v, remaining, retry, reset, delay, rounded
+    o = o + 7
+    if allowed and kind == 1 then
+      takes[nt + 1], takes[nt + 2], takes[nt + 3], takes[nt + 4], takes[nt + 5], takes[nt + 6] = i, x, y, latest, grace, reset
+      nt = nt + 6
+    end
+  end
+  return takes, nt, rests
+end
+
+-- storeEveryFast stores what decideEveryFast decided, the first key
+-- taken from with the call's record, and returns the call's answers.
+local function storeEveryFast(KEYS, args, a, sets, takes, nt, rests)
+  if nt == 0 then
+    return packNums(out)
+  end
+  out[1] = 1
+  packed = packNums(out)
+  clockMs()
+  recorded = false
+  for k = 1, nt, 6 do
+    local i = takes[k]
+    local value, px = fastValue(sets[args[a + (i - 1) * 4 + 2]], takes[k + 1], takes[k + 2], rests and rests[i] or '', takes[k + 3], takes[k + 4], takes[k + 5])
+    rcall('SET', KEYS[i], value, 'PX', ttl(px))
+  end
+  return packed
 end
 
 -- decideCall decides one call: KEYS and ARGV as above.
@@ -1189,9 +1313,13 @@ local function decideCall(KEYS, ARGV)
   -- The keys' values, read at once, by key (two requests of one call may
   -- be on one key).
   raw = {}
+  local distinct = true -- no two requests of the call are on one key
   do
-    local got = rcall('MGET', unpack(KEYS))
+    local got = rcall('MGET', unpack(KEYS)) -- false for a key that holds nothing
     for i, key in ipairs(KEYS) do
+      if raw[key] ~= nil then
+        distinct = false
+      end
       raw[key] = got[i]
     end
   end
@@ -1238,6 +1366,16 @@ local function decideCall(KEYS, ARGV)
   out = {0}
   taking = false
   fastFailed = false
+  packed = nil
+
+  if distinct then
+    local ok, takes, nt, rests = pcall(decideEveryFast, KEYS, args, a, sets)
+    if ok and takes then
+      return storeEveryFast(KEYS, args, a, sets, takes, nt, rests) -- not under pcall: once it has written, nothing is decided again
+    end
+    fastFailed = not ok -- a fault of the fast path's, as serveFast's
+    out = {0}
+  end
 
   local decides = false -- an op of the call is not a reset
   for i = 1, #KEYS do
@@ -1272,6 +1410,7 @@ local function decideCall(KEYS, ARGV)
     return packNums(out)
   end
   out[1] = out[1] + 1
+  packed = packNums(out)
 
   -- Redis's clock, read once for the records' expiries (keptRecords).
   clockMs()
@@ -1291,23 +1430,8 @@ local function decideCall(KEYS, ARGV)
   for _, key in ipairs(written) do
     local f = fast[key]
     if f then -- serveFast's: its state, then the records that stay, as bytes
-      local state, latest = f[6].fast .. spack('<dd', f[1], f[2]) .. f[3], f[7]
-      local ms = floor(f[5] / 1000) -- ResetAfter in ms, rounded up: exact, as f[5] < 2^53
-      if ms * 1000 < f[5] then
-        ms = ms + 1
-      end
-      local px = ms + f[4]
-      if latest - clock > px then
-        px = latest - clock
-      end
-      local r = recordOf()
-      if r then
-        state = state .. r
-        if replay > px then
-          px = replay -- the record outlives any attempt of its call
-        end
-      end
-      rcall('SET', key, state, 'PX', px > 1 and px or 1)
+      local value, px = fastValue(f[6], f[1], f[2], f[3], f[7], f[4], f[5])
+      rcall('SET', key, value, 'PX', ttl(px))
     end
     local v, w = vals[key], wrote[key]
     if v and not f then
@@ -1353,7 +1477,7 @@ local function decideCall(KEYS, ARGV)
       end
       local r = recordOf()
       if r then
-        parts[#parts + 1] = r
+        parts[#parts + 1], parts[#parts + 2] = r, packed
         records, latest = records + 1, clock + replay
       end
       local keepFor = latest - clock -- the records' time left, ms
@@ -1370,7 +1494,7 @@ local function decideCall(KEYS, ARGV)
       end
     end
   end
-  return packNums(out)
+  return packed
 end
 
 return decideCall(KEYS, ARGV)
