@@ -173,10 +173,10 @@ func (l *loop) serveLine(ln *line, now time.Duration) {
 	}
 	for len(ln.queue) > 0 {
 		w, at := ln.queue[0], ln.at
-		l.inflight = inflight{reply: w.reply, ticket: w.ticket, op: opWait} // if the rule ends the goroutine, takeOver answers it
+		l.inFlight(waiterFlight(w)) // if the rule ends the goroutine, takeOver answers it
 		var err error
 		l.d, err = l.decideOne(OpTurn, ln.key, w.n, at)
-		l.inflight.reply = nil
+		l.outOfFlight()
 		granted, giveBack, _ := Turn(&l.d)
 		switch {
 		case err != nil:
@@ -220,9 +220,9 @@ func (l *loop) answer(ln *line, at time.Duration, r reply) {
 	ln.queue = ln.queue[1:]
 	l.state.Waiting--
 	if w.quota != nil && r.err == nil {
-		l.inflight = inflight{reply: w.reply, ticket: w.ticket, op: opWait} // if the rule ends the goroutine, takeOver answers it
+		l.inFlight(waiterFlight(w)) // if the rule ends the goroutine, takeOver answers it
 		l.fillQuota(ln.key, at, &r.d, w.quota)
-		l.inflight.reply = nil
+		l.outOfFlight()
 	}
 	w.reply <- r // never blocks: a waiter's channel gets one answer
 	ring(w.ticket)

@@ -210,18 +210,21 @@ func (l *loop) land(tr *trip) (served int) {
 	for k, req := range tr.run {
 		l.landingAt = k + 1 // first: if this one ends the goroutine, takeOver answers the rest
 		at := tr.sent[k]
-		l.noteInflight(req)
+		f := flightOf(req)
+		if req.op == opAllow || req.op == opPeek {
+			f.by = tr.items[at].By
+		}
+		l.inFlight(f)
 		var r reply
 		switch req.op {
 		case opAllow, opPeek:
 			it := &tr.items[at]
 			r.d, r.err = it.D, it.Err
-			l.inflight.by = it.By
 			served++
 			if req.quota != nil && r.err == nil && r.d.Allowed {
 				// Its answer waits for its key's wait of one more unit.
 				l.chores = append(l.chores, l.quotaChore(req.key, tr.now, it, chore{req: req, r: r}))
-				l.inflight.reply = nil
+				l.outOfFlight()
 				continue
 			}
 			if req.quota != nil && r.err == nil {
@@ -241,12 +244,12 @@ func (l *loop) land(tr *trip) (served int) {
 				// Its answer waits for its refunds, so that what its
 				// caller asks next finds them made.
 				l.chores[len(l.chores)-1].req = req
-				l.inflight.reply = nil
+				l.outOfFlight()
 				continue
 			}
 		}
 		l.deliver(req, tr.now, r)
-		l.inflight.reply = nil
+		l.outOfFlight()
 	}
 	l.landChores(tr, len(tr.items)-len(tr.chores))
 	l.landing = nil

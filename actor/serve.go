@@ -39,7 +39,7 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 	}
 	// In flight until served: if code the partition calls ends the
 	// goroutine meanwhile, takeOver answers it (carry_on.go).
-	l.noteInflight(req)
+	l.inFlight(flightOf(req))
 	switch req.op {
 	case opAllow, opPeek:
 		served = l.decide(req, now, clockErr)
@@ -57,7 +57,7 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 	// Answered, or in its key's line, or parked behind the line's head
 	// (each answered there): in flight no more. (The stop message never
 	// comes here: the loop takes it.)
-	l.inflight.reply = nil
+	l.outOfFlight()
 	return served
 }
 
@@ -205,14 +205,35 @@ func (l *loop) untilMore(key string, now time.Duration, remaining int) time.Dura
 	return d.RetryAfter
 }
 
-// noteInflight notes req as the request in flight. A batch's refund mark starts
-// past its last item: those not decided yet are not Allowed, and giveBack
-// passes them by.
-func (l *loop) noteInflight(req request) {
-	l.inflight = inflight{reply: req.reply, ticket: req.ticket, op: req.op, batch: req.batch}
+// Supervision's one mark: the request or waiter in flight, whose answer
+// a goroutine that ends while serving it owes (answerInflight, in
+// takeOver, pays it). Whatever serves one takes it into flight with
+// inFlight, before it calls code it does not own, and out with
+// outOfFlight, once it is answered or left to be answered later: serve
+// (a request from the mailbox), serveLine and answer (a line's waiter),
+// land and heard (a trip's requests, and their chores).
+
+// inFlight notes f as in flight.
+func (l *loop) inFlight(f inflight) { l.inflight = f }
+
+// outOfFlight notes that nothing is in flight: what was is answered, or
+// will be, elsewhere (its key's line, a chore).
+func (l *loop) outOfFlight() { l.inflight.reply = nil }
+
+// flightOf returns req, in flight. A batch's refund mark starts past its
+// last item: those not decided yet are not Allowed, and giveBack passes
+// them by.
+func flightOf(req request) inflight {
+	f := inflight{reply: req.reply, ticket: req.ticket, op: req.op, batch: req.batch}
 	if req.batch != nil {
-		l.inflight.refund = len(*req.batch)
+		f.refund = len(*req.batch)
 	}
+	return f
+}
+
+// waiterFlight returns w, in flight.
+func waiterFlight(w waiter) inflight {
+	return inflight{reply: w.reply, ticket: w.ticket, op: opWait}
 }
 
 // deliver sends r without blocking and counts it. If the caller gave up
