@@ -746,7 +746,10 @@ local function parseNew(blob)
       return nil
     end
     if byte(field) == 35 then -- '#': a call's record, kept as its bytes
-      local expiry = sunpack('<d', blob, pos)
+      local expiry = k >= 1 and sunpack('<d', blob, pos)
+      if not whole(expiry) then -- an expiry no script writes: no TTL could hold it
+        return nil
+      end
       pos = pos + 8 * k
       records[field] = {expiry, sub(blob, start, pos - 1)}
     else
@@ -941,7 +944,7 @@ local function keptRecords(rest)
     end
     local k, expiry = sunpack('<I4d', rest, pos + 2 + len)
     local stop = pos + 6 + len + 8 * k
-    if k < 1 or stop - 1 > n then
+    if k < 1 or stop - 1 > n or not whole(expiry) then -- not whole: an expiry no script writes, which no TTL could hold
       return nil
     end
     if expiry <= now or ownRecordGoes(rest, pos + 2, len) then

@@ -108,6 +108,13 @@ var corruptValues = []string{
 	"\xc2" + binEntry("token_bucket|default", 10, 3600000000, 10, 0.5, 1),             // not whole
 	"\xc2" + binEntry("token_bucket|default", 10, 3600000000),                         // too few numbers
 	"\xc2" + binEntry("token_bucket|default", 2, 3600000000, 2, 0, 1) + "\x05\x00#ab", // a record cut short, after a state the fast path reads
+	// A state the fast path reads, then a record whose expiry no script
+	// writes: no clock reaches it (a TTL Redis refuses), not a number, not
+	// whole.
+	"\xc2" + binEntry("token_bucket|default", 2, 3600000000, 2, 0, 1) + binEntry("#zz:1", 1e300),
+	"\xc2" + binEntry("token_bucket|default", 2, 3600000000, 2, 0, 1) + binEntry("#zz:1", math.NaN()),
+	"\xc2" + binEntry("token_bucket|default", 2, 3600000000, 2, 0, 1) + binEntry("#zz:1", 1.5e12+0.5),
+	"\xc2" + binEntry("token_bucket|default", 2, 3600000000, 2, 0, 1) + binEntry("#zz:1", 1e300, 1, 1),
 }
 
 // binEntry returns the bytes of an entry of the script's layout: the
