@@ -850,6 +850,7 @@ local keep -- this store's calls below low that may yet run again: their records
 local noCalls = {} -- keep, when there are none: never written
 local raw -- the keys' values as read, by key
 local mine, record -- the prefix of this store's records, and this call's record
+local mineOf -- the store's id that mine was made for: a cache of what never changes
 local redisNow -- Redis's clock, in microseconds: read once, if needed
 -- The keys' values, parsed as the requests need them and kept as they
 -- change them: false for a corrupt one. The keys written, in order, with
@@ -1244,7 +1245,7 @@ end
 -- call, for decideCall to serve request by request, having changed
 -- nothing but out.
 local function decideEveryFast(KEYS, args, a, sets)
-  local takes, nt, rests = {}, 0, nil
+  local takes, nt, rests = {nil, nil, nil, nil, nil, nil}, 0, nil -- room for one, made at once: a table that grows is made again as it does
   local o = 1 -- out's length
   for i = 1, #KEYS do
     local b = a + (i - 1) * 4
@@ -1330,7 +1331,9 @@ local function decideCall(KEYS, ARGV)
   -- A call the client sent again (go-redis retries a pipeline after a read
   -- timeout) finds its record in a key it wrote: its answers are the first
   -- time's, and nothing is decided twice.
-  mine = '#' .. me .. ':'
+  if me ~= mineOf then -- the same store, call after call: made once
+    mine, mineOf = '#' .. me .. ':', me
+  end
   record = mine .. call
   for _, key in ipairs(KEYS) do
     local blob = raw[key]
@@ -1356,7 +1359,17 @@ local function decideCall(KEYS, ARGV)
   end
   a = a + 1
 
-  redisNow, clock = nil, nil
+  redisNow, clock, packed = nil, nil, nil
+  fastFailed = false
+
+  if distinct then
+    out = {0, nil, nil, nil, nil, nil, nil, nil} -- room for one request's answers, made at once
+    local ok, takes, nt, rests = pcall(decideEveryFast, KEYS, args, a, sets)
+    if ok and takes then
+      return storeEveryFast(KEYS, args, a, sets, takes, nt, rests) -- not under pcall: once it has written, nothing is decided again
+    end
+    fastFailed = not ok -- a fault of the fast path's, as serveFast's
+  end
 
   -- The keys' values, parsed as the requests need them and kept as they
   -- change them: false for a corrupt one. The keys written, in order, with
@@ -1368,17 +1381,6 @@ local function decideCall(KEYS, ARGV)
   fast = {}
   out = {0}
   taking = false
-  fastFailed = false
-  packed = nil
-
-  if distinct then
-    local ok, takes, nt, rests = pcall(decideEveryFast, KEYS, args, a, sets)
-    if ok and takes then
-      return storeEveryFast(KEYS, args, a, sets, takes, nt, rests) -- not under pcall: once it has written, nothing is decided again
-    end
-    fastFailed = not ok -- a fault of the fast path's, as serveFast's
-    out = {0}
-  end
 
   local decides = false -- an op of the call is not a reset
   for i = 1, #KEYS do
