@@ -874,6 +874,17 @@ local function timeNow()
   return redisNow
 end
 
+-- requestTime returns the time of a request whose time is now (us;
+-- below 0: on Redis's own clock, TIME), and how long past its ResetAfter
+-- its key is kept (ms): ownGrace on Redis's clock, clockGrace on the
+-- caller's.
+local function requestTime(now)
+  if now < 0 then
+    return timeNow(), ownGrace
+  end
+  return now, clockGrace
+end
+
 local function value(key)
   local v = vals[key]
   local f = fast[key]
@@ -1025,10 +1036,8 @@ local function serveFast(key, kind, n, set, now)
       return nil
     end
   end
-  local grace = clockGrace
-  if now < 0 then
-    now, grace = timeNow(), ownGrace
-  end
+  local grace
+  now, grace = requestTime(now)
   local allowed, remaining, retry, reset, delay, rounded
   allowed, remaining, retry, reset, delay, rounded, x, y = fastDecide(set[1], x, y, now, n)
   if allowed and kind == 1 then
@@ -1060,10 +1069,8 @@ local function serve(key, kind, n, set, now)
   if not v then
     return answering(kind) and {-1} or nil -- a refund finds nothing of its own to give back
   end
-  local grace = clockGrace
-  if now < 0 then
-    now, grace = timeNow(), ownGrace
-  end
+  local grace
+  now, grace = requestTime(now)
   local ss = {}
   for j, p in ipairs(set) do
     local s = load(p, v.states[p.field], now)
@@ -1261,10 +1268,8 @@ local function decideEveryFast(KEYS, args, a, sets)
       rests = rests or {}
       rests[i] = rest
     end
-    local grace = clockGrace
-    if now < 0 then
-      now, grace = timeNow(), ownGrace
-    end
+    local grace
+    now, grace = requestTime(now)
     local allowed, remaining, retry, reset, delay, rounded
     allowed, remaining, retry, reset, delay, rounded, x, y = fastDecide(set[1], x, y, now, n)
     local v = allowed and 1 or 0
