@@ -62,6 +62,7 @@ func TestAPanickingKeyOrWeightFailsItsItemAlone(t *testing.T) {
 					switch res.Item.Seq {
 					case 1, 2:
 						assert.ErrorIs(t, res.Err, pipeline.ErrPanic, "item %d", res.Item.Seq)
+						assert.ErrorContains(t, res.Err, map[int]string{1: "panic in key", 2: "panic in Weight"}[res.Item.Seq], "the error names the function that panicked")
 						assert.Zero(t, res.Decision, "item %d", res.Item.Seq)
 					default:
 						require.NoError(t, res.Err, "item %d", res.Item.Seq)

@@ -55,6 +55,7 @@ type policer[T any] struct {
 	ds      []chanlimit.Decision // the answers
 	errs    []error              // and the errors
 	reqs    []chanlimit.Request  // the requests of the items with a valid weight and key
+	culprit error                // the error of the caller's function that step runs, should it panic
 }
 
 func (p *policer[T]) run(in <-chan T) {
@@ -93,25 +94,41 @@ func (p *policer[T]) run(in <-chan T) {
 	}
 }
 
-// add adds item to the batch: as a request, if its weight and key are
-// valid, and otherwise with its error.
+// add adds item to the batch; decide works out its request.
 func (p *policer[T]) add(item T) {
-	n, err := p.opts.weight(item)
-	var k string
-	if err == nil {
-		k, err = keyOf(p.key, item)
-	}
-	p.results = append(p.results, Result[T]{Item: item, Err: err})
-	if err == nil {
-		p.reqs = append(p.reqs, chanlimit.Request{Key: k, N: n})
-		p.at = append(p.at, len(p.results)-1)
-	}
+	p.results = append(p.results, Result[T]{Item: item})
 }
 
-// decide decides the batch's requests with one round trip per partition
-// (AllowEach: AllowBatch with each request's own error), and writes each
-// answer into its item's Result.
+// step works out the request of the batch's item i (for sweep): its
+// units and its key, added to reqs; or the error of a Weight below 1.
+func (p *policer[T]) step(i int) {
+	res := &p.results[i]
+	n := 1
+	if p.opts.Weight != nil {
+		p.culprit = errWeightPanicked
+		n = p.opts.Weight(res.Item)
+		if res.Err = checkWeight(n); res.Err != nil {
+			return
+		}
+	}
+	p.culprit = errKeyPanicked
+	k := p.key(res.Item)
+	p.reqs = append(p.reqs, chanlimit.Request{Key: k, N: n})
+	p.at = append(p.at, i)
+}
+
+// panicked fails item i, on which the function step was running
+// panicked with v.
+func (p *policer[T]) panicked(i int, v any) {
+	p.results[i].Err = panicError(p.culprit, v)
+}
+
+// decide works out the batch's requests, calling the key and Weight
+// functions on every item under one guard (sweep), decides them with one
+// round trip per partition (AllowEach: AllowBatch with each request's own
+// error), and writes each answer into its item's Result.
 func (p *policer[T]) decide() {
+	sweep(p, len(p.results))
 	if len(p.reqs) == 0 {
 		return
 	}

@@ -69,6 +69,7 @@ type shaper[T any] struct {
 	waiting map[*chanlimit.Ticket]T
 
 	lines   map[string]*[]T // per key with an item being decided (to try, or in the router's line): the items read after it, in order
+	read    []T             // items read, to key (take)
 	trying  []job[T]        // the first item of keys, to try at once
 	ready   []Result[T]     // out next, in order
 	pending int             // items read and not yet out
@@ -114,7 +115,7 @@ func (s *shaper[T]) run(in <-chan T) {
 				continue
 			}
 			s.pending++
-			s.take(item)
+			s.read = append(s.read, item)
 			in = s.readMore(in)
 		case tk := <-s.rung:
 			res := Result[T]{Item: s.waiting[tk]}
@@ -154,38 +155,59 @@ func (s *shaper[T]) flush() {
 const maxTry = 64
 
 // readMore takes the items ready in in, within MaxPending and a batch to
-// try, and returns in, or nil once it is closed.
+// try, and returns in, or nil once it is closed. It keys them (take) a
+// run at a time, read (with the item read before it, if any) up to what a
+// batch to try has room for.
 func (s *shaper[T]) readMore(in <-chan T) <-chan T {
-	for s.pending < s.max && len(s.trying) < maxTry {
-		select {
-		case item, ok := <-in:
-			if !ok {
-				return nil
+	for {
+		for s.pending < s.max && len(s.trying)+len(s.read) < maxTry {
+			select {
+			case item, ok := <-in:
+				if !ok {
+					s.take()
+					return nil
+				}
+				s.pending++
+				s.read = append(s.read, item)
+			default:
+				s.take()
+				return in
 			}
-			s.pending++
-			s.take(item)
-		default:
+		}
+		s.take()
+		if s.pending >= s.max || len(s.trying) >= maxTry {
 			return in
 		}
 	}
-	return in
 }
 
-// take puts an item just read in its key's line, or, if the key has no
-// item being decided, puts it among those to try; an item whose key
-// function panicked is ready at once, with its error.
-func (s *shaper[T]) take(item T) {
-	k, err := keyOf(s.key, item)
-	if err != nil {
-		s.ready = append(s.ready, Result[T]{Item: item, Err: err})
-		return
-	}
-	if line, ok := s.lines[k]; ok {
+// take puts each item read in its key's line, or, if the key has no item
+// being decided, among those to try; an item whose key function panicked
+// is ready at once, with its error. The key function runs on the items
+// under one guard (sweep).
+func (s *shaper[T]) take() {
+	sweep(keying[T]{s}, len(s.read))
+	clear(s.read)
+	s.read = s.read[:0]
+}
+
+// keying is take's sweep.
+type keying[T any] struct{ s *shaper[T] }
+
+func (k keying[T]) step(i int) {
+	s := k.s
+	item := s.read[i]
+	key := s.key(item)
+	if line, ok := s.lines[key]; ok {
 		*line = append(*line, item)
 		return
 	}
-	s.lines[k] = new([]T)
-	s.trying = append(s.trying, job[T]{key: k, item: item})
+	s.lines[key] = new([]T)
+	s.trying = append(s.trying, job[T]{key: key, item: item})
+}
+
+func (k keying[T]) panicked(i int, v any) {
+	k.s.ready = append(k.s.ready, Result[T]{Item: k.s.read[i], Err: panicError(errKeyPanicked, v)})
 }
 
 // try decides the items to try with one round trip per partition: those
@@ -194,12 +216,7 @@ func (s *shaper[T]) take(item T) {
 func (s *shaper[T]) try() {
 	trying := s.trying
 	s.reqs, s.errs = s.reqs[:0], s.errs[:0]
-	for i := range trying {
-		j := &trying[i]
-		var err error
-		j.n, err = s.opts.weight(j.item)
-		s.reqs, s.errs = append(s.reqs, chanlimit.Request{Key: j.key, N: max(j.n, 1)}), append(s.errs, err)
-	}
+	sweep(weighing[T]{s}, len(trying))
 	s.ds = slices.Grow(s.ds[:0], len(trying))[:len(trying)]
 	err := s.r.TryWaitEach(s.ctx, s.reqs, s.ds, s.errs)
 	s.trying = s.trying[len(trying):len(trying)] // next adds the keys' next items after these
@@ -218,6 +235,30 @@ func (s *shaper[T]) try() {
 	clear(trying)
 	clear(s.reqs)
 	s.trying = append(trying[:0], s.trying...)
+}
+
+// weighing is try's sweep: each item's units, and its request, with the
+// error of a weight below 1 or of a Weight that panicked (which
+// TryWaitEach passes by).
+type weighing[T any] struct{ s *shaper[T] }
+
+func (w weighing[T]) step(i int) {
+	s := w.s
+	j := &s.trying[i]
+	j.n = 1
+	var err error
+	if s.opts.Weight != nil {
+		j.n = s.opts.Weight(j.item)
+		err = checkWeight(j.n)
+	}
+	s.reqs, s.errs = append(s.reqs, chanlimit.Request{Key: j.key, N: max(j.n, 1)}), append(s.errs, err)
+}
+
+func (w weighing[T]) panicked(i int, v any) {
+	s := w.s
+	j := &s.trying[i]
+	j.n = 0
+	s.reqs, s.errs = append(s.reqs, chanlimit.Request{Key: j.key, N: 1}), append(s.errs, panicError(errWeightPanicked, v))
 }
 
 // next puts the next item of key's line among those to try, or closes the line.
