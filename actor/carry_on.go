@@ -69,7 +69,7 @@ func (p *Partition) takeOver() {
 	if req := l.unfinished.resume; req.op != 0 {
 		l.unfinished.resume = request{}
 		if req.op != opStop { // carryOn noted the stop message: run drains
-			l.serve(req, l.state.Now, supervise.Exited(errs.ErrClockPanic))
+			l.serve(&req, l.state.Now, supervise.Exited(errs.ErrClockPanic))
 		}
 	}
 	l.answerInflight()
@@ -114,7 +114,7 @@ func (l *loop) answerInflight() {
 func (l *loop) serveNext() {
 	if req := l.unfinished.next; req.op != 0 {
 		l.unfinished.next = request{} // first: if it ends the goroutine too, it is served no more
-		l.serve(req, l.state.Now, nil)
+		l.serve(&req, l.state.Now, nil)
 	}
 }
 
@@ -130,7 +130,7 @@ func (l *loop) serveRest() {
 			l.stopping = true // run drains the mailbox
 			continue
 		}
-		l.serve(req, l.state.Now, nil)
+		l.serve(&req, l.state.Now, nil)
 	}
 	l.unfinished.rest = nil
 }

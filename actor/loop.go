@@ -90,7 +90,7 @@ func (p *Partition) serveBurst(req request, queued int, now time.Duration, clock
 		if req.op == opStop {
 			return served, true
 		}
-		served += p.loop.serve(req, now, clockErr)
+		served += p.loop.serve(&req, now, clockErr)
 		if queued == 0 {
 			return served, false
 		}
@@ -155,7 +155,7 @@ func (p *Partition) drain(now time.Duration, clockErr error) {
 		l.landAll()
 		select {
 		case req := <-p.mailbox:
-			l.serve(req, now, clockErr)
+			l.serve(&req, now, clockErr)
 			continue
 		default:
 		}

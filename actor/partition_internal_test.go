@@ -109,7 +109,7 @@ func TestAbandonMarksTheChannel(t *testing.T) {
 	require.ErrorIs(t, p.abandon(ctx, ch).err, context.Canceled)
 	require.Len(t, ch, 1, "the mark")
 
-	p.loop.serve(request{op: opAllow, key: "k", n: 2, reply: ch}, 0, nil)
+	p.loop.serve(&request{op: opAllow, key: "k", n: 2, reply: ch}, 0, nil)
 	assert.Equal(t, 0, table.(interface{ Len() int }).Len(), "a marked request is not applied")
 }
 
@@ -126,11 +126,11 @@ func TestServeRefundsAnUndeliveredGrant(t *testing.T) {
 	// serve skips a request whose channel is full before it decides, so
 	// call the delivery step as serve does after deciding.
 	d := allow(t, table, "k", 0, 2)
-	p.loop.deliver(request{op: opAllow, key: "k", n: 2, reply: full()}, 0, reply{d: d})
+	p.loop.deliver(&request{op: opAllow, key: "k", n: 2, reply: full()}, 0, &reply{d: d})
 	assert.True(t, allow(t, table, "k", 0, 2).Allowed, "the undelivered grant was given back")
 
 	require.False(t, decideOn(t, table, OpPeek, "k", 0, 1).Allowed)
-	p.loop.deliver(request{op: opPeek, key: "k", n: 1, reply: full()}, 0, reply{d: algorithms.Decision{Allowed: true}})
+	p.loop.deliver(&request{op: opPeek, key: "k", n: 1, reply: full()}, 0, &reply{d: algorithms.Decision{Allowed: true}})
 	assert.False(t, allow(t, table, "k", 0, 1).Allowed, "an undelivered Peek gives nothing back")
 	assert.Zero(t, p.loop.state.Counts, "undelivered answers count nowhere")
 }
@@ -159,13 +159,13 @@ func TestAClockThatPanicsFailsOnlyItsBurst(t *testing.T) {
 	assert.Equal(t, time.Second, now, "the timeline stays")
 
 	allowReply, peekReply, resetReply, doReply := ch(), ch(), ch(), ch()
-	p.loop.serve(request{op: opAllow, key: "k", n: 1, reply: allowReply}, now, err)
-	p.loop.serve(request{op: opPeek, key: "k", n: 1, reply: peekReply}, now, err)
+	p.loop.serve(&request{op: opAllow, key: "k", n: 1, reply: allowReply}, now, err)
+	p.loop.serve(&request{op: opPeek, key: "k", n: 1, reply: peekReply}, now, err)
 	items := []Item{{Key: "a", N: 1}, {Key: "b", N: 1}}
-	p.loop.serve(request{op: opBatch, batch: &items, reply: ch()}, now, err)
-	p.loop.serve(request{op: opReset, key: "r", reply: resetReply}, now, err)
+	p.loop.serve(&request{op: opBatch, batch: &items, reply: ch()}, now, err)
+	p.loop.serve(&request{op: opReset, key: "r", reply: resetReply}, now, err)
 	var seen State
-	p.loop.serve(request{op: opDo, do: func(s *State) error { seen = *s; return nil }, reply: doReply}, now, err)
+	p.loop.serve(&request{op: opDo, do: func(s *State) error { seen = *s; return nil }, reply: doReply}, now, err)
 	assert.ErrorIs(t, (<-allowReply).err, errs.ErrClockPanic)
 	assert.ErrorIs(t, (<-peekReply).err, errs.ErrClockPanic)
 	for _, it := range items {

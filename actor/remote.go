@@ -80,7 +80,7 @@ func (l *loop) serveRun(burst []request, now time.Duration, clockErr error) (ser
 			stop, l.stopping = true, true
 			continue // the requests sent after it are answered, as drain answers them
 		}
-		served += l.serve(burst[i], now, clockErr)
+		served += l.serve(&burst[i], now, clockErr)
 	}
 	l.unfinished.rest = nil
 	return served, stop
@@ -210,7 +210,7 @@ func (l *loop) land(tr *trip) (served int) {
 	for k, req := range tr.run {
 		l.landingAt = k + 1 // first: if this one ends the goroutine, takeOver answers the rest
 		at := tr.sent[k]
-		f := flightOf(req)
+		f := flightOf(&req)
 		if req.op == opAllow || req.op == opPeek {
 			f.by = tr.items[at].By
 		}
@@ -248,7 +248,7 @@ func (l *loop) land(tr *trip) (served int) {
 				continue
 			}
 		}
-		l.deliver(req, tr.now, r)
+		l.deliver(&req, tr.now, &r)
 		l.outOfFlight()
 	}
 	l.landChores(tr, len(tr.items)-len(tr.chores))

@@ -129,15 +129,15 @@ func (l *loop) heard(c *chore, it *Item) {
 			l.state.Counts.note(&c.r.d, c.r.err)
 			return
 		}
-		f := flightOf(c.req)
+		f := flightOf(&c.req)
 		f.by = c.by
 		l.inFlight(f)
 		l.fillQuotaMore(c.req.key, c.at, &c.r.d, c.req.quota, more)
-		l.deliver(c.req, c.at, c.r)
+		l.deliver(&c.req, c.at, &c.r)
 		l.outOfFlight()
 	case c.req.reply != nil: // a try whose answer waited for its refunds
-		l.inFlight(flightOf(c.req))
-		l.deliver(c.req, c.at, reply{})
+		l.inFlight(flightOf(&c.req))
+		l.deliver(&c.req, c.at, &reply{})
 		l.outOfFlight()
 	}
 	// A refund's answer is nothing to deliver; its failure is counted.

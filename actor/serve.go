@@ -19,21 +19,21 @@ import (
 // batch) fail with that error; Reset and Do need none, and go on at the latest reading
 // that worked. It returns how many requests that was: a batch's items, or
 // 1.
-func (l *loop) serve(req request, now time.Duration, clockErr error) (served int) {
+func (l *loop) serve(req *request, now time.Duration, clockErr error) (served int) {
 	if len(req.reply) > 0 {
 		return 0 // the caller gave up before its turn: apply nothing
 	}
-	if l.remote != nil && l.joinsTrip(req, clockErr) {
-		return l.dispatch([]request{req}, now) // a remote table decides through trips alone
+	if l.remote != nil && l.joinsTrip(*req, clockErr) {
+		return l.dispatch([]request{*req}, now) // a remote table decides through trips alone
 	}
 	if clockErr == nil && req.op != opLeave && l.waits.dueBy(now) {
 		// What is due comes first: a line due by now is served on its
 		// schedule before anything after it is decided, even if the
 		// timer has not told the partition yet (a timer fires late, and
 		// select picks the mailbox or the timer at random). req waits in
-		// left.next meanwhile: if the rule ends the goroutine on a
+		// unfinished.next meanwhile: if the rule ends the goroutine on a
 		// waiter, the next serves req after answering it.
-		l.unfinished.next = req
+		l.unfinished.next = *req
 		l.serveDue(now)
 		l.unfinished.next = request{}
 	}
@@ -46,7 +46,7 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 	case opWait:
 		served = l.join(req, now, clockErr)
 	case opLeave:
-		l.leave(req, now)
+		l.leave(*req, now)
 	case opReset, opRefund:
 		served = l.giveOrDrop(req, now, clockErr)
 	case opBatch, opTry:
@@ -68,13 +68,13 @@ func (l *loop) serve(req request, now time.Duration, clockErr error) (served int
 // decide serves an AllowN or a PeekN. While its key has a line, the
 // request is denied with the wait it would have in it (no barging), or,
 // if the line's head is out to a remote table, parked behind it.
-func (l *loop) decide(req request, now time.Duration, clockErr error) (served int) {
+func (l *loop) decide(req *request, now time.Duration, clockErr error) (served int) {
 	var r reply
 	switch ln := l.waits.lineOf(req.key); {
 	case clockErr != nil:
 		r.err = clockErr
 	case ln != nil && ln.asking:
-		ln.parked = append(ln.parked, req) // behind its head, out to a remote table (remote_lines.go)
+		ln.parked = append(ln.parked, *req) // behind its head, out to a remote table (remote_lines.go)
 		return 0
 	case ln != nil:
 		r.d, r.err = l.inLine(req.key, req.n, now, ln)
@@ -89,33 +89,33 @@ func (l *loop) decide(req request, now time.Duration, clockErr error) (served in
 		it := l.decideItem(op, req.key, req.n, now)
 		r.d, r.err = it.D, it.Err
 	}
-	l.answerNow(req, now, r)
+	l.answerNow(req, now, &r)
 	return 1
 }
 
 // join serves a WaitN: granted at once, or in its key's line until its
 // turn (wait).
-func (l *loop) join(req request, now time.Duration, clockErr error) (served int) {
+func (l *loop) join(req *request, now time.Duration, clockErr error) (served int) {
 	r := reply{err: clockErr}
 	if clockErr == nil {
 		var queued bool
-		if r, queued = l.wait(req, now); queued {
+		if r, queued = l.wait(*req, now); queued {
 			return 1 // answered when its turn comes
 		}
 	}
-	l.answerNow(req, now, r)
+	l.answerNow(req, now, &r)
 	return 1
 }
 
 // giveOrDrop serves a Refund or a Reset; the head of the key's line may
 // be granted after it. A Reset needs no time.
-func (l *loop) giveOrDrop(req request, now time.Duration, clockErr error) (served int) {
+func (l *loop) giveOrDrop(req *request, now time.Duration, clockErr error) (served int) {
 	var r reply
 	switch {
 	case req.op == opReset:
 		l.decideOne(OpReset, req.key, 0, now)
 	case clockErr != nil:
-		l.answerNow(req, now, reply{err: clockErr})
+		l.answerNow(req, now, &reply{err: clockErr})
 		return 1
 	default:
 		_, r.err = l.decideOne(OpRefund, req.key, req.n, now)
@@ -123,14 +123,14 @@ func (l *loop) giveOrDrop(req request, now time.Duration, clockErr error) (serve
 	if ln := l.waits.lineOf(req.key); ln != nil {
 		l.waits.reschedule(ln, now) // its head may be granted now
 	}
-	l.answerNow(req, now, r)
+	l.answerNow(req, now, &r)
 	return 1
 }
 
 // batch serves a batch (AllowBatch's items) or a batch of tries (each
 // granted if WaitN would grant it at once), in order, each item on a key
 // with a line as in line.
-func (l *loop) batch(req request, now time.Duration, clockErr error) (served int) {
+func (l *loop) batch(req *request, now time.Duration, clockErr error) (served int) {
 	items := *req.batch
 	switch {
 	case clockErr != nil:
@@ -145,26 +145,26 @@ func (l *loop) batch(req request, now time.Duration, clockErr error) (served int
 		}
 		l.state.Table.Decide(items, now)
 	}
-	l.answerNow(req, now, reply{})
+	l.answerNow(req, now, &reply{})
 	return len(items)
 }
 
 // do runs a function on the partition's state (Do), then re-decides the
 // lines of the keys whose policies it changed.
-func (l *loop) do(req request, now time.Duration, clockErr error) (served int) {
+func (l *loop) do(req *request, now time.Duration, clockErr error) (served int) {
 	l.state.ClockErr = clockErr
 	l.state.Wall = l.origin.Add(l.reading)
 	err := req.do(&l.state)
 	l.state.ClockErr = nil
 	l.retryChanged(l.state.Now)
-	l.answerNow(req, now, reply{err: err})
+	l.answerNow(req, now, &reply{err: err})
 	return 1
 }
 
 // answerNow answers req with r, with its key's quota first if it asked
 // for it. It is the last thing each kind does: serve then takes the
 // request out of flight.
-func (l *loop) answerNow(req request, now time.Duration, r reply) {
+func (l *loop) answerNow(req *request, now time.Duration, r *reply) {
 	if req.quota != nil && decided(r.err) {
 		l.fillQuota(req.key, now, &r.d, req.quota)
 	}
@@ -223,7 +223,7 @@ func (l *loop) outOfFlight() { l.inflight.reply = nil }
 // flightOf returns req, in flight. A batch's refund mark starts past its
 // last item: those not decided yet are not Allowed, and giveBack passes
 // them by.
-func flightOf(req request) inflight {
+func flightOf(req *request) inflight {
 	f := inflight{reply: req.reply, ticket: req.ticket, op: req.op, batch: req.batch}
 	if req.batch != nil {
 		f.refund = len(*req.batch)
@@ -242,11 +242,11 @@ func waiterFlight(w waiter) inflight {
 // left stands: the caller cannot tell whether it happened, as it cannot
 // for one whose answer it got just as its context ended. So does what a
 // function run by Do did: see Do.)
-func (l *loop) deliver(req request, now time.Duration, r reply) {
+func (l *loop) deliver(req *request, now time.Duration, r *reply) {
 	var c Counts
 	c.count(req, r) // now: once sent, a batch's items are the caller's
 	select {
-	case req.reply <- r:
+	case req.reply <- *r:
 		ring(req.ticket)
 		l.state.Counts.Allowed += c.Allowed
 		l.state.Counts.Denied += c.Denied
@@ -293,7 +293,7 @@ func (l *loop) giveBack(now time.Duration) {
 }
 
 // count counts the answer r to req.
-func (c *Counts) count(req request, r reply) {
+func (c *Counts) count(req *request, r *reply) {
 	switch req.op {
 	case opAllow:
 		c.note(&r.d, r.err)
