@@ -59,7 +59,11 @@ func ExampleRouter_StartWait() {
 		r.Allow(tenant) // each tenant's unit is spent: each Ticket waits a second
 		r.StartWait(ctx, tenant, 1, ready)
 	}
-	clk.BlockUntilContext(ctx, 1) // a partition's timer is set: the Tickets are in line
+	// A partition's timer is set: its Tickets are in line. (Another
+	// partition may still be on its way to its own; its timer is then set
+	// for the instant its line is due, and fires as soon as the clock has
+	// reached it, whenever it is set.)
+	clk.BlockUntilContext(ctx, 1)
 
 	clk.Advance(time.Second)
 	granted := map[string]bool{}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/chanlimit/chanlimit/clock"
 	"github.com/chanlimit/chanlimit/internal/errs"
 	"github.com/chanlimit/chanlimit/internal/supervise"
 )
@@ -11,9 +12,14 @@ import (
 // The one timer of a partition's lines, from its Clock, under supervision.
 
 // arm sets the timer for the earliest line due, or stops it if there is
-// none. The timer is the Clock's: its calls are supervised, and if one
-// panics, every waiter is answered with its error, since nothing would
-// wake them.
+// none; now is the partition's latest reading of the clock (state.Now).
+// The timer is the Clock's: its calls are supervised, and if one panics,
+// every waiter is answered with its error, since nothing would wake them.
+//
+// A timer that can be set for an instant (clock.AtTimer: a Fake's) is
+// set for the line's, so that it fires when the clock reaches it however
+// far the clock moved since now was read (a test's Advance, while the
+// partition served its burst); any other, for the duration from now.
 func (l *loop) arm(now time.Duration) {
 	w := &l.waits
 	if len(w.due) == 0 || w.due[0].at == math.MaxInt64 {
@@ -25,10 +31,16 @@ func (l *loop) arm(now time.Duration) {
 		return
 	}
 	err := l.timerCall(func() {
-		if w.timer == nil {
+		switch t := w.timer.(type) {
+		case nil:
 			w.timer = l.state.clock.NewTimer(at - now)
-		} else {
-			w.timer.Reset(at - now)
+			if t, ok := w.timer.(clock.AtTimer); ok {
+				t.ResetAt(l.instant(at, now))
+			}
+		case clock.AtTimer:
+			t.ResetAt(l.instant(at, now))
+		default:
+			t.Reset(at - now)
 		}
 		w.fired, w.setAt = w.timer.C(), at
 	})
@@ -36,6 +48,12 @@ func (l *loop) arm(now time.Duration) {
 		w.timer, w.fired = nil, nil
 		l.closeLines(err)
 	}
+}
+
+// instant returns the clock's instant at which the partition's timeline
+// reaches at, as the reading that placed it at now tells.
+func (l *loop) instant(at, now time.Duration) time.Time {
+	return l.origin.Add(l.reading).Add(at - now)
 }
 
 // stopTimer stops the timer, if it is set.

@@ -40,6 +40,22 @@ type Timer interface {
 	Reset(d time.Duration) bool
 }
 
+// AtTimer is a Timer that can also be set for an instant of its clock
+// rather than for a duration: the clock tells, as the timer is set,
+// whether the instant has passed, and then it fires at once. A Fake's
+// timers are AtTimers. A partition sets its lines' timer so when it can:
+// a duration worked out from an earlier reading fires late by as much as
+// the clock moved since, which is nothing to speak of on the real clock,
+// but on a Fake a whole Advance made in between.
+type AtTimer interface {
+	Timer
+
+	// ResetAt stops the timer and starts it again to fire once its clock
+	// reads t or later. It reports whether the timer was pending before
+	// the call, as Stop does.
+	ResetAt(t time.Time) bool
+}
+
 // Real returns the system clock. Its readings carry Go's monotonic clock, so
 // a step of the wall clock (NTP, a person setting the date) neither grants
 // nor withholds quota: durations are measured on the monotonic clock.

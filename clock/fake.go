@@ -110,11 +110,17 @@ func (f *Fake) NewTimer(d time.Duration) Timer {
 
 // scheduleLocked arms t to fire d after now, or fires it at once if d <= 0.
 func (f *Fake) scheduleLocked(t *fakeTimer, d time.Duration) {
-	if d <= 0 {
+	f.scheduleAtLocked(t, f.now.Add(d))
+}
+
+// scheduleAtLocked arms t to fire once the clock reads at, or fires it at
+// once if it reads at already.
+func (f *Fake) scheduleAtLocked(t *fakeTimer, at time.Time) {
+	if !at.After(f.now) {
 		t.fire(f.now)
 		return
 	}
-	t.deadline = f.now.Add(d)
+	t.deadline = at
 	t.seq = f.seq
 	f.seq++
 	heap.Push(&f.waiters, t)
@@ -153,7 +159,7 @@ type fakeTimer struct {
 	index    int // position in the heap; -1 when not waiting
 }
 
-var _ Timer = (*fakeTimer)(nil)
+var _ AtTimer = (*fakeTimer)(nil)
 
 func (t *fakeTimer) C() <-chan time.Time { return t.c }
 
@@ -168,6 +174,16 @@ func (t *fakeTimer) Reset(d time.Duration) bool {
 	defer t.f.mu.Unlock()
 	active := t.f.unscheduleLocked(t)
 	t.f.scheduleLocked(t, d)
+	return active
+}
+
+// ResetAt is Reset for the instant at: the timer fires once the clock
+// reads at, at once if it does already.
+func (t *fakeTimer) ResetAt(at time.Time) bool {
+	t.f.mu.Lock()
+	defer t.f.mu.Unlock()
+	active := t.f.unscheduleLocked(t)
+	t.f.scheduleAtLocked(t, at)
 	return active
 }
 

@@ -187,6 +187,33 @@ func TestFakeStopAndReset(t *testing.T) {
 	assert.False(t, tm.Stop(), "now it is neither waiting nor unread")
 }
 
+// TestFakeResetAt: a Fake's timer set for an instant fires once the
+// clock reads it, with that instant, or at once with the clock's time if
+// the clock has passed it; ResetAt reports what Reset does.
+func TestFakeResetAt(t *testing.T) {
+	f := clock.NewFake(epoch)
+	tm := f.NewTimer(time.Hour).(clock.AtTimer)
+	assert.True(t, tm.ResetAt(epoch.Add(2*time.Second)), "ResetAt of a pending timer reports true")
+	assert.Equal(t, 1, f.Waiters(), "the deadline replaced, not added")
+	f.Advance(2*time.Second - 1)
+	_, fired := received(tm.C())
+	assert.False(t, fired, "1ns before the instant")
+	f.Advance(1)
+	got, fired := received(tm.C())
+	require.True(t, fired)
+	assert.Equal(t, epoch.Add(2*time.Second), got)
+
+	f.Advance(time.Minute)
+	assert.False(t, tm.ResetAt(epoch.Add(time.Second)), "ResetAt of a fired and read timer reports false")
+	got, fired = received(tm.C())
+	require.True(t, fired, "an instant the clock has passed fires at once")
+	assert.Equal(t, epoch.Add(time.Minute+2*time.Second), got, "with the clock's time")
+	assert.False(t, tm.ResetAt(f.Now()), "an instant the clock reads: at once too")
+	_, fired = received(tm.C())
+	assert.True(t, fired)
+	assert.Equal(t, 0, f.Waiters())
+}
+
 func TestFakeBlockUntilContext(t *testing.T) {
 	f := clock.NewFake(epoch)
 	got := make(chan time.Time)
