@@ -43,7 +43,7 @@ type Timer interface {
 // AtTimer is a Timer that can also be set for an instant of its clock
 // rather than for a duration: the clock tells, as the timer is set,
 // whether the instant has passed, and then it fires at once. A Fake's
-// timers are AtTimers. A partition sets its lines' timer so when it can:
+// timers are AtTimers, and so are the real clock's. A partition sets its lines' timer so when it can:
 // a duration worked out from an earlier reading fires late by as much as
 // the clock moved since, which is nothing to speak of on the real clock,
 // but on a Fake a whole Advance made in between.
@@ -78,8 +78,13 @@ func (realClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTime
 // Go 1.23 a stopped or reset time.Timer delivers no stale value.
 type realTimer struct{ t *time.Timer }
 
-var _ Timer = realTimer{}
+var _ AtTimer = realTimer{}
 
 func (r realTimer) C() <-chan time.Time        { return r.t.C }
 func (r realTimer) Stop() bool                 { return r.t.Stop() }
 func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }
+
+// ResetAt resets the timer for the time until t: measured on the
+// monotonic clock when t carries its reading (an instant worked out from
+// Now does).
+func (r realTimer) ResetAt(t time.Time) bool { return r.t.Reset(time.Until(t)) }

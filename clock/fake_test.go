@@ -266,3 +266,26 @@ func TestRealClock(t *testing.T) {
 	assert.False(t, tm.Reset(time.Hour))
 	assert.True(t, tm.Stop())
 }
+
+// TestRealResetAt: the real clock's timer set for an instant fires when
+// the monotonic clock reaches it, and at once for one passed. In a
+// synctest bubble, whose clock moves only when every goroutine waits.
+func TestRealResetAt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := clock.Real()
+		start := c.Now()
+		tm := c.NewTimer(time.Hour).(clock.AtTimer)
+		assert.True(t, tm.ResetAt(start.Add(2*time.Second)), "a pending timer")
+		time.Sleep(2*time.Second - time.Nanosecond)
+		_, fired := received(tm.C())
+		assert.False(t, fired, "1ns before the instant")
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		_, fired = received(tm.C())
+		assert.True(t, fired)
+		tm.ResetAt(start)
+		synctest.Wait()
+		_, fired = received(tm.C())
+		assert.True(t, fired, "an instant passed fires at once")
+	})
+}
