@@ -210,6 +210,7 @@ type loop struct {
 	origin     time.Time           // the clock's reading at Start
 	reading    time.Duration       // the clock's latest reading, as time since origin
 	real       bool                // the clock is clock.Real, which is not supervised (tick)
+	instants   bool                // the clock is clock.Real or a *clock.Fake, whose timers read the time it reads (arm)
 	inflight   inflight            // the request being served, until it is answered
 	stopping   bool                // the stop message has come: drain, then exit
 	unfinished unfinished          // what a goroutine that ended left undone, for the next (carry_on.go)
@@ -262,6 +263,8 @@ func newPartition(table Table, clk clock.Clock, origin time.Time, mailboxSize in
 		done:    make(chan struct{}),
 		loop:    &loop{state: State{Table: table, Wall: origin, clock: clk}, origin: origin, real: clk == clock.Real()},
 	}
+	_, fake := clk.(*clock.Fake)
+	p.loop.instants = p.loop.real || fake
 	p.replies.New = func() any { return make(chan reply, 1) }
 	if remote, ok := table.(Remote); ok {
 		p.loop.remote, p.loop.trips = remote, newTrips()

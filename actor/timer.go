@@ -16,10 +16,13 @@ import (
 // The timer is the Clock's: its calls are supervised, and if one panics,
 // every waiter is answered with its error, since nothing would wake them.
 //
-// A timer that can be set for an instant (clock.AtTimer: a Fake's) is
-// set for the line's, so that it fires when the clock reaches it however
-// far the clock moved since now was read (a test's Advance, while the
-// partition served its burst); any other, for the duration from now.
+// On clock.Real and a *clock.Fake, whose timers read the very time the
+// partition reads, the timer is set for the line's instant (AtTimer), so
+// that it fires when the clock reaches it however far the clock moved
+// forward since now was read: a test's Advance while the partition served
+// its burst. Any other Clock's timer, for the duration from now, which
+// holds whatever time its timers read (a Clock that tells another zone's
+// time on a Fake's timers, say).
 func (l *loop) arm(now time.Duration) {
 	w := &l.waits
 	if len(w.due) == 0 || w.due[0].at == math.MaxInt64 {
@@ -31,16 +34,14 @@ func (l *loop) arm(now time.Duration) {
 		return
 	}
 	err := l.timerCall(func() {
-		switch t := w.timer.(type) {
-		case nil:
+		made := w.timer == nil
+		if made {
 			w.timer = l.state.clock.NewTimer(at - now)
-			if t, ok := w.timer.(clock.AtTimer); ok {
-				t.ResetAt(l.instant(at, now))
-			}
-		case clock.AtTimer:
+		}
+		if t, ok := w.timer.(clock.AtTimer); ok && l.instants {
 			t.ResetAt(l.instant(at, now))
-		default:
-			t.Reset(at - now)
+		} else if !made {
+			w.timer.Reset(at - now)
 		}
 		w.fired, w.setAt = w.timer.C(), at
 	})
@@ -51,9 +52,16 @@ func (l *loop) arm(now time.Duration) {
 }
 
 // instant returns the clock's instant at which the partition's timeline
-// reaches at, as the reading that placed it at now tells.
+// reaches at, as the reading that placed it at now tells; or, if the
+// clock has stepped back since that reading, as long after what it reads
+// now, since a step back adds nothing to the timeline (tick): the wait
+// starts over from the earlier time, and nobody waits out the step.
 func (l *loop) instant(at, now time.Duration) time.Time {
-	return l.origin.Add(l.reading).Add(at - now)
+	t := l.origin.Add(l.reading).Add(at - now)
+	if back := l.state.clock.Now().Add(at - now); back.Before(t) {
+		return back
+	}
+	return t
 }
 
 // stopTimer stops the timer, if it is set.

@@ -61,15 +61,49 @@ func TestTimerArmedLateFiresAtTheLinesInstant(t *testing.T) {
 	})
 }
 
-// TestTimerArmedLateOnAClockOfDurations: a Clock that makes timers for a
-// duration alone (clocktest.Late, which also fires them late on purpose)
-// is given one from the partition's reading, as before.
-func TestTimerArmedLateOnAClockOfDurations(t *testing.T) {
-	clk := &clocktest.Late{Fake: clock.NewFake(time.Unix(0, 0))}
-	p := newPartition(fixedWindows(t), clk, clk.Now(), 1)
-	at := armedLate(t, p, p.loop.state.Table, func(time.Duration) {})
+// TestTimerArmedAfterAStepBack: a Fake stepped back between the reading
+// and the arming: the wait starts over from the earlier time, as the
+// timeline counts nothing for the step (tick), and nobody waits the step
+// out.
+func TestTimerArmedAfterAStepBack(t *testing.T) {
+	p, table := parked(t)
+	clk := p.loop.state.clock.(*clock.Fake)
+	at := armedLate(t, p, table, func(time.Duration) { clk.Advance(-2 * time.Hour) })
 	clk.Advance(at - 1)
-	require.Empty(t, p.loop.waits.fired)
+	require.Empty(t, p.loop.waits.fired, "1ns before the wait is over, from the earlier time")
 	clk.Advance(1)
-	require.Len(t, p.loop.waits.fired, 1)
+	require.Len(t, p.loop.waits.fired, 1, "the wait is over, from the earlier time: not after 2h more")
+}
+
+// skewed reads its Fake an offset ahead (a Clock that tells a server's or
+// another zone's time) and makes the Fake's timers.
+type skewed struct {
+	*clock.Fake
+	off time.Duration
+}
+
+func (c skewed) Now() time.Time                  { return c.Fake.Now().Add(c.off) }
+func (c skewed) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// TestTimerOnAClockOfDurations: a Clock whose readings are not its
+// timers' time, or whose timers are not AtTimers (clocktest.Late), is
+// given a duration from the partition's reading, which holds whatever
+// time its timers read: its timer fires as the wait ends.
+func TestTimerOnAClockOfDurations(t *testing.T) {
+	for name, clk := range map[string]interface {
+		clock.Clock
+		Advance(time.Duration)
+	}{
+		"skewed an hour": skewed{clock.NewFake(time.Unix(0, 0)), time.Hour},
+		"late timers":    &clocktest.Late{Fake: clock.NewFake(time.Unix(0, 0))},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := newPartition(fixedWindows(t), clk, clk.Now(), 1)
+			at := armedLate(t, p, p.loop.state.Table, func(time.Duration) {})
+			clk.Advance(at - 1)
+			require.Empty(t, p.loop.waits.fired)
+			clk.Advance(1)
+			require.Len(t, p.loop.waits.fired, 1)
+		})
+	}
 }

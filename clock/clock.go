@@ -42,11 +42,15 @@ type Timer interface {
 
 // AtTimer is a Timer that can also be set for an instant of its clock
 // rather than for a duration: the clock tells, as the timer is set,
-// whether the instant has passed, and then it fires at once. A Fake's
-// timers are AtTimers, and so are the real clock's. A partition sets its lines' timer so when it can:
-// a duration worked out from an earlier reading fires late by as much as
-// the clock moved since, which is nothing to speak of on the real clock,
-// but on a Fake a whole Advance made in between.
+// whether the instant has passed, and then it fires at once. The instant
+// is read on the clock that made the timer. A Fake's timers are AtTimers,
+// and so are the real clock's. A partition on a *Fake or on Real, whose
+// timers read the very time it reads, sets its lines' timer so: a
+// duration worked out from an earlier reading fires late by as much as
+// the clock moved forward since, which is nothing to speak of on the real
+// clock, but on a Fake a whole Advance made in between. On any other
+// Clock (one that wraps a Fake, say, and may read another time than its
+// timers do) it sets durations.
 type AtTimer interface {
 	Timer
 
