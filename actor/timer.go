@@ -51,17 +51,19 @@ func (l *loop) arm(now time.Duration) {
 	}
 }
 
-// instant returns the clock's instant at which the partition's timeline
-// reaches at, as the reading that placed it at now tells; or, if the
-// clock has stepped back since that reading, as long after what it reads
-// now, since a step back adds nothing to the timeline (tick): the wait
-// starts over from the earlier time, and nobody waits out the step.
+// instant returns the clock's instant at which the partition's timeline,
+// at now at the latest reading, reaches at. A Fake that has stepped back
+// since that reading is read again, and the step counted as tick counts
+// it, for nothing: the timeline goes on from the earlier reading, so the
+// wait is counted from there and nobody waits out the step (the timer,
+// and the tick of its wake, agree). The real clock never steps back.
 func (l *loop) instant(at, now time.Duration) time.Time {
-	t := l.origin.Add(l.reading).Add(at - now)
-	if back := l.state.clock.Now().Add(at - now); back.Before(t) {
-		return back
+	if !l.real {
+		if r := l.state.clock.Since(l.origin); r < l.reading {
+			l.reading = r
+		}
 	}
-	return t
+	return l.origin.Add(l.reading).Add(at - now)
 }
 
 // stopTimer stops the timer, if it is set.
