@@ -104,18 +104,13 @@ func (f *Fake) NewTimer(d time.Duration) Timer {
 	t := &fakeTimer{f: f, c: make(chan time.Time, 1), index: -1}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.scheduleLocked(t, d)
+	f.scheduleLocked(t, f.now.Add(d)) // at once if d <= 0
 	return t
 }
 
-// scheduleLocked arms t to fire d after now, or fires it at once if d <= 0.
-func (f *Fake) scheduleLocked(t *fakeTimer, d time.Duration) {
-	f.scheduleAtLocked(t, f.now.Add(d))
-}
-
-// scheduleAtLocked arms t to fire once the clock reads at, or fires it at
+// scheduleLocked arms t to fire once the clock reads at, or fires it at
 // once if it reads at already.
-func (f *Fake) scheduleAtLocked(t *fakeTimer, at time.Time) {
+func (f *Fake) scheduleLocked(t *fakeTimer, at time.Time) {
 	if !at.After(f.now) {
 		t.fire(f.now)
 		return
@@ -172,9 +167,7 @@ func (t *fakeTimer) Stop() bool {
 func (t *fakeTimer) Reset(d time.Duration) bool {
 	t.f.mu.Lock()
 	defer t.f.mu.Unlock()
-	active := t.f.unscheduleLocked(t)
-	t.f.scheduleLocked(t, d)
-	return active
+	return t.resetLocked(t.f.now.Add(d))
 }
 
 // ResetAt is Reset for the instant at: the timer fires once the clock
@@ -182,8 +175,14 @@ func (t *fakeTimer) Reset(d time.Duration) bool {
 func (t *fakeTimer) ResetAt(at time.Time) bool {
 	t.f.mu.Lock()
 	defer t.f.mu.Unlock()
+	return t.resetLocked(at)
+}
+
+// resetLocked disarms t and arms it again for at, and reports whether it
+// was pending, as Stop does.
+func (t *fakeTimer) resetLocked(at time.Time) bool {
 	active := t.f.unscheduleLocked(t)
-	t.f.scheduleAtLocked(t, at)
+	t.f.scheduleLocked(t, at)
 	return active
 }
 

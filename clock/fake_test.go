@@ -276,10 +276,10 @@ func TestRealResetAt(t *testing.T) {
 		start := c.Now()
 		tm := c.NewTimer(time.Hour).(clock.AtTimer)
 		assert.True(t, tm.ResetAt(start.Add(2*time.Second)), "a pending timer")
-		time.Sleep(2*time.Second - time.Nanosecond)
+		time.Sleep(2*time.Second - time.Nanosecond) // synctest time
 		_, fired := received(tm.C())
 		assert.False(t, fired, "1ns before the instant")
-		time.Sleep(time.Nanosecond)
+		time.Sleep(time.Nanosecond) // synctest time
 		synctest.Wait()
 		_, fired = received(tm.C())
 		assert.True(t, fired)
