@@ -65,13 +65,17 @@ var (
 	errWeightPanicked = fmt.Errorf("%w in Weight", ErrPanic)
 )
 
-// checkWeight returns the error for a weight below 1, as the Router's for
-// such an n, or nil.
-func checkWeight(n int) error {
-	if n < 1 {
-		return fmt.Errorf("pipeline: Weight: %w (got %d)", chanlimit.ErrInvalidCount, n)
+// weigh returns the units item takes (1 with no Weight), and the error
+// of a weight below 1, as the Router's for such an n. Weight runs
+// unguarded: its caller's sweep catches a panic.
+func (o *Options[T]) weigh(item T) (n int, err error) {
+	if o.Weight == nil {
+		return 1, nil
 	}
-	return nil
+	if n = o.Weight(item); n < 1 {
+		return n, fmt.Errorf("pipeline: Weight: %w (got %d)", chanlimit.ErrInvalidCount, n)
+	}
+	return n, nil
 }
 
 // A sweeper calls the caller's functions (key, Weight) on a run of items,

@@ -103,13 +103,11 @@ func (p *policer[T]) add(item T) {
 // units and its key, added to reqs; or the error of a Weight below 1.
 func (p *policer[T]) step(i int) {
 	res := &p.results[i]
-	n := 1
-	if p.opts.Weight != nil {
-		p.culprit = errWeightPanicked
-		n = p.opts.Weight(res.Item)
-		if res.Err = checkWeight(n); res.Err != nil {
-			return
-		}
+	p.culprit = errWeightPanicked
+	n, err := p.opts.weigh(res.Item)
+	if err != nil {
+		res.Err = err
+		return
 	}
 	p.culprit = errKeyPanicked
 	k := p.key(res.Item)

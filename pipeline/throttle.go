@@ -245,12 +245,8 @@ type weighing[T any] struct{ s *shaper[T] }
 func (w weighing[T]) step(i int) {
 	s := w.s
 	j := &s.trying[i]
-	j.n = 1
 	var err error
-	if s.opts.Weight != nil {
-		j.n = s.opts.Weight(j.item)
-		err = checkWeight(j.n)
-	}
+	j.n, err = s.opts.weigh(j.item)
 	s.reqs, s.errs = append(s.reqs, chanlimit.Request{Key: j.key, N: max(j.n, 1)}), append(s.errs, err)
 }
 
