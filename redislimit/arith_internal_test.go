@@ -81,7 +81,7 @@ local cases = {
 }
 local out = {}
 for i, rest in ipairs(cases) do
-  local kept, latest = keptRecords(rest)
+  local kept, latest = keptRecords(rest, 1)
   if kept == nil then
     out[#out + 1], out[#out + 2] = false, -1
   else

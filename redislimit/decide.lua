@@ -69,7 +69,8 @@
 -- later), it is a library, loaded once: redislimit puts the library's
 -- header before it and registers decideCall in place of its last line,
 -- so that the functions above decideCall are made once, not at every
--- call. Nothing but caches of what never changes outlives a call.
+-- call. Nothing outlives a call but caches of what never changes and the
+-- tables out and takes, whose contents a call sets before it reads them.
 
 -- The library functions, as locals: a local is found at once, a global
 -- through two tables. They are bound by the first call (bind), since a
@@ -646,7 +647,7 @@ end
 -- each a little-endian double). struct packs and unpacks them in C.
 local MARK = '\194' -- 0xC2
 
--- packNums returns the numbers t as doubles, and unpackNums the k
+-- packNums returns the n first numbers of t as doubles, and unpackNums the k
 -- doubles of blob from pos on, as a table, and the position after them:
 -- by chunks, since Lua moves at most about 8,000 values at once (a log
 -- holds two numbers an entry).
@@ -665,13 +666,13 @@ local function dfmtOf(k)
   end
   return f
 end
-local function packNums(t)
-  if #t <= CHUNK then
-    return spack(dfmtOf(#t), unpack(t))
+local function packNums(t, n)
+  if n <= CHUNK then
+    return spack(dfmtOf(n), unpack(t, 1, n))
   end
   local parts = {}
-  for i = 1, #t, CHUNK do
-    local j = min(i + CHUNK - 1, #t)
+  for i = 1, n, CHUNK do
+    local j = min(i + CHUNK - 1, n)
     parts[#parts + 1] = spack(dfmtOf(j - i + 1), unpack(t, i, j))
   end
   return table.concat(parts)
@@ -698,7 +699,7 @@ end
 
 -- entry returns the bytes of field's entry, holding the numbers t.
 local function entry(field, t)
-  return spack('<H', #field) .. field .. spack('<I4', #t) .. packNums(t)
+  return spack('<H', #field) .. field .. spack('<I4', #t) .. packNums(t, #t)
 end
 
 -- parseOld parses a value an earlier version of the script wrote, packed
@@ -859,7 +860,14 @@ local redisNow -- Redis's clock, in microseconds: read once, if needed
 -- key's TTL).
 local vals, written, wrote
 local fast -- serveFast's writes, by key: the state's two numbers, the records after that stay, grace, ResetAfter, set, the latest expiry of those records
-local out -- the answers; first: 1 if the call wrote, so that its answers are kept, plus 2 if serveFast failed on a key (fastFailed)
+-- The answers, out[1] to out[nout]; first: 1 if the call wrote, so that
+-- its answers are kept, plus 2 if serveFast failed on a key (fastFailed).
+-- out is kept from call to call, as takes is (decideEveryFast): a table
+-- that grows is made again each time it does, which costs a call of ten
+-- requests more than deciding one of them. Only the length a call sets is
+-- read.
+local out, nout = {}, 0
+local takes = {}
 local packed -- out, packed as the call answers it, once it is whole: the call's record holds it too
 local fastFailed -- serveFast raised an error on a key of the call, which serve then served: a fault of serveFast's, told to the client
 local taking -- the call took or gave back units, or decided beside a reset: its answers are kept (recordOf)
@@ -938,31 +946,32 @@ local function ownRecordGoes(rest, pos, len)
   return seq ~= nil and seq < low and not keep[seq]
 end
 
--- keptRecords returns, of rest, a value's bytes after its states, the
--- records that stay (as keeps says), as bytes, the latest expiry of them
--- and how many they are; or nil if rest is not whole records and nothing
--- else.
-local function keptRecords(rest)
-  local n, pos, latest, count, now = #rest, 1, 0, 0, clockMs()
+-- keptRecords returns, of blob's bytes from start on (a value's bytes
+-- after its states), the records that stay (as keeps says), as bytes, the
+-- latest expiry of them and how many they are; or nil if those bytes are
+-- not whole records and nothing else. It walks blob in place: no bytes
+-- are copied unless a record stays.
+local function keptRecords(blob, start)
+  local n, pos, latest, count, now = #blob, start, 0, 0, clockMs()
   local parts, from -- the records kept so far, if one went; where the run being kept starts
-  from = 1
+  from = start
   while pos <= n do
     if pos + 1 > n then
       return nil
     end
-    local len = sunpack('<H', rest, pos)
-    if byte(rest, pos + 2) ~= 35 or pos + 13 + len > n then -- a name, its count and one number at least: the expiry
+    local len = sunpack('<H', blob, pos)
+    if byte(blob, pos + 2) ~= 35 or pos + 13 + len > n then -- a name, its count and one number at least: the expiry
       return nil
     end
-    local k, expiry = sunpack('<I4d', rest, pos + 2 + len)
+    local k, expiry = sunpack('<I4d', blob, pos + 2 + len)
     local stop = pos + 6 + len + 8 * k
     if k < 1 or stop - 1 > n or not whole(expiry) then -- not whole: an expiry no script writes, which no TTL could hold
       return nil
     end
-    if expiry <= now or ownRecordGoes(rest, pos + 2, len) then
+    if expiry <= now or ownRecordGoes(blob, pos + 2, len) then
       parts = parts or {}
       if from < pos then
-        parts[#parts + 1] = sub(rest, from, pos - 1)
+        parts[#parts + 1] = sub(blob, from, pos - 1)
       end
       from = stop
     else
@@ -970,11 +979,11 @@ local function keptRecords(rest)
     end
     pos = stop
   end
-  if not parts then
-    return rest, latest, count -- every one stays
+  if not parts then -- every one stays
+    return count > 0 and sub(blob, start) or '', latest, count
   end
   if from <= n then
-    parts[#parts + 1] = sub(rest, from)
+    parts[#parts + 1] = sub(blob, from)
   end
   return table.concat(parts), latest, count
 end
@@ -1000,7 +1009,7 @@ local function fastState(blob, head)
   if #blob == #head + 16 then
     return true, x, y, '', 0
   end
-  local rest, latest = keptRecords(sub(blob, #head + 17))
+  local rest, latest = keptRecords(blob, #head + 17)
   if not rest then -- another entry than a record follows, or a broken one
     return false
   end
@@ -1048,8 +1057,9 @@ local function serveFast(key, kind, n, set, now)
     fast[key] = {x, y, rest, grace, reset, set, latest}
   end
   local a = allowed and 1 or 0
-  local o = #out
+  local o = nout
   out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] = a, a, remaining, retry, reset, delay, rounded
+  nout = o + 7
   return true -- answered, in out
 end
 
@@ -1204,7 +1214,7 @@ local function recordOf()
     return nil
   end
   recorded = true
-  return spack('<H', #record) .. record .. spack('<I4d', #out + 1, clock + replay)
+  return spack('<H', #record) .. record .. spack('<I4d', nout + 1, clock + replay)
 end
 
 -- ttl returns px, a whole number of milliseconds, as SET's argument: as
@@ -1252,7 +1262,7 @@ end
 -- call, for decideCall to serve request by request, having changed
 -- nothing but out.
 local function decideEveryFast(KEYS, args, a, sets)
-  local takes, nt, rests = {nil, nil, nil, nil, nil, nil}, 0, nil -- room for one, made at once: a table that grows is made again as it does
+  local nt, rests = 0, nil
   local o = 1 -- out's length
   for i = 1, #KEYS do
     local b = a + (i - 1) * 4
@@ -1280,6 +1290,7 @@ local function decideEveryFast(KEYS, args, a, sets)
       nt = nt + 6
     end
   end
+  nout = o
   return takes, nt, rests
 end
 
@@ -1287,10 +1298,10 @@ end
 -- taken from with the call's record, and returns the call's answers.
 local function storeEveryFast(KEYS, args, a, sets, takes, nt, rests)
   if nt == 0 then
-    return packNums(out)
+    return packNums(out, nout)
   end
   out[1] = 1
-  packed = packNums(out)
+  packed = packNums(out, nout)
   clockMs()
   recorded = false
   for k = 1, nt, 6 do
@@ -1368,7 +1379,7 @@ local function decideCall(KEYS, ARGV)
   fastFailed = false
 
   if distinct then
-    out = {0, nil, nil, nil, nil, nil, nil, nil} -- room for one request's answers, made at once
+    out[1], nout = 0, 1
     local ok, takes, nt, rests = pcall(decideEveryFast, KEYS, args, a, sets)
     if ok and takes then
       return storeEveryFast(KEYS, args, a, sets, takes, nt, rests) -- not under pcall: once it has written, nothing is decided again
@@ -1384,7 +1395,7 @@ local function decideCall(KEYS, ARGV)
   vals = {}
   written, wrote = {}, {}
   fast = {}
-  out = {0}
+  out[1], nout = 0, 1
   taking = false
 
   local decides = false -- an op of the call is not a reset
@@ -1408,7 +1419,8 @@ local function decideCall(KEYS, ARGV)
     end
     if r and r ~= true then -- true: serveFast answered in out
       for k = 1, #r do
-        out[#out + 1] = r[k]
+        nout = nout + 1
+        out[nout] = r[k]
       end
     end
   end
@@ -1417,10 +1429,10 @@ local function decideCall(KEYS, ARGV)
     out[1] = 2 -- before the record is made: a replay tells it too
   end
   if #written == 0 then
-    return packNums(out)
+    return packNums(out, nout)
   end
   out[1] = out[1] + 1
-  packed = packNums(out)
+  packed = packNums(out, nout)
 
   -- Redis's clock, read once for the records' expiries (keptRecords).
   clockMs()
@@ -1479,7 +1491,7 @@ local function decideCall(KEYS, ARGV)
         end
       end
       if v.rest and v.rest ~= '' then
-        local kept, last, count = keptRecords(v.rest)
+        local kept, last, count = keptRecords(v.rest, 1)
         if kept and count > 0 then -- nil: a tail the script cannot walk, whose records go
           parts[#parts + 1] = kept
           records, latest = records + count, max(latest, last)
