@@ -178,22 +178,48 @@ end
 -- bucketDecision decides n units on a bucket that had used units at
 -- last, at now: allowed, remaining, retry after, reset after, delay, the
 -- retry's rounding in ns, and if allowed the state after (used, last).
+--
+-- It is on the path of every bucket request the script serves: bucketUsed is
+-- written out in it, and a division by 1 (perUs is 1 whenever the limit
+-- divides the window in microseconds) is not made, since a Lua call costs
+-- more than the arithmetic.
 local function bucketDecision(p, used, last, now, n)
-  local at, ahead
-  used, at, ahead = bucketUsed(p, used, last, now)
-  local full, need = p.cap * p.perToken, n * p.perToken
+  local perUs, perToken = p.perUs, p.perToken
+  local at, ahead = now, 0 -- bucketUsed
+  if now < last then
+    at, ahead = last, last - now
+  end
+  local el = at - last
+  if el > 0 and used > 0 then
+    if el >= (perUs == 1 and used or cdiv(used, perUs)) then
+      used = 0
+    else
+      used = used - el * perUs
+    end
+  end
+  local full, need = p.cap * perToken, n * perToken
   local free = full - used
   if free < need then
     local deficit = used + need - full
-    local r = deficit - idiv(deficit, p.perUs) * p.perUs
-    return false, idiv(free, p.perToken), extend(cdiv(deficit, p.perUs), ahead), extend(cdiv(used, p.perUs), ahead),
-      0, r > 0 and 1000 - ceilMilli(r, p.perUs) or 0
+    local r = deficit - idiv(deficit, perUs) * perUs
+    return false, idiv(free, perToken), extend(cdiv(deficit, perUs), ahead), extend(cdiv(used, perUs), ahead),
+      0, r > 0 and 1000 - ceilMilli(r, perUs) or 0
   end
   local delay = 0
   if p.alg == 3 then
-    delay = cdiv(used, p.perUs) + ahead -- leaky_bucket: its turn, once the units queued ahead have drained
+    delay = cdiv(used, perUs) + ahead -- leaky_bucket: its turn, once the units queued ahead have drained
   end
-  return true, idiv(free - need, p.perToken), 0, extend(cdiv(used + need, p.perUs), ahead), delay, 0, used + need, at
+  local remaining, reset = free - need, used + need
+  if perToken ~= 1 then
+    remaining = idiv(remaining, perToken)
+  end
+  if perUs ~= 1 then
+    reset = cdiv(reset, perUs)
+  end
+  if reset > 0 then -- extend
+    reset = reset + ahead
+  end
+  return true, remaining, 0, reset, delay, 0, used + need, at
 end
 
 local function bucketDecide(p, s, now, n, d)
@@ -1278,10 +1304,18 @@ local function decideEveryFast(KEYS, args, a, sets)
       rests = rests or {}
       rests[i] = rest
     end
-    local grace
-    now, grace = requestTime(now)
+    local grace = clockGrace
+    if now < 0 then -- requestTime
+      now, grace = redisNow or timeNow(), ownGrace
+    end
+    local p = set[1]
     local allowed, remaining, retry, reset, delay, rounded
-    allowed, remaining, retry, reset, delay, rounded, x, y = fastDecide(set[1], x, y, now, n)
+    if p.alg <= 3 then -- fastDecide
+      allowed, remaining, retry, reset, delay, rounded, x, y = bucketDecision(p, x or 0, y or now, now, n)
+    else
+      allowed, remaining, retry, reset, x, y = fixedDecision(p, x or 0, y or 0, now, n)
+      delay, rounded = 0, 0
+    end
     local v = allowed and 1 or 0
     out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] = v, v, remaining, retry, reset, delay, rounded
     o = o + 7

@@ -55,6 +55,10 @@ var parityPolicies = map[string][]chanlimit.Policy{
 	// at other instants than to the microsecond.
 	"large counter": {{Algorithm: "sliding_window_counter", Limit: 5003, Window: 700 * time.Millisecond}},
 	"large bucket":  {{Algorithm: "token_bucket", Limit: 100_000, Window: time.Hour, Burst: 3000}},
+	// Units of one microsecond's refill (the script divides by neither
+	// perUs nor perToken when it is 1), and of several.
+	"fine bucket": {{Algorithm: "token_bucket", Limit: 2_000_000, Window: time.Second, Burst: 30}},
+	"fine gcra":   {{Algorithm: "gcra", Limit: 1_000_000, Window: time.Second, Burst: 5}},
 }
 
 // TestParity: random schedules of requests, refunds and resets on the
@@ -120,6 +124,10 @@ func parity(t *testing.T, client redis.UniversalClient, policies []chanlimit.Pol
 			b := []int64{1, 2, 3, 4, 5, 10}[rng.IntN(6)]
 			a := 1 + rng.Int64N(b)
 			clk.Advance((policies[0].Window * time.Duration(a) / time.Duration(b)).Truncate(time.Microsecond))
+		case k == 10 && rng.IntN(2) == 0:
+			// A step back, as a wall clock may take: a key's state is then
+			// ahead of now, and its waits count from its own instant.
+			clk.Advance(-time.Duration(rng.IntN(50_000)+1) * time.Microsecond)
 		case k == 4:
 			require.NoError(t, mem.Reset(ctx, key))
 			require.NoError(t, red.Reset(ctx, key))
