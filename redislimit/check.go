@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/chanlimit/chanlimit"
@@ -47,6 +48,9 @@ func check(p chanlimit.Policy) error {
 	alg, ok := scriptAlgorithm[p.Algorithm]
 	if !ok {
 		return fmt.Errorf("redislimit has no script for algorithm %q: it has one for each algorithm of chanlimit", p.Algorithm)
+	}
+	if field := len(p.Algorithm) + 1 + len(p.Name); field > math.MaxUint16 {
+		return fmt.Errorf("its Name is %d bytes long, too long for a key's layout in Redis (at most %d)", len(p.Name), math.MaxUint16-1-len(p.Algorithm))
 	}
 	if p.Window%time.Microsecond != 0 {
 		return fmt.Errorf("its Window, %v, is not a whole number of microseconds, as times in Redis are", p.Window)

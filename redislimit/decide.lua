@@ -15,16 +15,10 @@
 --          key's ResetAfter, in milliseconds, on Redis's clock and on the
 --          caller's; how long a record is kept (ms); the lowest call of
 --          the store's that its client may still send, and the number of
---          calls below it that Redis may yet run, then those; the number
---          of sets of policies, then each set: its number of policies,
---          then for each: algorithm (1 token_bucket, 2 gcra,
---          3 leaky_bucket, 4 sliding_window_log, 5 sliding_window_counter,
---          6 fixed_window; negated for a dry-run policy), limit, window
---          (us), capacity, units refilled per microsecond, units in a token
---          (the buckets'; 0 for the others); then for each request: kind
---          (1 allow, 2 peek, 3 refund, 4 reset, 5 turn, 6 give back,
---          7 dry run), n, its set, now in microseconds (-1: Redis's own
---          clock, TIME).
+--          calls below it that Redis may yet run, then those; then for
+--          each request: kind (1 allow, 2 peek, 3 refund, 4 reset, 5 turn,
+--          6 give back, 7 dry run), n, its set (1 for ARGV[4], ...), now
+--          in microseconds (-1: Redis's own clock, TIME).
 --          A dry-run policy decides each allow, peek and granted turn
 --          alone, as if it were the key's only policy, taking if it allows
 --          (not on a peek); the others decide together. A turn is a
@@ -33,8 +27,15 @@
 --          that are not dry-run. A dry run is decided by the dry-run
 --          policies alone, as an allow is: a request callers waiting on
 --          its key refused.
---          2: the store's id; 3: the call's number; then the fields of
---          the sets' policies, in order.
+--          2: the store's id; 3: the call's number; then the sets of
+--          policies, each one string: for each policy, six doubles
+--          (algorithm: 1 token_bucket, 2 gcra, 3 leaky_bucket,
+--          4 sliding_window_log, 5 sliding_window_counter, 6 fixed_window,
+--          negated for a dry-run policy; limit; window (us); capacity;
+--          units refilled per microsecond and units in a token, the
+--          buckets', 0 for the others), then its field: its length (2
+--          bytes) and its bytes. A set's string is all the script knows of
+--          it, so the script keeps the set it makes of one by the string.
 --
 -- Returns a string of numbers, little-endian doubles, as ARGV[1] is
 -- (struct packs them in C, and the client reads them at once: a table of
@@ -802,54 +803,36 @@ local function parse(blob)
   return nil
 end
 
--- setCache holds the sets of policies of earlier calls, by their first
--- field: what the arguments say of a set never changes, so a set a store
--- sends again is made once. It is let go once it holds maxSets, as sets
--- let go by their routers (SetPolicies, SetOverride) are not kept for ever.
+-- setCache holds the sets of policies of earlier calls, by the string
+-- that describes each (ARGV): a set a store sends again is made once, and
+-- found by one lookup (Redis makes each argument a Lua string, the same
+-- object as an equal one that lives, as the cache's keys do). It is let
+-- go once it holds maxSets, as sets let go by their routers (SetPolicies,
+-- SetOverride) are not kept for ever.
 local setCache, setsCached, maxSets = {}, 0, 1024
 
--- sameSet reports whether set is the one the arguments describe: its np
--- policies' numbers from args[a + 1] on, six each, and fields from
--- ARGV[f] on.
-local function sameSet(set, np, args, a, ARGV, f)
-  if #set ~= np then
-    return false
-  end
-  for j = 1, np do
-    local p, b = set[j], a + (j - 1) * 6
-    if p.field ~= ARGV[f + j - 1] or p.sent ~= args[b + 1] or p.limit ~= args[b + 2] or p.window ~= args[b + 3]
-        or p.cap ~= args[b + 4] or p.perUs ~= args[b + 5] or p.perToken ~= args[b + 6] then
-      return false
-    end
-  end
-  return true
-end
-
--- setOf returns the set of policies whose count is args[a], whose numbers
--- follow it and whose fields are ARGV[f] on.
-local function setOf(args, a, ARGV, f)
-  local np, list = args[a], setCache[ARGV[f]]
-  if list then
-    for k = 1, #list do
-      if sameSet(list[k], np, args, a, ARGV, f) then
-        return list[k]
-      end
-    end
-  end
-  local set = {}
-  if np == 0 then
+-- setOf returns the set of policies that desc describes.
+local function setOf(desc)
+  local set = setCache[desc]
+  if set then
     return set
   end
-  for j = 1, np do
-    local b = a + (j - 1) * 6
-    local alg = args[b + 1] -- negative: a dry-run policy's
-    set[j] = {
-      alg = math.abs(alg), dry = alg < 0, sent = alg, field = ARGV[f + j - 1], limit = args[b + 2], window = args[b + 3],
-      cap = args[b + 4], perUs = args[b + 5], perToken = args[b + 6],
+  set = {}
+  local pos, n = 1, #desc
+  while pos <= n do
+    local alg, limit, window, cap, perUs, perToken, len = sunpack('<ddddddH', desc, pos)
+    local field = sub(desc, pos + 50, pos + 49 + len)
+    if #field ~= len then
+      error('redislimit: a set of policies cut short')
+    end
+    set[#set + 1] = {
+      alg = math.abs(alg), dry = alg < 0, field = field, limit = limit, window = window,
+      cap = cap, perUs = perUs, perToken = perToken,
     }
+    pos = pos + 50 + len
   end
   local p = set[1]
-  if np == 1 and not p.dry and (p.alg <= 3 or p.alg == 6) then
+  if #set == 1 and not p.dry and (p.alg <= 3 or p.alg == 6) then
     -- The common case, served without decoding (serveFast): the bytes its
     -- state starts with, in a value the script wrote.
     set.fast = MARK .. spack('<H', #p.field) .. p.field .. spack('<I4ddd', 5, p.limit, p.window, p.cap)
@@ -857,9 +840,7 @@ local function setOf(args, a, ARGV, f)
   if setsCached >= maxSets then
     setCache, setsCached = {}, 0
   end
-  list = setCache[p.field] or {}
-  list[#list + 1] = set
-  setCache[p.field], setsCached = list, setsCached + 1
+  setCache[desc], setsCached = set, setsCached + 1
   return set
 end
 
@@ -1400,14 +1381,9 @@ local function decideCall(KEYS, ARGV)
 
   -- The sets of policies.
   local sets = {}
-  local f = 4 -- the next field in ARGV
-  for i = 1, args[a] do
-    a = a + 1
-    local set = setOf(args, a, ARGV, f)
-    a, f = a + #set * 6, f + #set
-    sets[i] = set
+  for i = 4, #ARGV do
+    sets[i - 3] = setOf(ARGV[i])
   end
-  a = a + 1
 
   redisNow, clock, packed = nil, nil, nil
   fastFailed = false

@@ -441,3 +441,32 @@ func TestSlowRedisSparesOtherKeys(t *testing.T) {
 	<-woke
 	require.NoError(t, <-waited)
 }
+
+// TestCheckBoundsNames: a key's value in Redis gives a policy's field
+// ("algorithm|name") in two bytes of length, as the script's arguments
+// do: Check refuses a Name too long for them, and the longest it takes is
+// decided and stored. Before, such a name was cut in the arguments.
+func TestCheckBoundsNames(t *testing.T) {
+	client := single(t)
+	st, err := redislimit.NewStore(client, redislimit.Options{Prefix: prefix(t)})
+	require.NoError(t, err)
+	longest := math.MaxUint16 - len("fixed_window|")
+	p := chanlimit.Policy{Name: strings.Repeat("n", longest+1), Algorithm: "fixed_window", Limit: 2, Window: time.Hour}
+	_, err = chanlimit.New(chanlimit.Config{Policies: []chanlimit.Policy{p}, Store: st})
+	require.ErrorIs(t, err, chanlimit.ErrInvalidConfig)
+	assert.ErrorContains(t, err, "too long")
+	p.Name = p.Name[:longest]
+	r, err := chanlimit.New(chanlimit.Config{Policies: []chanlimit.Policy{p}, Store: st})
+	require.NoError(t, err)
+	defer r.Close()
+	ctx := context.Background()
+	for want := 1; want >= 0; want-- {
+		d, err := r.AllowN(ctx, "k", 1)
+		require.NoError(t, err)
+		assert.True(t, d.Allowed)
+		assert.Equal(t, want, d.Remaining)
+	}
+	d, err := r.AllowN(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.False(t, d.Allowed, "the state, under its long field, was stored")
+}

@@ -157,24 +157,19 @@ func NewStore(client redis.UniversalClient, opts Options) (*Store, error) {
 // FailMode returns the store's FailMode.
 func (s *Store) FailMode() FailMode { return s.mode }
 
-// policySet is the script's arguments for a set of policies: its numbers
-// (how many policies, then for each its algorithm, limit, window in µs,
-// capacity, the bucket's units refilled per µs and units in a token) and
-// its fields ("algorithm|name"). Routers hand the store the same slice
-// for a set of policies each time, so they are made once per set.
-type policySet struct {
-	nums   []float64
-	fields []any
-}
-
-// policyArgs returns the script's arguments for policies.
-func (s *Store) policyArgs(policies []chanlimit.Policy) *policySet {
+// policyArgs returns the script's argument for a set of policies: for
+// each, its algorithm, limit, window in µs, capacity, the bucket's units
+// refilled per µs and units in a token, as little-endian doubles, then its
+// field ("algorithm|name"), after its length in 2 bytes. Routers hand the
+// store the same slice for a set of policies each time, so it is made once
+// per set; and the script, which keeps the sets it has made by this
+// string, makes each once.
+func (s *Store) policyArgs(policies []chanlimit.Policy) string {
 	id := &policies[0]
 	if a, ok := s.args.Load(id); ok {
-		return a.(*policySet)
+		return a.(string)
 	}
-	set := &policySet{nums: make([]float64, 0, 1+6*len(policies))}
-	set.nums = append(set.nums, float64(len(policies)))
+	var b []byte
 	for _, p := range policies {
 		w := uint64(p.Window / time.Microsecond)
 		capacity := p.Limit
@@ -186,9 +181,14 @@ func (s *Store) policyArgs(policies []chanlimit.Policy) *policySet {
 		if p.DryRun {
 			alg = -alg // the script's mark of a dry-run policy
 		}
-		set.nums = append(set.nums, alg, float64(p.Limit), float64(w), float64(capacity), float64(perUs), float64(perToken))
-		set.fields = append(set.fields, p.Algorithm+"|"+p.Name)
+		for _, v := range []float64{alg, float64(p.Limit), float64(w), float64(capacity), float64(perUs), float64(perToken)} {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+		}
+		field := p.Algorithm + "|" + p.Name
+		b = binary.LittleEndian.AppendUint16(b, uint16(len(field)))
+		b = append(b, field...)
 	}
+	set := string(b)
 	if s.cached.Add(1) > 1024 { // sets let go (SetOverride, SetPolicies) are not kept for ever
 		s.args.Clear()
 		s.cached.Store(0)
@@ -384,20 +384,18 @@ func (s *Store) send(ctx context.Context, calls []call, how callKind) {
 // build numbers calls, and writes into each its keys and the script's
 // arguments: the numbers, packed as little-endian doubles in one string
 // (every one is an integer below 2^53, exact in a double), then the
-// store's id, the call's number and the policies' fields.
+// store's id, the call's number and its sets of policies (policyArgs).
 func (s *Store) build(ops []chanlimit.StoreOp, calls []call) {
 	first, low, keep := s.flights.take(len(calls))
 	for k := range calls {
 		c := &calls[k]
 		c.seq = first + uint64(k)
 		c.keys = make([]string, len(c.ops))
-		nums := make([]float64, 0, 6+len(keep)+8+4*len(c.ops))
+		nums := make([]float64, 0, 5+len(keep)+4*len(c.ops))
 		nums = append(nums, float64(Grace.Milliseconds()), float64(ClockGrace.Milliseconds()), float64(s.replay.Milliseconds()), float64(low), float64(len(keep)))
 		for _, seq := range keep {
 			nums = append(nums, float64(seq))
 		}
-		nums = append(nums, 0)
-		nsets := len(nums) - 1
 		args := []any{nil, s.id, strconv.FormatUint(c.seq, 10)}
 		sets := map[*chanlimit.Policy]int{}
 		for j, i := range c.ops {
@@ -405,12 +403,9 @@ func (s *Store) build(ops []chanlimit.StoreOp, calls []call) {
 			c.keys[j] = s.Key(op.Key)
 			if _, ok := sets[&op.Policies[0]]; !ok {
 				sets[&op.Policies[0]] = len(sets) + 1
-				set := s.policyArgs(op.Policies)
-				nums = append(nums, set.nums...)
-				args = append(args, set.fields...)
+				args = append(args, s.policyArgs(op.Policies))
 			}
 		}
-		nums[nsets] = float64(len(sets))
 		for _, i := range c.ops {
 			op := &ops[i]
 			now := int64(-1)
