@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -282,6 +283,9 @@ func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 	for k, c := range calls {
 		err := c.cmd.Err()
 		switch {
+		case err == nil:
+			s.answer(ops, c)
+			continue
 		case how == byFunction && noFCALL(err):
 			s.noFunctions(err)
 		case how == byFunction && isNoFunction(err):
@@ -343,20 +347,28 @@ func (s *Store) notePause(calls []call) {
 // Cluster, at most MaxPerCall a call, and at most maxAnswers numbers.
 func (s *Store) calls(ops []chanlimit.StoreOp) []call {
 	var calls []call
-	open := map[uint16]int{} // the call of each slot still open to more ops; one slot on a single node
+	var open map[uint16]int // on a Cluster, the call of each slot still open to more ops
+	if s.cluster {
+		open = map[uint16]int{}
+	}
+	last := -1 // on a single node, the call open to more ops
 	for i := range ops {
 		if ops[i].Err != nil { // answered already: not sent
 			continue
 		}
 		var slot uint16
+		c, ok := last, last >= 0
 		if s.cluster {
 			slot = hashSlot(s.Key(ops[i].Key))
+			c, ok = open[slot]
 		}
-		c, ok := open[slot]
 		if !ok || len(calls[c].ops) == MaxPerCall || calls[c].answers+answers(&ops[i]) > maxAnswers {
 			c = len(calls)
 			calls = append(calls, call{})
-			open[slot] = c
+			if s.cluster {
+				open[slot] = c
+			}
+			last = c
 		}
 		calls[c].ops = append(calls[c].ops, i)
 		calls[c].answers += answers(&ops[i])
@@ -391,32 +403,36 @@ func (s *Store) build(ops []chanlimit.StoreOp, calls []call) {
 		c := &calls[k]
 		c.seq = first + uint64(k)
 		c.keys = make([]string, len(c.ops))
-		nums := make([]float64, 0, 5+len(keep)+4*len(c.ops))
-		nums = append(nums, float64(Grace.Milliseconds()), float64(ClockGrace.Milliseconds()), float64(s.replay.Milliseconds()), float64(low), float64(len(keep)))
+		blob := make([]byte, 0, 8*(5+len(keep)+4*len(c.ops)))
+		put := func(v float64) { blob = binary.LittleEndian.AppendUint64(blob, math.Float64bits(v)) }
+		put(float64(Grace.Milliseconds()))
+		put(float64(ClockGrace.Milliseconds()))
+		put(float64(s.replay.Milliseconds()))
+		put(float64(low))
+		put(float64(len(keep)))
 		for _, seq := range keep {
-			nums = append(nums, float64(seq))
+			put(float64(seq))
 		}
-		args := []any{nil, s.id, strconv.FormatUint(c.seq, 10)}
-		sets := map[*chanlimit.Policy]int{}
+		args := make([]any, 3, 4)
+		args[1], args[2] = s.id, strconv.FormatUint(c.seq, 10)
+		sets := make([]*chanlimit.Policy, 0, 4) // the call's sets of policies, by their first policy: a few, found by a look at each
 		for j, i := range c.ops {
 			op := &ops[i]
 			c.keys[j] = s.Key(op.Key)
-			if _, ok := sets[&op.Policies[0]]; !ok {
-				sets[&op.Policies[0]] = len(sets) + 1
+			set := slices.Index(sets, &op.Policies[0])
+			if set < 0 {
+				set = len(sets)
+				sets = append(sets, &op.Policies[0])
 				args = append(args, s.policyArgs(op.Policies))
 			}
-		}
-		for _, i := range c.ops {
-			op := &ops[i]
 			now := int64(-1)
 			if !op.Now.IsZero() {
 				now = op.Now.UnixMicro()
 			}
-			nums = append(nums, float64(op.Kind), float64(op.N), float64(sets[&op.Policies[0]]), float64(now))
-		}
-		blob := make([]byte, 8*len(nums))
-		for i, v := range nums {
-			binary.LittleEndian.PutUint64(blob[8*i:], math.Float64bits(v))
+			put(float64(op.Kind))
+			put(float64(op.N))
+			put(float64(set + 1))
+			put(float64(now))
 		}
 		args[0] = blob
 		c.args = args
