@@ -78,6 +78,10 @@ type Table struct {
 	local  *keytable.Keys
 	errors uint64 // requests the store failed to answer (Counts.StoreErrors)
 
+	// spare holds trips that landed (Finish), to fill again: a partition
+	// has at most two out, and a trip's slices grown afresh for each
+	// round trip cost more, under load, than deciding its ops.
+	spare []*storeTrip
 }
 
 var (
@@ -160,7 +164,7 @@ func (t *Table) Prepare(items []keytable.Item, now time.Duration) keytable.Trip 
 		}
 		op.Set = set
 		if tr == nil {
-			tr = &storeTrip{store: t.store}
+			tr = t.newTrip(len(items) - i)
 		}
 		tr.ops = append(tr.ops, op)
 		tr.at = append(tr.at, i)
@@ -171,6 +175,19 @@ func (t *Table) Prepare(items []keytable.Item, now time.Duration) keytable.Trip 
 	return tr
 }
 
+// newTrip returns an empty trip, a spare one if there is one, with room
+// for n ops.
+func (t *Table) newTrip(n int) *storeTrip {
+	if k := len(t.spare); k > 0 {
+		tr := t.spare[k-1]
+		t.spare = t.spare[:k-1]
+		return tr
+	}
+	return &storeTrip{store: t.store, ops: make([]Op, 0, n), at: make([]int, 0, n)}
+}
+
+// Finish delivers the answers of trip, which has landed, to items, and
+// keeps trip to fill again.
 func (t *Table) Finish(trip keytable.Trip, items []keytable.Item, now time.Duration) {
 	tr := trip.(*storeTrip)
 	for k := range tr.ops {
@@ -190,6 +207,17 @@ func (t *Table) Finish(trip keytable.Trip, items []keytable.Item, now time.Durat
 		if op.Err != nil {
 			t.failed(it, op, now)
 		}
+	}
+	t.keep(tr)
+}
+
+// keep keeps tr, which has landed and been delivered, to fill again,
+// without the references its ops held.
+func (t *Table) keep(tr *storeTrip) {
+	clear(tr.ops)
+	tr.ops, tr.at = tr.ops[:0], tr.at[:0]
+	if len(t.spare) < 2 {
+		t.spare = append(t.spare, tr)
 	}
 }
 
