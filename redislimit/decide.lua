@@ -70,8 +70,10 @@
 -- later), it is a library, loaded once: redislimit puts the library's
 -- header before it and registers decideCall in place of its last line,
 -- so that the functions above decideCall are made once, not at every
--- call. Nothing outlives a call but caches of what never changes and the
--- tables out and takes, whose contents a call sets before it reads them.
+-- call. What a call leaves in the state they share (the keys' values it
+-- read, its answers, the tables out and takes) the next call sets before
+-- it reads it; the caches (of sets of policies, of TTLs) hold what never
+-- changes.
 
 -- The library functions, as locals: a local is found at once, a global
 -- through two tables. They are bound by the first call (bind), since a
@@ -1026,7 +1028,8 @@ end
 -- fastDecide decides n units at now under p, a bucket or a fixed window
 -- whose state's numbers are x and y (nil: untouched): allowed, remaining,
 -- retry after, reset after, delay, the retry's rounding in ns, and if
--- allowed the state's numbers after.
+-- allowed the state's numbers after. decideEveryFast writes it out, and
+-- requestTime, since a call costs more than either: change them together.
 local function fastDecide(p, x, y, now, n)
   if p.alg <= 3 then
     return bucketDecision(p, x or 0, y or now, now, n) -- a fresh bucket is full, whenever it was made
@@ -1282,7 +1285,7 @@ end
 -- after it, its grace, its ResetAfter), their count, and those records by
 -- the request's index, where there are any. It returns nil for any other
 -- call, for decideCall to serve request by request, having changed
--- nothing but out.
+-- nothing but out and takes, which it sets again.
 local function decideEveryFast(KEYS, args, a, sets)
   local nt, rests = 0, nil
   local o = 1 -- out's length
@@ -1349,7 +1352,7 @@ local function decideCall(KEYS, ARGV)
   end
 
   -- The arguments: the numbers, packed as doubles in ARGV[1]; the store's
-  -- id, the call's number and the policies' fields, strings.
+  -- id, the call's number and the sets of policies, strings.
   local args = unpackNums(ARGV[1], 1, #ARGV[1] / 8)
   ownGrace, clockGrace, replay, low = args[1], args[2], args[3], args[4]
   local me, call = ARGV[2], ARGV[3]

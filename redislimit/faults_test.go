@@ -445,7 +445,7 @@ func TestSlowRedisSparesOtherKeys(t *testing.T) {
 // TestCheckBoundsNames: a key's value in Redis gives a policy's field
 // ("algorithm|name") in two bytes of length, as the script's arguments
 // do: Check refuses a Name too long for them, and the longest it takes is
-// decided and stored. Before, such a name was cut in the arguments.
+// decided and stored. Before, its length wrapped in the key's value.
 func TestCheckBoundsNames(t *testing.T) {
 	client := single(t)
 	st, err := redislimit.NewStore(client, redislimit.Options{Prefix: prefix(t)})

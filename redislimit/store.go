@@ -100,7 +100,7 @@ type Store struct {
 	prefix string
 	mode   FailMode
 	pause  time.Duration
-	args   sync.Map     // the script's arguments for a set of policies, by its first policy's address: see policyArgs
+	args   sync.Map     // the script's argument for each set of policies, by its first policy's address: see policyArgs
 	cached atomic.Int64 // sets in args
 
 	// Each call of the script that changes a key leaves a record of its
@@ -158,17 +158,28 @@ func NewStore(client redis.UniversalClient, opts Options) (*Store, error) {
 // FailMode returns the store's FailMode.
 func (s *Store) FailMode() FailMode { return s.mode }
 
+// policySet is a set of policies as the script takes it (desc), or the
+// error that says why it cannot (err: Check's).
+type policySet struct {
+	desc string
+	err  error
+}
+
 // policyArgs returns the script's argument for a set of policies: for
 // each, its algorithm, limit, window in µs, capacity, the bucket's units
 // refilled per µs and units in a token, as little-endian doubles, then its
 // field ("algorithm|name"), after its length in 2 bytes. Routers hand the
 // store the same slice for a set of policies each time, so it is made once
 // per set; and the script, which keeps the sets it has made by this
-// string, makes each once.
-func (s *Store) policyArgs(policies []chanlimit.Policy) string {
+// string, makes each once. Policies that Check refuses (a router never
+// hands them over) have its error instead.
+func (s *Store) policyArgs(policies []chanlimit.Policy) *policySet {
 	id := &policies[0]
 	if a, ok := s.args.Load(id); ok {
-		return a.(string)
+		return a.(*policySet)
+	}
+	if err := s.Check(policies); err != nil {
+		return &policySet{err: fmt.Errorf("redislimit: %w", err)}
 	}
 	var b []byte
 	for _, p := range policies {
@@ -189,7 +200,7 @@ func (s *Store) policyArgs(policies []chanlimit.Policy) string {
 		b = binary.LittleEndian.AppendUint16(b, uint16(len(field)))
 		b = append(b, field...)
 	}
-	set := string(b)
+	set := &policySet{desc: string(b)}
 	if s.cached.Add(1) > 1024 { // sets let go (SetOverride, SetPolicies) are not kept for ever
 		s.args.Clear()
 		s.cached.Store(0)
@@ -261,9 +272,25 @@ func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 		}
 		return
 	}
+	var checked *chanlimit.Policy // the set of the op before, found to be one the script takes
 	for i := range ops {
-		if t := ops[i].Now; !t.IsZero() && (t.UnixMicro() < 0 || t.UnixMicro() >= exactTime) {
-			ops[i].Err = fmt.Errorf("redislimit: the request's time, %v, is not between 1970 and 2255, as times in Redis are (Config.Clock)", t)
+		op := &ops[i]
+		if op.Err != nil { // answered already: not sent
+			continue
+		}
+		if t := op.Now; !t.IsZero() && (t.UnixMicro() < 0 || t.UnixMicro() >= exactTime) {
+			op.Err = fmt.Errorf("redislimit: the request's time, %v, is not between 1970 and 2255, as times in Redis are (Config.Clock)", t)
+			continue
+		}
+		switch {
+		case len(op.Policies) == 0:
+			op.Err = errors.New("redislimit: a request under no policy")
+		case &op.Policies[0] != checked:
+			if set := s.policyArgs(op.Policies); set.err != nil {
+				op.Err = set.err
+			} else {
+				checked = &op.Policies[0]
+			}
 		}
 	}
 	calls := s.calls(ops)
@@ -423,7 +450,7 @@ func (s *Store) build(ops []chanlimit.StoreOp, calls []call) {
 			if set < 0 {
 				set = len(sets)
 				sets = append(sets, &op.Policies[0])
-				args = append(args, s.policyArgs(op.Policies))
+				args = append(args, s.policyArgs(op.Policies).desc)
 			}
 			now := int64(-1)
 			if !op.Now.IsZero() {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -440,4 +442,32 @@ func TestLargeBatch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDecideRefusesWhatItCannotDecide: Decide called directly (as a
+// router never does) with a request under no policy, or under a policy
+// Check refuses, fails that request alone, and decides the others of the
+// same call. Before, no policy panicked, and a Name too long for the
+// script's arguments was cut in them.
+func TestDecideRefusesWhatItCannotDecide(t *testing.T) {
+	st, err := redislimit.NewStore(single(t), redislimit.Options{Prefix: prefix(t)})
+	require.NoError(t, err)
+	ok := []chanlimit.Policy{{Name: "default", Algorithm: "fixed_window", Limit: 2, Window: time.Hour}}
+	long := []chanlimit.Policy{{Name: strings.Repeat("n", 1<<16), Algorithm: "fixed_window", Limit: 2, Window: time.Hour}}
+	huge := []chanlimit.Policy{{Name: "default", Algorithm: "token_bucket", Limit: math.MaxInt64, Window: time.Hour}}
+	ops := []chanlimit.StoreOp{
+		{Kind: chanlimit.StoreAllow, Key: "a", N: 1, Policies: ok},
+		{Kind: chanlimit.StoreAllow, Key: "b", N: 1},
+		{Kind: chanlimit.StoreAllow, Key: "c", N: 1, Policies: long},
+		{Kind: chanlimit.StoreAllow, Key: "d", N: 1, Policies: huge},
+		{Kind: chanlimit.StoreAllow, Key: "a", N: 1, Policies: ok},
+	}
+	st.Decide(context.Background(), ops)
+	require.NoError(t, ops[0].Err)
+	require.NoError(t, ops[4].Err)
+	assert.True(t, ops[0].Decision.Allowed)
+	assert.Equal(t, 0, ops[4].Decision.Remaining, "both of a's requests decided, in order")
+	assert.ErrorContains(t, ops[1].Err, "no policy")
+	assert.ErrorContains(t, ops[2].Err, "too long")
+	assert.ErrorContains(t, ops[3].Err, "too large")
 }
