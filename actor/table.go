@@ -163,7 +163,9 @@ type Remote interface {
 	// Finish writes the answers trip brought back into items, on the
 	// partition's goroutine, deciding those the store could not answer
 	// as the table's FailMode says, and noting in By where each grant
-	// came from.
+	// came from. The partition calls it once per trip, after Go has
+	// returned, and uses the trip no more: the table may keep it to fill
+	// again.
 	Finish(trip Trip, items []Item, now time.Duration)
 
 	// Hint returns what a denial of n units on key can say without the

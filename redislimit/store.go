@@ -100,7 +100,7 @@ type Store struct {
 	prefix string
 	mode   FailMode
 	pause  time.Duration
-	args   sync.Map     // the script's argument for each set of policies, by its first policy's address: see policyArgs
+	args   sync.Map     // the script's argument for each set of policies, by its slice (setKey): see policyArgs
 	cached atomic.Int64 // sets in args
 
 	// Each call of the script that changes a key leaves a record of its
@@ -165,6 +165,15 @@ type policySet struct {
 	err  error
 }
 
+// setKey is a set of policies as the store knows it: by its slice, whose
+// policies never change (a StoreOp's Policies are not to).
+type setKey struct {
+	first *chanlimit.Policy
+	n     int
+}
+
+func keyOf(policies []chanlimit.Policy) setKey { return setKey{&policies[0], len(policies)} }
+
 // policyArgs returns the script's argument for a set of policies: for
 // each, its algorithm, limit, window in µs, capacity, the bucket's units
 // refilled per µs and units in a token, as little-endian doubles, then its
@@ -174,7 +183,7 @@ type policySet struct {
 // string, makes each once. Policies that Check refuses (a router never
 // hands them over) have its error instead.
 func (s *Store) policyArgs(policies []chanlimit.Policy) *policySet {
-	id := &policies[0]
+	id := keyOf(policies)
 	if a, ok := s.args.Load(id); ok {
 		return a.(*policySet)
 	}
@@ -272,7 +281,7 @@ func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 		}
 		return
 	}
-	var checked *chanlimit.Policy // the set of the op before, found to be one the script takes
+	var checked setKey // the set of the op before, found to be one the script takes
 	for i := range ops {
 		op := &ops[i]
 		if op.Err != nil { // answered already: not sent
@@ -285,11 +294,11 @@ func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 		switch {
 		case len(op.Policies) == 0:
 			op.Err = errors.New("redislimit: a request under no policy")
-		case &op.Policies[0] != checked:
+		case keyOf(op.Policies) != checked:
 			if set := s.policyArgs(op.Policies); set.err != nil {
 				op.Err = set.err
 			} else {
-				checked = &op.Policies[0]
+				checked = keyOf(op.Policies)
 			}
 		}
 	}
@@ -442,14 +451,14 @@ func (s *Store) build(ops []chanlimit.StoreOp, calls []call) {
 		}
 		args := make([]any, 3, 4)
 		args[1], args[2] = s.id, strconv.FormatUint(c.seq, 10)
-		sets := make([]*chanlimit.Policy, 0, 4) // the call's sets of policies, by their first policy: a few, found by a look at each
+		sets := make([]setKey, 0, 4) // the call's sets of policies: a few, found by a look at each
 		for j, i := range c.ops {
 			op := &ops[i]
 			c.keys[j] = s.Key(op.Key)
-			set := slices.Index(sets, &op.Policies[0])
+			set := slices.Index(sets, keyOf(op.Policies))
 			if set < 0 {
 				set = len(sets)
-				sets = append(sets, &op.Policies[0])
+				sets = append(sets, keyOf(op.Policies))
 				args = append(args, s.policyArgs(op.Policies).desc)
 			}
 			now := int64(-1)

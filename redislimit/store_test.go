@@ -471,3 +471,30 @@ func TestDecideRefusesWhatItCannotDecide(t *testing.T) {
 	assert.ErrorContains(t, ops[2].Err, "too long")
 	assert.ErrorContains(t, ops[3].Err, "too large")
 }
+
+// TestDecideTellsSetsBySlice: two requests whose policies are a slice and
+// a prefix of it (one first policy, two sets) are decided each under its
+// own set, in one call. Before, a set was known by its first policy
+// alone, and the second request was decided under the first's set.
+func TestDecideTellsSetsBySlice(t *testing.T) {
+	st, err := redislimit.NewStore(single(t), redislimit.Options{Prefix: prefix(t)})
+	require.NoError(t, err)
+	ps := []chanlimit.Policy{
+		{Name: "a", Algorithm: "fixed_window", Limit: 5, Window: time.Hour},
+		{Name: "b", Algorithm: "fixed_window", Limit: 1, Window: time.Hour},
+	}
+	ops := []chanlimit.StoreOp{
+		{Kind: chanlimit.StoreAllow, Key: "x", N: 1, Policies: ps[:1]},
+		{Kind: chanlimit.StoreAllow, Key: "y", N: 1, Policies: ps},
+		{Kind: chanlimit.StoreAllow, Key: "y", N: 1, Policies: ps},
+	}
+	st.Decide(context.Background(), ops)
+	for i := range ops {
+		require.NoError(t, ops[i].Err, i)
+	}
+	assert.True(t, ops[0].Decision.Allowed)
+	assert.Equal(t, 4, ops[0].Decision.Remaining, "x: under a alone")
+	assert.True(t, ops[1].Decision.Allowed)
+	assert.Equal(t, 0, ops[1].Decision.Remaining, "y: under b too")
+	assert.False(t, ops[2].Decision.Allowed, "y: b is spent")
+}
