@@ -109,6 +109,7 @@ type Store struct {
 	// number, kept for replay, and let go by the store's later calls
 	// once no retry of it can come (flights).
 	id      string
+	idArg   any // id, as an argument: made once
 	cluster bool
 	replay  time.Duration
 	flights flights
@@ -149,10 +150,12 @@ func NewStore(client redis.UniversalClient, opts Options) (*Store, error) {
 	id := make([]byte, 8)
 	_, _ = rand.Read(id) // never fails
 	_, cluster := client.(*redis.ClusterClient)
-	return &Store{
+	s := &Store{
 		client: client, prefix: prefix, mode: opts.FailMode, pause: pause,
 		id: hex.EncodeToString(id), cluster: cluster, replay: replayWindow(client),
-	}, nil
+	}
+	s.idArg = s.id
+	return s, nil
 }
 
 // FailMode returns the store's FailMode.
@@ -162,6 +165,7 @@ func (s *Store) FailMode() FailMode { return s.mode }
 // error that says why it cannot (err: Check's).
 type policySet struct {
 	desc string
+	arg  any // desc, as an argument: made once
 	err  error
 }
 
@@ -210,6 +214,7 @@ func (s *Store) policyArgs(policies []chanlimit.Policy) *policySet {
 		b = append(b, field...)
 	}
 	set := &policySet{desc: string(b)}
+	set.arg = set.desc
 	if s.cached.Add(1) > 1024 { // sets let go (SetOverride, SetPolicies) are not kept for ever
 		s.args.Clear()
 		s.cached.Store(0)
@@ -369,14 +374,21 @@ func (s *Store) notePause(calls []call) {
 	var failure error
 	for _, c := range calls {
 		err := c.cmd.Err()
-		var redisErr redis.Error
-		if err == nil || errors.As(err, &redisErr) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if err == nil || answered(err) {
 			return // Redis answered, or the caller's context ended first
 		}
 		failure = err
 	}
-	s.failure.Store(&failure)
+	failed := failure // failure itself stays on the stack: a call that answered allocates nothing
+	s.failure.Store(&failed)
 	s.pausedUntil.Store(time.Now().Add(s.pause).UnixNano())
+}
+
+// answered reports whether err, a call's, is Redis's answer, or the
+// caller's context ending first.
+func answered(err error) bool {
+	var redisErr redis.Error
+	return errors.As(err, &redisErr) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // calls groups ops into the script's calls: in order, by hash slot on a
@@ -450,7 +462,7 @@ func (s *Store) build(ops []chanlimit.StoreOp, calls []call) {
 			put(float64(seq))
 		}
 		args := make([]any, 3, 4)
-		args[1], args[2] = s.id, strconv.FormatUint(c.seq, 10)
+		args[1], args[2] = s.idArg, strconv.FormatUint(c.seq, 10)
 		sets := make([]setKey, 0, 4) // the call's sets of policies: a few, found by a look at each
 		for j, i := range c.ops {
 			op := &ops[i]
@@ -459,7 +471,7 @@ func (s *Store) build(ops []chanlimit.StoreOp, calls []call) {
 			if set < 0 {
 				set = len(sets)
 				sets = append(sets, keyOf(op.Policies))
-				args = append(args, s.policyArgs(op.Policies).desc)
+				args = append(args, s.policyArgs(op.Policies).arg)
 			}
 			now := int64(-1)
 			if !op.Now.IsZero() {
