@@ -14,8 +14,10 @@
 -- ARGV     1: the numbers, little-endian doubles: the grace kept past a
 --          key's ResetAfter, in milliseconds, on Redis's clock and on the
 --          caller's; how long a record is kept (ms); the lowest call of
---          the store's that its client may still send, and the number of
---          calls below it that Redis may yet run, then those; then for
+--          the store's that its client may still send; 1 if the requests'
+--          keys are distinct (no two on one key), else 0; the number of
+--          calls below that lowest that Redis may yet run, then those;
+--          then for
 --          each request: kind (1 allow, 2 peek, 3 refund, 4 reset, 5 turn,
 --          6 give back, 7 dry run), n, its set (1 for ARGV[4], ...), now
 --          in microseconds (-1: Redis's own clock, TIME).
@@ -858,7 +860,8 @@ end
 local ownGrace, clockGrace, replay, low -- the grace past ResetAfter on Redis's clock and the caller's (ms); how long a record is kept (ms); the store's lowest call out
 local keep -- this store's calls below low that may yet run again: their records stay
 local noCalls = {} -- keep, when there are none: never written
-local raw -- the keys' values as read, by key
+local got -- the keys' values as read, request by request (false: none)
+local raw -- the same by key, made before requests are served one by one
 local mine, record -- the prefix of this store's records, and this call's record
 local mineOf -- the store's id that mine was made for: a cache of what never changes
 local redisNow -- Redis's clock, in microseconds: read once, if needed
@@ -1272,8 +1275,9 @@ local function fastValue(set, x, y, rest, latest, grace, reset)
 end
 
 -- The common case, a call of allows and peeks under sets serveFast
--- serves, each on a key of its own that holds a value serveFast reads (or
--- none), is served at once, with none of the bookkeeping a call of other
+-- serves, each on a key of its own (as the client says, which knows the
+-- keys it sends: the script would find out only by a table of them) that
+-- holds a value serveFast reads (or none), is served at once, with none of the bookkeeping a call of other
 -- requests needs: decideEveryFast decides every request as serveFast
 -- would, writing nothing, and storeEveryFast stores each key taken from
 -- as the write back would. The requests are KEYS, from args[a] on, four
@@ -1295,7 +1299,7 @@ local function decideEveryFast(KEYS, args, a, sets)
     if kind > 2 or not set.fast then
       return nil
     end
-    local ok, x, y, rest, latest = fastState(raw[KEYS[i]], set.fast)
+    local ok, x, y, rest, latest = fastState(got[i], set.fast)
     if not ok then
       return nil
     end
@@ -1355,27 +1359,17 @@ local function decideCall(KEYS, ARGV)
   -- id, the call's number and the sets of policies, strings.
   local args = unpackNums(ARGV[1], 1, #ARGV[1] / 8)
   ownGrace, clockGrace, replay, low = args[1], args[2], args[3], args[4]
+  local distinct = args[5] == 1 -- no two requests of the call are on one key
   local me, call = ARGV[2], ARGV[3]
-  local nkeep = args[5]
+  local nkeep = args[6]
   keep = nkeep > 0 and {} or noCalls -- this store's calls below low that may yet run again: their records stay
   for i = 1, nkeep do
-    keep[args[5 + i]] = true
+    keep[args[6 + i]] = true
   end
-  local a = 6 + nkeep
+  local a = 7 + nkeep
 
-  -- The keys' values, read at once, by key (two requests of one call may
-  -- be on one key).
-  raw = {}
-  local distinct = true -- no two requests of the call are on one key
-  do
-    local got = rcall('MGET', unpack(KEYS)) -- false for a key that holds nothing
-    for i, key in ipairs(KEYS) do
-      if raw[key] ~= nil then
-        distinct = false
-      end
-      raw[key] = got[i]
-    end
-  end
+  -- The keys' values, read at once.
+  got, raw = rcall('MGET', unpack(KEYS)), nil
 
   -- A call the client sent again (go-redis retries a pipeline after a read
   -- timeout) finds its record in a key it wrote: its answers are the first
@@ -1384,8 +1378,8 @@ local function decideCall(KEYS, ARGV)
     mine, mineOf = '#' .. me .. ':', me
   end
   record = mine .. call
-  for _, key in ipairs(KEYS) do
-    local blob = raw[key]
+  for i = 1, #KEYS do
+    local blob = got[i]
     if blob and #blob >= #record and find(blob, record, 1, true) then
       local v = parse(blob)
       local r = v and v.records[record]
@@ -1413,6 +1407,13 @@ local function decideCall(KEYS, ARGV)
       return storeEveryFast(KEYS, args, a, sets, takes, nt, rests) -- not under pcall: once it has written, nothing is decided again
     end
     fastFailed = not ok -- a fault of the fast path's, as serveFast's
+  end
+
+  -- The keys' values as read, by key, for the requests served one by one
+  -- (two may be on one key).
+  raw = {}
+  for i = 1, #KEYS do
+    raw[KEYS[i]] = got[i]
   end
 
   -- The keys' values, parsed as the requests need them and kept as they

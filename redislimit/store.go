@@ -384,6 +384,29 @@ func (s *Store) notePause(calls []call) {
 	s.pausedUntil.Store(time.Now().Add(s.pause).UnixNano())
 }
 
+// distinct reports whether no two of keys are the same: the script serves
+// a call of requests on distinct keys in one pass, and would find out only
+// by a table of them, which costs Redis more than this costs the client (a
+// look at each pair while they are few).
+func distinct(keys []string) bool {
+	if len(keys) <= 32 {
+		for i := 1; i < len(keys); i++ {
+			if slices.Contains(keys[:i], keys[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	seen := make(map[string]struct{}, len(keys))
+	for _, k := range keys {
+		if _, ok := seen[k]; ok {
+			return false
+		}
+		seen[k] = struct{}{}
+	}
+	return true
+}
+
 // answered reports whether err, a call's, is Redis's answer, or the
 // caller's context ending first.
 func answered(err error) bool {
@@ -451,12 +474,20 @@ func (s *Store) build(ops []chanlimit.StoreOp, calls []call) {
 		c := &calls[k]
 		c.seq = first + uint64(k)
 		c.keys = make([]string, len(c.ops))
-		blob := make([]byte, 0, 8*(5+len(keep)+4*len(c.ops)))
+		for j, i := range c.ops {
+			c.keys[j] = s.Key(ops[i].Key)
+		}
+		blob := make([]byte, 0, 8*(6+len(keep)+4*len(c.ops)))
 		put := func(v float64) { blob = binary.LittleEndian.AppendUint64(blob, math.Float64bits(v)) }
 		put(float64(Grace.Milliseconds()))
 		put(float64(ClockGrace.Milliseconds()))
 		put(float64(s.replay.Milliseconds()))
 		put(float64(low))
+		if distinct(c.keys) {
+			put(1)
+		} else {
+			put(0)
+		}
 		put(float64(len(keep)))
 		for _, seq := range keep {
 			put(float64(seq))
@@ -464,9 +495,8 @@ func (s *Store) build(ops []chanlimit.StoreOp, calls []call) {
 		args := make([]any, 3, 4)
 		args[1], args[2] = s.idArg, strconv.FormatUint(c.seq, 10)
 		sets := make([]setKey, 0, 4) // the call's sets of policies: a few, found by a look at each
-		for j, i := range c.ops {
+		for _, i := range c.ops {
 			op := &ops[i]
-			c.keys[j] = s.Key(op.Key)
 			set := slices.Index(sets, keyOf(op.Policies))
 			if set < 0 {
 				set = len(sets)

@@ -498,3 +498,32 @@ func TestDecideTellsSetsBySlice(t *testing.T) {
 	assert.Equal(t, 0, ops[1].Decision.Remaining, "y: under b too")
 	assert.False(t, ops[2].Decision.Allowed, "y: b is spent")
 }
+
+// TestDecideTellsKeysApart: a call whose requests are on distinct keys
+// but for two is served request by request, the second request on the
+// key seeing the first's take, however many requests the call has (the
+// store tells the script whether the keys are distinct: by a look at
+// each pair up to 32, by a map above). Fixed windows of 1 unit: of two
+// allows on one key, one is denied.
+func TestDecideTellsKeysApart(t *testing.T) {
+	st, err := redislimit.NewStore(single(t), redislimit.Options{Prefix: prefix(t)})
+	require.NoError(t, err)
+	ps := []chanlimit.Policy{{Name: "default", Algorithm: "fixed_window", Limit: 1, Window: time.Hour}}
+	for _, n := range []int{2, 3, 32, 33, 100} {
+		ops := make([]chanlimit.StoreOp, n)
+		for i := range ops {
+			ops[i] = chanlimit.StoreOp{Kind: chanlimit.StoreAllow, Key: fmt.Sprintf("%d:%d", n, i), N: 1, Policies: ps}
+		}
+		ops[n-1].Key = ops[(n-1)/2].Key
+		st.Decide(context.Background(), ops)
+		allowed := 0
+		for i := range ops {
+			require.NoError(t, ops[i].Err, "%d requests: %d", n, i)
+			if ops[i].Decision.Allowed {
+				allowed++
+			}
+		}
+		assert.Equal(t, n-1, allowed, "%d requests, one key twice", n)
+		assert.False(t, ops[n-1].Decision.Allowed, "%d requests: the second on its key", n)
+	}
+}
