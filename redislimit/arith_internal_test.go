@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -64,12 +65,12 @@ func TestKeptRecords(t *testing.T) {
 bind()
 mine, low, keep, clock = '#me:', 10, {[7] = true}, 1000
 local recs = {
-  entry('#me:5', {2000, 1, 2}), -- 1: its own, below low: goes
-  entry('#me:7', {2000, 3}),    -- 2: its own, below low, kept: stays
-  entry('#me:12', {2000, 4}),   -- 3: its own, at or above low: stays
-  entry('#other:3', {3000, 5}), -- 4: another store's: stays
-  entry('#other:4', {999, 6}),  -- 5: expired: goes
-  entry('#me:x', {2500, 7}),    -- 6: no call's number: stays
+  entry('#me:5', {2000, 5, 1, 2}), -- 1: its own, below low: goes
+  entry('#me:7', {2000, 7, 3}),    -- 2: its own, below low, kept: stays
+  entry('#me:12', {2000, 12, 4}),  -- 3: its own, at or above low: stays
+  entry('#other:3', {3000, 3, 5}), -- 4: another store's: stays
+  entry('#other:4', {999, 4, 6}),  -- 5: expired: goes
+  entry('#me:x', {2500}),          -- 6: no call's number: stays
 }
 local cases = {
   table.concat(recs),
@@ -90,11 +91,18 @@ for i, rest in ipairs(cases) do
   end
 end
 local want = {recs[2] .. recs[3] .. recs[4] .. recs[6], recs[2] .. recs[4], ''}
-return {out, want}
+-- The same records as the general path reads them (parse), one by one.
+local v = parse(MARK .. table.concat(recs))
+local kept = {}
+for i, name in ipairs({'#me:5', '#me:7', '#me:12', '#other:3', '#other:4', '#me:x'}) do
+  kept[i] = keeps(name, v.records[name]) and 1 or 0
+end
+return {out, want, kept}
 `
 	v, err := c.Eval(context.Background(), script, nil).Slice()
 	require.NoError(t, err)
 	out, want := v[0].([]any), v[1].([]any)
+	assert.Equal(t, []any{int64(0), int64(1), int64(1), int64(1), int64(0), int64(1)}, v[2], "the general path keeps the records the fast path keeps")
 	// Each kept case: its bytes, the latest expiry, whether rest came back itself.
 	require.Equal(t, []any{want[0], int64(3000), int64(0), want[1], int64(3000), int64(1), want[2], int64(0), int64(0)}, out[:9])
 	require.Equal(t, []any{nil, int64(-1), nil, int64(-1), nil, int64(-1)}, out[9:], "not records: serve's, which calls the key corrupt")

@@ -6,7 +6,8 @@
 --          states of its policies (field "algorithm|name", numbers
 --          {limit, window, capacity, the state's numbers...}) and the
 --          records of calls that changed it (field "#store:call", numbers
---          {expiry on Redis's clock in ms, the call's answers...}): a byte
+--          {expiry on Redis's clock in ms, the call's number, its
+--          answers...}): a byte
 --          0xC2, then for each field its length (2 bytes), its bytes, its
 --          count of numbers (4 bytes) and the numbers, little-endian
 --          doubles (struct packs and unpacks them in C). A value an earlier
@@ -15,9 +16,9 @@
 --          key's ResetAfter, in milliseconds, on Redis's clock and on the
 --          caller's; how long a record is kept (ms); the lowest call of
 --          the store's that its client may still send; 1 if the requests'
---          keys are distinct (no two on one key), else 0; the number of
---          calls below that lowest that Redis may yet run, then those;
---          then for
+--          keys are distinct (no two on one key), else 0; the call's
+--          number; the number of calls below that lowest that Redis may
+--          yet run, then those; then for
 --          each request: kind (1 allow, 2 peek, 3 refund, 4 reset, 5 turn,
 --          6 give back, 7 dry run), n, its set (1 for ARGV[4], ...), now
 --          in microseconds (-1: Redis's own clock, TIME).
@@ -862,7 +863,7 @@ local keep -- this store's calls below low that may yet run again: their records
 local noCalls = {} -- keep, when there are none: never written
 local got -- the keys' values as read, request by request (false: none)
 local raw -- the same by key, made before requests are served one by one
-local mine, record -- the prefix of this store's records, and this call's record
+local mine, record, seq -- the prefix of this store's records, and this call's record and number
 local mineOf -- the store's id that mine was made for: a cache of what never changes
 local redisNow -- Redis's clock, in microseconds: read once, if needed
 -- The keys' values, parsed as the requests need them and kept as they
@@ -948,14 +949,16 @@ local function clockMs()
 end
 
 -- ownRecordGoes reports whether the record whose name starts at pos in
--- rest and is len bytes long is one of this store's that no attempt of
--- its call can ask for any more: below low, and not kept.
-local function ownRecordGoes(rest, pos, len)
-  if len <= #mine or sub(rest, pos, pos + #mine - 1) ~= mine then
+-- blob, is len bytes long and holds k numbers is one of this store's that
+-- no attempt of its call can ask for any more: below low, and not kept.
+-- Its call's number is its second number (its name has it too, but
+-- reading a number from a string costs Redis's Lua a strtod).
+local function ownRecordGoes(blob, pos, len, k)
+  if k < 2 or len <= #mine or sub(blob, pos, pos + #mine - 1) ~= mine then
     return false
   end
-  local seq = tonumber(sub(rest, pos + #mine, pos + len - 1))
-  return seq ~= nil and seq < low and not keep[seq]
+  local n = sunpack('<d', blob, pos + len + 12)
+  return n < low and not keep[n]
 end
 
 -- keptRecords returns, of blob's bytes from start on (a value's bytes
@@ -980,7 +983,7 @@ local function keptRecords(blob, start)
     if k < 1 or stop - 1 > n or not whole(expiry) then -- not whole: an expiry no script writes, which no TTL could hold
       return nil
     end
-    if expiry <= now or ownRecordGoes(blob, pos + 2, len) then
+    if expiry <= now or ownRecordGoes(blob, pos + 2, len, k) then
       parts = parts or {}
       if from < pos then
         parts[#parts + 1] = sub(blob, from, pos - 1)
@@ -1204,8 +1207,8 @@ end
 -- keeps reports whether a record named name, that expires at expiry
 -- (ms, Redis's clock), stays: until it expires, and for the store's own,
 -- while an attempt of its call may come.
-local function keeps(name, expiry)
-  return expiry > clock and not ownRecordGoes(name, 1, #name)
+local function keeps(name, r)
+  return r[1] > clock and not ownRecordGoes(r[2], 3, #name, sunpack('<I4', r[2], 3 + #name))
 end
 
 local function inSet(set, field)
@@ -1220,14 +1223,14 @@ end
 -- recordOf returns the bytes of the call's record up to its answers,
 -- which follow them as the call returns them (packed), or nil if the
 -- record is written already or needs none: entry(record, {clock +
--- replay, out...}), without the table, and in two strings, so that the
--- value that holds them is made at once, by one concatenation.
+-- replay, seq, out...}), without the table, and in two strings, so that
+-- the value that holds them is made at once, by one concatenation.
 local function recordOf()
   if recorded then
     return nil
   end
   recorded = true
-  return spack('<H', #record) .. record .. spack('<I4d', nout + 1, clock + replay)
+  return spack('<Hc0I4dd', #record, record, nout + 2, clock + replay, seq)
 end
 
 -- ttl returns px, a whole number of milliseconds, as SET's argument: as
@@ -1360,13 +1363,14 @@ local function decideCall(KEYS, ARGV)
   local args = unpackNums(ARGV[1], 1, #ARGV[1] / 8)
   ownGrace, clockGrace, replay, low = args[1], args[2], args[3], args[4]
   local distinct = args[5] == 1 -- no two requests of the call are on one key
+  seq = args[6]
   local me, call = ARGV[2], ARGV[3]
-  local nkeep = args[6]
+  local nkeep = args[7]
   keep = nkeep > 0 and {} or noCalls -- this store's calls below low that may yet run again: their records stay
   for i = 1, nkeep do
-    keep[args[6 + i]] = true
+    keep[args[7 + i]] = true
   end
-  local a = 7 + nkeep
+  local a = 8 + nkeep
 
   -- The keys' values, read at once.
   got, raw = rcall('MGET', unpack(KEYS)), nil
@@ -1386,7 +1390,7 @@ local function decideCall(KEYS, ARGV)
       if r then
         local bytes = r[2]
         local len = sunpack('<H', bytes, 1)
-        return sub(bytes, 3 + len + 4 + 8) -- the answers, as doubles: past the name, the count and the expiry
+        return sub(bytes, 3 + len + 4 + 16) -- the answers, as doubles: past the name, the count, the expiry and the call's number
       end
     end
   end
@@ -1514,7 +1518,7 @@ local function decideCall(KEYS, ARGV)
         end
       end
       for name, r in pairs(v.records) do
-        if keeps(name, r[1]) then
+        if keeps(name, r) then
           parts[#parts + 1] = r[2]
           records, latest = records + 1, max(latest, r[1])
         end

@@ -477,7 +477,7 @@ func (s *Store) build(ops []chanlimit.StoreOp, calls []call) {
 		for j, i := range c.ops {
 			c.keys[j] = s.Key(ops[i].Key)
 		}
-		blob := make([]byte, 0, 8*(6+len(keep)+4*len(c.ops)))
+		blob := make([]byte, 0, 8*(7+len(keep)+4*len(c.ops)))
 		put := func(v float64) { blob = binary.LittleEndian.AppendUint64(blob, math.Float64bits(v)) }
 		put(float64(Grace.Milliseconds()))
 		put(float64(ClockGrace.Milliseconds()))
@@ -488,6 +488,7 @@ func (s *Store) build(ops []chanlimit.StoreOp, calls []call) {
 		} else {
 			put(0)
 		}
+		put(float64(c.seq))
 		put(float64(len(keep)))
 		for _, seq := range keep {
 			put(float64(seq))
