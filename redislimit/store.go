@@ -22,13 +22,9 @@ import (
 	"context"
 	"crypto/rand"
 	_ "embed"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
-	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -161,104 +157,6 @@ func NewStore(client redis.UniversalClient, opts Options) (*Store, error) {
 // FailMode returns the store's FailMode.
 func (s *Store) FailMode() FailMode { return s.mode }
 
-// policySet is a set of policies as the script takes it (desc), or the
-// error that says why it cannot (err: Check's).
-type policySet struct {
-	desc string
-	arg  any // desc, as an argument: made once
-	err  error
-}
-
-// setKey is a set of policies as the store knows it: by its slice, whose
-// policies never change (a StoreOp's Policies are not to).
-type setKey struct {
-	first *chanlimit.Policy
-	n     int
-}
-
-func keyOf(policies []chanlimit.Policy) setKey { return setKey{&policies[0], len(policies)} }
-
-// policyArgs returns the script's argument for a set of policies: for
-// each, its algorithm, limit, window in µs, capacity, the bucket's units
-// refilled per µs and units in a token, as little-endian doubles, then its
-// field ("algorithm|name"), after its length in 2 bytes. Routers hand the
-// store the same slice for a set of policies each time, so it is made once
-// per set; and the script, which keeps the sets it has made by this
-// string, makes each once. Policies that Check refuses (a router never
-// hands them over) have its error instead.
-func (s *Store) policyArgs(policies []chanlimit.Policy) *policySet {
-	id := keyOf(policies)
-	if a, ok := s.args.Load(id); ok {
-		return a.(*policySet)
-	}
-	if err := s.Check(policies); err != nil {
-		return &policySet{err: fmt.Errorf("redislimit: %w", err)}
-	}
-	var b []byte
-	for _, p := range policies {
-		w := uint64(p.Window / time.Microsecond)
-		capacity := p.Limit
-		if p.Burst > 0 {
-			capacity = p.Burst
-		}
-		perUs, perToken := perUnits(uint64(p.Limit), w)
-		alg := float64(scriptAlgorithm[p.Algorithm])
-		if p.DryRun {
-			alg = -alg // the script's mark of a dry-run policy
-		}
-		for _, v := range []float64{alg, float64(p.Limit), float64(w), float64(capacity), float64(perUs), float64(perToken)} {
-			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
-		}
-		field := p.Algorithm + "|" + p.Name
-		b = binary.LittleEndian.AppendUint16(b, uint16(len(field)))
-		b = append(b, field...)
-	}
-	set := &policySet{desc: string(b)}
-	set.arg = set.desc
-	if s.cached.Add(1) > 1024 { // sets let go (SetOverride, SetPolicies) are not kept for ever
-		s.args.Clear()
-		s.cached.Store(0)
-	}
-	s.args.Store(id, set)
-	return set
-}
-
-// MaxPerCall is the most requests one call of the script decides: a
-// burst larger than that goes as several calls in its pipeline, so that
-// no call holds Redis long.
-const MaxPerCall = 128
-
-// maxAnswers is the most numbers one call answers (1 + 6 per policy for
-// each allow or peek): Lua moves at most about 8,000 values at once.
-const maxAnswers = 4096
-
-// answers returns how many numbers the script answers op with.
-func answers(op *chanlimit.StoreOp) int {
-	switch op.Kind {
-	case chanlimit.StoreAllow, chanlimit.StorePeek, chanlimit.StoreTurn, chanlimit.StoreDryRun:
-		return 1 + perPolicy*len(op.Policies)
-	case chanlimit.StoreRefund:
-		return 1 // 0, or -1 for a corrupt key, which fails it
-	}
-	return 0 // a reset or a give back: nobody waits for its answer
-}
-
-// perPolicy is how many numbers the script answers for each policy of a
-// request: allowed, remaining, retry after, reset after, delay (µs), and
-// by how many ns the retry after was rounded up.
-const perPolicy = 6
-
-// call is one script call of a pipeline: the requests it decides, by
-// their index in the burst, and its number among the store's calls.
-type call struct {
-	ops     []int
-	answers int // the numbers the script answers them with
-	seq     uint64
-	keys    []string
-	args    []any
-	cmd     *redis.Cmd
-}
-
 // Key returns the Redis key that holds key's state: Prefix, then key.
 func (s *Store) Key(key string) string { return s.prefix + key }
 
@@ -384,67 +282,11 @@ func (s *Store) notePause(calls []call) {
 	s.pausedUntil.Store(time.Now().Add(s.pause).UnixNano())
 }
 
-// distinct reports whether no two of keys are the same: the script serves
-// a call of requests on distinct keys in one pass, and would find out only
-// by a table of them, which costs Redis more than this costs the client (a
-// look at each pair while they are few).
-func distinct(keys []string) bool {
-	if len(keys) <= 32 {
-		for i := 1; i < len(keys); i++ {
-			if slices.Contains(keys[:i], keys[i]) {
-				return false
-			}
-		}
-		return true
-	}
-	seen := make(map[string]struct{}, len(keys))
-	for _, k := range keys {
-		if _, ok := seen[k]; ok {
-			return false
-		}
-		seen[k] = struct{}{}
-	}
-	return true
-}
-
 // answered reports whether err, a call's, is Redis's answer, or the
 // caller's context ending first.
 func answered(err error) bool {
 	var redisErr redis.Error
 	return errors.As(err, &redisErr) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
-
-// calls groups ops into the script's calls: in order, by hash slot on a
-// Cluster, at most MaxPerCall a call, and at most maxAnswers numbers.
-func (s *Store) calls(ops []chanlimit.StoreOp) []call {
-	var calls []call
-	var open map[uint16]int // on a Cluster, the call of each slot still open to more ops
-	if s.cluster {
-		open = map[uint16]int{}
-	}
-	last := -1 // on a single node, the call open to more ops
-	for i := range ops {
-		if ops[i].Err != nil { // answered already: not sent
-			continue
-		}
-		var slot uint16
-		c, ok := last, last >= 0
-		if s.cluster {
-			slot = hashSlot(s.Key(ops[i].Key))
-			c, ok = open[slot]
-		}
-		if !ok || len(calls[c].ops) == MaxPerCall || calls[c].answers+answers(&ops[i]) > maxAnswers {
-			c = len(calls)
-			calls = append(calls, call{})
-			if s.cluster {
-				open[slot] = c
-			}
-			last = c
-		}
-		calls[c].ops = append(calls[c].ops, i)
-		calls[c].answers += answers(&ops[i])
-	}
-	return calls
 }
 
 // send sends calls as one pipeline, each as how says.
@@ -462,60 +304,6 @@ func (s *Store) send(ctx context.Context, calls []call, how callKind) {
 		}
 	}
 	_, _ = pipe.Exec(ctx) // each command holds its own error
-}
-
-// build numbers calls, and writes into each its keys and the script's
-// arguments: the numbers, packed as little-endian doubles in one string
-// (every one is an integer below 2^53, exact in a double), then the
-// store's id, the call's number and its sets of policies (policyArgs).
-func (s *Store) build(ops []chanlimit.StoreOp, calls []call) {
-	first, low, keep := s.flights.take(len(calls))
-	for k := range calls {
-		c := &calls[k]
-		c.seq = first + uint64(k)
-		c.keys = make([]string, len(c.ops))
-		for j, i := range c.ops {
-			c.keys[j] = s.Key(ops[i].Key)
-		}
-		blob := make([]byte, 0, 8*(7+len(keep)+4*len(c.ops)))
-		put := func(v float64) { blob = binary.LittleEndian.AppendUint64(blob, math.Float64bits(v)) }
-		put(float64(Grace.Milliseconds()))
-		put(float64(ClockGrace.Milliseconds()))
-		put(float64(s.replay.Milliseconds()))
-		put(float64(low))
-		if distinct(c.keys) {
-			put(1)
-		} else {
-			put(0)
-		}
-		put(float64(c.seq))
-		put(float64(len(keep)))
-		for _, seq := range keep {
-			put(float64(seq))
-		}
-		args := make([]any, 3, 4)
-		args[1], args[2] = s.idArg, strconv.FormatUint(c.seq, 10)
-		sets := make([]setKey, 0, 4) // the call's sets of policies: a few, found by a look at each
-		for _, i := range c.ops {
-			op := &ops[i]
-			set := slices.Index(sets, keyOf(op.Policies))
-			if set < 0 {
-				set = len(sets)
-				sets = append(sets, keyOf(op.Policies))
-				args = append(args, s.policyArgs(op.Policies).arg)
-			}
-			now := int64(-1)
-			if !op.Now.IsZero() {
-				now = op.Now.UnixMicro()
-			}
-			put(float64(op.Kind))
-			put(float64(op.N))
-			put(float64(set + 1))
-			put(float64(now))
-		}
-		args[0] = blob
-		c.args = args
-	}
 }
 
 func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
