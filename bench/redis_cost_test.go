@@ -12,7 +12,8 @@ import (
 )
 
 // BenchmarkRedisCost: what a decision costs Redis and the client, beside
-// redis_rate, as BenchmarkRedis runs them (callers at once over 10,000
+// redis_rate, as BenchmarkRedis runs them (and chanlimit-16p: a router of
+// 16 partitions, as on a machine of 16 cores) (callers at once over 10,000
 // keys under redisAdmit). Redis's main thread is the bound for both: one
 // Redis serves every instance. Before the run, CONFIG RESETSTAT; after it,
 // INFO commandstats and INFO cpu give, per decision:
@@ -30,7 +31,7 @@ import (
 func BenchmarkRedisCost(b *testing.B) {
 	ks := keys(redisKeys)
 	open := newRedisOpen(b, ks)
-	for _, im := range redisImpls {
+	for _, im := range redisCostImpls {
 		for _, callers := range []int{1, 8, 64, 256} {
 			b.Run("impl="+im.name+"/callers="+strconv.Itoa(callers), func(b *testing.B) {
 				l := open.get(b, im.name)

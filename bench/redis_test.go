@@ -107,16 +107,30 @@ var redisImpls = []redisImpl{
 	{"redis_rate", newRedisRate},
 }
 
+// redisCostImpls are those BenchmarkRedisCost measures: redisImpls, and
+// chanlimit with the partitions a 16-core machine's router has by default
+// (DefaultPartitions), each with fewer requests at once than one of two.
+var redisCostImpls = append(redisImpls[:len(redisImpls):len(redisImpls)], redisImpl{"chanlimit-16p", newRedisChanlimit16})
+
 // newRedisChanlimit is a router with the default Partitions on a
 // redislimit.Store (counted by a tripStore), deciding on Redis's clock (no
 // Clock).
 func newRedisChanlimit(b *testing.B, client *redis.Client, prefix string) *redisLimiter {
+	return newRedisChanlimitOf(b, client, prefix, 0)
+}
+
+// newRedisChanlimit16 is newRedisChanlimit with 16 partitions.
+func newRedisChanlimit16(b *testing.B, client *redis.Client, prefix string) *redisLimiter {
+	return newRedisChanlimitOf(b, client, prefix, 16)
+}
+
+func newRedisChanlimitOf(b *testing.B, client *redis.Client, prefix string, partitions int) *redisLimiter {
 	st, err := redislimit.NewStore(client, redislimit.Options{Prefix: prefix})
 	if err != nil {
 		b.Fatal(err)
 	}
 	ts := &tripStore{Store: st}
-	r, err := chanlimit.New(chanlimit.Config{Limit: redisAdmit.limit, Window: redisAdmit.window, Store: ts})
+	r, err := chanlimit.New(chanlimit.Config{Limit: redisAdmit.limit, Window: redisAdmit.window, Store: ts, Partitions: partitions})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -188,9 +202,9 @@ func (o *redisOpen) get(b *testing.B, name string) *redisLimiter {
 	if l, ok := o.open[name]; ok {
 		return l
 	}
-	i := slices.IndexFunc(redisImpls, func(im redisImpl) bool { return im.name == name })
+	i := slices.IndexFunc(redisCostImpls, func(im redisImpl) bool { return im.name == name })
 	client := redis.NewClient(&redis.Options{Addr: o.addr, PoolSize: redisPoolSize})
-	l := redisImpls[i].make(b, client, o.run+name+":")
+	l := redisCostImpls[i].make(b, client, o.run+name+":")
 	o.parent.Cleanup(l.close)
 	o.open[name] = l
 	ctx := context.Background()

@@ -10,8 +10,10 @@
 // in memory for the same schedule, every wait rounded up to the next
 // microsecond. A partition of the router hands the store its whole burst
 // of requests at once, and the store sends it as one pipeline of calls of
-// the script (as a Redis Function, where Redis has them: function.go):
-// under load, one round trip decides many requests.
+// the script (as a Redis Function, where Redis has them: function.go),
+// with the bursts of other partitions that came while its round trips
+// were out (combine.go): under load, one round trip decides many
+// requests, however many partitions the router has.
 //
 // The client is the caller's: a single node, Sentinel (failover) or
 // Cluster client (each key is one Redis key, so one hash slot). The store
@@ -69,6 +71,13 @@ type Options struct {
 	// instead of making each wait for the client's dial timeout. 0 means
 	// DefaultPause; below 0, every request tries Redis.
 	Pause time.Duration
+
+	// RoundTrips is the most round trips to Redis the store has out at
+	// once: the Decides that come while they are all out wait, and go
+	// together in the next that has room, so that under load each round
+	// trip decides many requests, whatever the number of the router's
+	// partitions. 0 means DefaultRoundTrips.
+	RoundTrips int
 }
 
 // DefaultPause is Options.Pause when it is 0.
@@ -120,6 +129,8 @@ type Store struct {
 	// started it.
 	pausedUntil atomic.Int64
 	failure     atomic.Pointer[error]
+
+	combiner combiner // the round trips out, and the Decides waiting for one (combine.go)
 }
 
 var _ chanlimit.Store = (*Store)(nil)
@@ -127,13 +138,20 @@ var _ chanlimit.Store = (*Store)(nil)
 // NewStore returns a Store on client, which it does not call: it connects
 // when the first request comes, so a router with FailOpen or FailLocal
 // starts while Redis is down. It returns an error for a nil client or an
-// unknown FailMode.
+// unknown FailMode or a RoundTrips below 0.
 func NewStore(client redis.UniversalClient, opts Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redislimit: NewStore: the client is nil")
 	}
 	if opts.FailMode > FailLocal {
 		return nil, fmt.Errorf("redislimit: NewStore: unknown %v", opts.FailMode)
+	}
+	if opts.RoundTrips < 0 {
+		return nil, fmt.Errorf("redislimit: NewStore: RoundTrips is %d, below 0", opts.RoundTrips)
+	}
+	roundTrips := opts.RoundTrips
+	if roundTrips == 0 {
+		roundTrips = DefaultRoundTrips
 	}
 	prefix := opts.Prefix
 	if prefix == "" {
@@ -149,6 +167,7 @@ func NewStore(client redis.UniversalClient, opts Options) (*Store, error) {
 	s := &Store{
 		client: client, prefix: prefix, mode: opts.FailMode, pause: pause,
 		id: hex.EncodeToString(id), cluster: cluster, replay: replayWindow(client),
+		combiner: newCombiner(roundTrips),
 	}
 	s.idArg = s.id
 	return s, nil
@@ -174,6 +193,14 @@ func (s *Store) Key(key string) string { return s.prefix + key }
 // Redis may or may not have run it (the router returns it wrapped in
 // ErrStoreUnavailable); so does an op whose key holds a value the script
 // did not write, alone: the other keys of its call are decided.
+//
+// The store has at most Options.RoundTrips round trips out at once;
+// Decides that come while they are out wait, and go together in the next
+// round trip (combine.go). ctx bounds each Decide: one whose ctx ends
+// first returns with its error in its ops' Err, and Redis may or may not
+// decide them. A Decide whose round trip carries others' ops as well ends
+// by its ctx's deadline, but not at a cancel of its ctx, which would fail
+// theirs.
 func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 	if len(ops) == 0 {
 		return
@@ -185,6 +212,7 @@ func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 		return
 	}
 	var checked setKey // the set of the op before, found to be one the script takes
+	sent := 0
 	for i := range ops {
 		op := &ops[i]
 		if op.Err != nil { // answered already: not sent
@@ -204,6 +232,25 @@ func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 				checked = keyOf(op.Policies)
 			}
 		}
+		if op.Err == nil {
+			sent++
+		}
+	}
+	if sent > 0 {
+		s.combine(ctx, ops)
+	}
+}
+
+// roundTrip serves ops, checked, in one round trip: a pipeline of the
+// script's calls.
+func (s *Store) roundTrip(ctx context.Context, ops []chanlimit.StoreOp) {
+	if err := s.paused(); err != nil { // it may have begun while they waited
+		for i := range ops {
+			if ops[i].Err == nil {
+				ops[i].Err = err
+			}
+		}
+		return
 	}
 	calls := s.calls(ops)
 	if len(calls) == 0 {

@@ -431,6 +431,25 @@ func redisCostTable(w io.Writer, all []*sample) {
 			ratio(at("decisions/s", c), at("decisions/s", r)))
 	}
 	fmt.Fprintln(w)
+	if _, ok := find(all, "RedisCost", "redis-cpu-us/decision", map[string]string{"impl": "chanlimit-16p"}); !ok {
+		return
+	}
+	fmt.Fprintf(w, "chanlimit-16p is a router of 16 partitions, as DefaultPartitions gives one\n")
+	fmt.Fprintf(w, "on a machine of 16 cores: each partition sends its own bursts, and the\n")
+	fmt.Fprintf(w, "store sends those that wait for a round trip together.\n\n")
+	fmt.Fprintf(w, "| callers | chanlimit-16p Redis CPU | ratio to redis_rate | client CPU | per call | decisions/s ratio |\n")
+	fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|\n")
+	for _, n := range []string{"1", "8", "64", "256"} {
+		c := map[string]string{"impl": "chanlimit-16p", "callers": n}
+		r := map[string]string{"impl": "redis_rate", "callers": n}
+		cc := at("redis-cpu-us/decision", c)
+		if cc == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %.1f | %s | %.1f | %.1f | %s |\n", n, cc, ratio(cc, at("redis-cpu-us/decision", r)),
+			at("client-cpu-us/decision", c), at("decisions/call", c), ratio(at("decisions/s", c), at("decisions/s", r)))
+	}
+	fmt.Fprintln(w)
 }
 
 // waitTable writes BenchmarkWaitLatency: how late WaitN wakes after its

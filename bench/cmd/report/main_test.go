@@ -19,6 +19,7 @@ func TestRedisCostTable(t *testing.T) {
 	for _, line := range []string{
 		"BenchmarkRedisCost/impl=chanlimit/callers=64-P 60000 20000 ns/op 4.0 client-cpu-us/decision 5.0 decisions/call 50000 decisions/s 5.0 decisions/trip 1000000 p50-ns 2000000 p99-ns 6.0 redis-cpu-us/decision 5.0 redis-us/decision",
 		"BenchmarkRedisCost/impl=redis_rate/callers=64-P 60000 40000 ns/op 8.0 client-cpu-us/decision 1.0 decisions/call 25000 decisions/s 2000000 p50-ns 4000000 p99-ns 30.0 redis-cpu-us/decision 20.0 redis-us/decision",
+		"BenchmarkRedisCost/impl=chanlimit-16p/callers=64-P 60000 30000 ns/op 7.0 client-cpu-us/decision 4.0 decisions/call 37500 decisions/s 4.0 decisions/trip 1500000 p50-ns 3000000 p99-ns 10.0 redis-cpu-us/decision 8.0 redis-us/decision",
 	} {
 		raw.WriteString(strings.Replace(line, "-P ", "-"+procs+" ", 1) + "\n")
 	}
@@ -34,6 +35,9 @@ func TestRedisCostTable(t *testing.T) {
 	redisCostTable(&out, all)
 	if want := "| 64 | 5.0 | 20.0 | 0.25 | 6.0 | 30.0 | 0.20 | 4.0 | 8.0 | 5.0 | 2.00 |"; !strings.Contains(out.String(), want) {
 		t.Errorf("the table lacks %q:\n%s", want, out.String())
+	}
+	if want := "| 64 | 10.0 | 0.33 | 7.0 | 4.0 | 1.50 |"; !strings.Contains(out.String(), want) {
+		t.Errorf("the table of 16 partitions lacks %q:\n%s", want, out.String())
 	}
 	out.Reset()
 	redisCostTable(&out, nil)

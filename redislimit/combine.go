@@ -1,0 +1,270 @@
+package redislimit
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/chanlimit/chanlimit"
+)
+
+// A router calls Decide from each partition's round trips, so a store
+// under load is asked by many goroutines at once: on a machine of many
+// cores, many partitions, each with a few requests. Redis spends on a
+// call much more than on each request in it, and a pipeline of several
+// calls costs it a read and a write where as many pipelines cost one
+// each: so the store has at most RoundTrips round trips out, and the
+// Decides that come while they are out wait, and go together in the next
+// round trip that has room (combiner). Under a light load each Decide
+// goes at once, alone, on its own goroutine.
+//
+// The Decide that makes a round trip (its leader) takes along the
+// waiting Decides whose deadline is not later than its own, in the order
+// they came, behind its own ops, and makes the trip with its own
+// deadline: none of them is cut short, and none waits past its deadline.
+// One whose ctx ends (its deadline, or a cancel) while it waits, or while
+// another's trip carries it, leaves at once with ctx's error, as if its
+// own round trip had failed: Redis may or may not decide its ops, and the
+// trip's answers for them are dropped. A leader whose ctx is canceled
+// while its trip carries others stays to the trip's end (its deadline or
+// the client's timeouts), since the others' ops ride on it.
+
+// DefaultRoundTrips is Options.RoundTrips when it is 0.
+const DefaultRoundTrips = 4
+
+// maxCombined is the most ops a leader takes along in its round trip,
+// its own included, unless its own are more (the others wait for the
+// next): a few calls' worth, so that no round trip holds Redis long.
+const maxCombined = 8 * MaxPerCall
+
+// combiner is the store's round trips out, and the Decides waiting for
+// one. Its mutex guards this bookkeeping of the client's calls, never a
+// key's state, which is Redis's.
+type combiner struct {
+	lanes chan struct{} // a token for each round trip out
+
+	mu      sync.Mutex
+	waiting []*decide // in the order they came
+}
+
+// decide is one Decide call, from when it waits to when it returns.
+type decide struct {
+	ctx      context.Context
+	deadline time.Time // ctx's; zero: none
+	ops      []chanlimit.StoreOp
+	state    decideState         // under the combiner's mutex
+	done     chan struct{}       // sent once the round trip that took it has answered it; room for one
+	batch    []*decide           // a leader's: the Decides its round trip carries, kept to reuse
+	combined []chanlimit.StoreOp // a leader's: their ops, kept to reuse
+}
+
+type decideState uint8
+
+const (
+	queued  decideState = iota // in the combiner's waiting
+	taken                      // in a round trip
+	replied                    // its answers are in its ops
+	left                       // its ctx ended first
+)
+
+var decides = sync.Pool{New: func() any { return &decide{done: make(chan struct{}, 1)} }}
+
+func newCombiner(roundTrips int) combiner {
+	return combiner{lanes: make(chan struct{}, roundTrips)}
+}
+
+// combine serves ops, which Decide has checked, in a round trip of its
+// own or in another Decide's, and returns once they are answered or ctx
+// has ended.
+func (s *Store) combine(ctx context.Context, ops []chanlimit.StoreOp) {
+	c := &s.combiner
+	d := decides.Get().(*decide)
+	d.ctx, d.ops, d.state = ctx, ops, queued
+	d.deadline, _ = ctx.Deadline()
+	c.mu.Lock()
+	c.waiting = append(c.waiting, d)
+	c.mu.Unlock()
+	select {
+	case <-d.done: // another's round trip answered it
+		d.release()
+	case c.lanes <- struct{}{}:
+		if s.onLane(d) {
+			d.release()
+			return
+		}
+		d.await(c) // another's round trip has it, or its ctx has ended
+	case <-ctx.Done():
+		d.leave(c)
+	}
+}
+
+// onLane makes d's round trip, on the lane it holds, which it gives back
+// however the trip ends (a panic included), and reports whether it did:
+// not if another's trip has d already, or if d's ctx has ended.
+func (s *Store) onLane(d *decide) bool {
+	c := &s.combiner
+	defer func() { <-c.lanes }()
+	if d.ctx.Err() != nil {
+		return false
+	}
+	batch := c.take(d)
+	if batch == nil {
+		return false
+	}
+	s.lead(d, batch)
+	return true
+}
+
+// take returns the Decides d's round trip carries, d first, then those
+// waiting whose deadline is not later than d's, in the order they came,
+// up to maxCombined ops; notes them taken; and copies their ops into
+// d.combined, if there are others, while none can leave. It returns nil
+// if another's round trip has d already.
+func (c *combiner) take(d *decide) []*decide {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d.state != queued {
+		return nil
+	}
+	batch := append(d.batch[:0], d)
+	n := len(d.ops)
+	kept := c.waiting[:0]
+	for _, w := range c.waiting {
+		switch {
+		case w == d:
+			d.state = taken
+		case n+len(w.ops) <= maxCombined && notLater(w.deadline, d.deadline):
+			w.state = taken
+			batch = append(batch, w)
+			n += len(w.ops)
+		default:
+			kept = append(kept, w)
+		}
+	}
+	clear(c.waiting[len(kept):])
+	c.waiting = kept
+	d.batch = batch
+	if len(batch) > 1 {
+		all := d.combined[:0]
+		for _, w := range batch {
+			all = append(all, w.ops...) // once it leaves, its caller may reuse them: copied now
+		}
+		d.combined = all
+	}
+	return batch
+}
+
+// notLater reports whether deadline a is not later than b (zero: none,
+// later than any).
+func notLater(a, b time.Time) bool {
+	return b.IsZero() || (!a.IsZero() && !a.After(b))
+}
+
+// errCarrierPanicked is the error of ops whose round trip panicked in
+// another Decide (a client's hook, say): the panic goes on in that one.
+var errCarrierPanicked = errors.New("redislimit: the round trip that carried this request panicked")
+
+// lead makes the round trip that carries batch, d's (d first), with d's
+// deadline, and answers each Decide of it still there; if the trip
+// panics, it answers them with errCarrierPanicked, and the panic goes on.
+func (s *Store) lead(d *decide, batch []*decide) {
+	if len(batch) == 1 {
+		s.roundTrip(d.ctx, d.ops)
+		return
+	}
+	all, c := d.combined, &s.combiner
+	defer func() {
+		clear(all)
+		clear(batch)
+		if cap(all) > 2*maxCombined { // a burst's outsize ops: not kept
+			all = nil
+		}
+		d.combined = all[:0]
+	}()
+	answered := false
+	defer func() {
+		if !answered {
+			c.answer(batch[1:], nil, errCarrierPanicked)
+		}
+	}()
+	// Not canceled with d's ctx: the others' would fail with it.
+	ctx := context.WithoutCancel(d.ctx)
+	if !d.deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.deadline)
+		defer cancel()
+	}
+	s.roundTrip(ctx, all)
+	answered = true
+	for i := range d.ops {
+		d.ops[i].Decision, d.ops[i].Err = all[i].Decision, all[i].Err
+	}
+	c.answer(batch[1:], all[len(d.ops):], nil)
+}
+
+// answer writes into each Decide of batch still there its answers, the
+// ops of from in turn (nil: err instead), and lets it go; those that left
+// have their ctx's error.
+func (c *combiner) answer(batch []*decide, from []chanlimit.StoreOp, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at := 0
+	for _, w := range batch {
+		n := len(w.ops) // read first: once answered, w is its Decide's again
+		if w.state == taken {
+			for i := range w.ops {
+				if from != nil {
+					w.ops[i].Decision, w.ops[i].Err = from[at+i].Decision, from[at+i].Err
+				} else if w.ops[i].Err == nil {
+					w.ops[i].Err = err
+				}
+			}
+			w.state = replied
+			w.done <- struct{}{}
+		}
+		at += n
+	}
+}
+
+// await returns once another's round trip has answered d, or its ctx has
+// ended (leave).
+func (d *decide) await(c *combiner) {
+	select {
+	case <-d.done:
+		d.release()
+	case <-d.ctx.Done():
+		d.leave(c)
+	}
+}
+
+// leave returns d, whose ctx has ended, with its ops failed with ctx's
+// error, unless a round trip has answered it meanwhile.
+func (d *decide) leave(c *combiner) {
+	c.mu.Lock()
+	if d.state == replied {
+		c.mu.Unlock()
+		<-d.done
+		d.release()
+		return
+	}
+	if d.state == queued {
+		k := slices.Index(c.waiting, d)
+		c.waiting = slices.Delete(c.waiting, k, k+1)
+	}
+	d.state = left // a round trip that took it drops its answers; not released, since that trip holds it
+	c.mu.Unlock()
+	err := d.ctx.Err()
+	for i := range d.ops {
+		if d.ops[i].Err == nil {
+			d.ops[i].Err = err
+		}
+	}
+}
+
+// release keeps d, which nothing else holds, for another Decide.
+func (d *decide) release() {
+	d.ctx, d.ops = nil, nil
+	decides.Put(d)
+}

@@ -1,0 +1,359 @@
+package redislimit
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chanlimit/chanlimit"
+)
+
+// pipelines counts the client's pipelines and the keys each carried, and
+// holds the next one, before it goes, once the test arms hold.
+type pipelines struct {
+	mu   sync.Mutex
+	keys [][]string
+	hold chan struct{} // nil: nothing held; else the next pipeline waits for it to close
+	held chan struct{} // a pipeline is held
+}
+
+func (h *pipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *pipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *pipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var keys []string
+		for _, cmd := range cmds {
+			if args := cmd.Args(); len(args) > 3 && (cmd.Name() == "fcall" || cmd.Name() == "evalsha" || cmd.Name() == "eval") {
+				n, _ := strconv.Atoi(fmt.Sprint(args[2]))
+				for _, k := range args[3 : 3+n] {
+					keys = append(keys, fmt.Sprint(k))
+				}
+			}
+		}
+		h.mu.Lock()
+		h.keys = append(h.keys, keys)
+		hold := h.hold
+		h.hold = nil // one pipeline held at each arming
+		h.mu.Unlock()
+		if hold != nil {
+			h.held <- struct{}{}
+			<-hold
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// sent returns the keys of each pipeline sent so far.
+func (h *pipelines) sent() [][]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([][]string(nil), h.keys...)
+}
+
+// queued returns how many Decides wait for a round trip.
+func (s *Store) queued() int {
+	s.combiner.mu.Lock()
+	defer s.combiner.mu.Unlock()
+	return len(s.combiner.waiting)
+}
+
+// waitQueued returns once n Decides wait for a round trip.
+func waitQueued(t *testing.T, s *Store, n int) {
+	t.Helper()
+	for range 1_000_000 {
+		if s.queued() == n {
+			return
+		}
+		runtime.Gosched()
+	}
+	t.Fatalf("%d Decides waiting, not %d", s.queued(), n)
+}
+
+func combineStore(t *testing.T, roundTrips int) (*Store, *pipelines) {
+	t.Helper()
+	c := singleNode(t)
+	h := &pipelines{}
+	c.AddHook(h)
+	s, err := NewStore(c, Options{Prefix: fmt.Sprintf("test:%s:%d:", t.Name(), time.Now().UnixNano()), RoundTrips: roundTrips})
+	require.NoError(t, err)
+	warm := allowOf("warm") // the library loaded: each Decide a pipeline from here on
+	s.Decide(context.Background(), warm)
+	require.NoError(t, warm[0].Err)
+	h.mu.Lock()
+	h.keys = nil
+	h.mu.Unlock()
+	return s, h
+}
+
+var combinePolicies = []chanlimit.Policy{{Name: "default", Algorithm: "token_bucket", Limit: 10, Window: time.Minute}}
+
+func allowOf(keys ...string) []chanlimit.StoreOp {
+	ops := make([]chanlimit.StoreOp, len(keys))
+	for i, k := range keys {
+		ops[i] = chanlimit.StoreOp{Kind: chanlimit.StoreAllow, Key: k, N: 1, Policies: combinePolicies}
+	}
+	return ops
+}
+
+// TestWaitingDecidesGoTogether: Decides that come while every round trip
+// is out wait, and go together in one round trip, each answered as if it
+// had gone alone. Without the store's round trips shared, five Decides
+// at once were five round trips.
+func TestWaitingDecidesGoTogether(t *testing.T) {
+	s, h := combineStore(t, 1)
+	s.combiner.lanes <- struct{}{} // the one round trip is out
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	ops := make([][]chanlimit.StoreOp, 5)
+	for i := range ops {
+		ops[i] = allowOf(fmt.Sprint("a", i), fmt.Sprint("b", i))
+		wg.Go(func() { s.Decide(ctx, ops[i]) })
+	}
+	waitQueued(t, s, len(ops))
+	<-s.combiner.lanes // back
+	wg.Wait()
+	for i := range ops {
+		for _, op := range ops[i] {
+			require.NoError(t, op.Err)
+			assert.True(t, op.Decision.Allowed)
+			assert.Equal(t, 9, op.Decision.Remaining, op.Key)
+		}
+	}
+	sent := h.sent()
+	require.Len(t, sent, 1, "one round trip")
+	assert.Len(t, sent[0], 10, "every Decide's keys")
+
+	// The same keys again, one at a time: each decided once before.
+	for i := range ops {
+		again := allowOf(fmt.Sprint("a", i))
+		s.Decide(ctx, again)
+		require.NoError(t, again[0].Err)
+		assert.Equal(t, 8, again[0].Decision.Remaining)
+	}
+	assert.Len(t, h.sent(), 1+len(ops), "alone, while a round trip has room")
+}
+
+// TestAWaitingDecideLeaves: a Decide whose ctx ends while it waits for a
+// round trip returns at once, its ops failed with ctx's error, and is not
+// sent.
+func TestAWaitingDecideLeaves(t *testing.T) {
+	s, h := combineStore(t, 1)
+	s.combiner.lanes <- struct{}{}
+	ctx, cancel := context.WithCancel(context.Background())
+	ops := allowOf("k")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Decide(ctx, ops)
+	}()
+	waitQueued(t, s, 1)
+	cancel()
+	<-done
+	require.ErrorIs(t, ops[0].Err, context.Canceled)
+	assert.Zero(t, s.queued())
+	<-s.combiner.lanes
+	later := allowOf("k")
+	s.Decide(context.Background(), later)
+	require.NoError(t, later[0].Err)
+	assert.Equal(t, 9, later[0].Decision.Remaining, "the Decide that left took nothing")
+	assert.Len(t, h.sent(), 1)
+}
+
+// TestACarriedDecideLeaves: a Decide carried by another's round trip,
+// whose ctx ends while that trip is out, returns at once with ctx's
+// error, and the trip's answers for it are not written into its ops.
+// Which of the two leads is the scheduler's pick (the leader's ops go
+// first), and a leader stays (the other's ops ride on its trip): each
+// round checks what either does, until rounds have seen both.
+func TestACarriedDecideLeaves(t *testing.T) {
+	s, h := combineStore(t, 1)
+	carried, led := 0, 0
+	for round := 0; round < 200 && (carried == 0 || led == 0); round++ {
+		hold := make(chan struct{})
+		h.mu.Lock()
+		h.hold, h.held = hold, make(chan struct{})
+		h.mu.Unlock()
+		s.combiner.lanes <- struct{}{}
+		ctx, cancel := context.WithCancel(context.Background())
+		mine, theirs := allowOf(fmt.Sprint("mine", round)), allowOf(fmt.Sprint("theirs", round))
+		var wg sync.WaitGroup
+		left := make(chan struct{})
+		go func() {
+			defer close(left)
+			s.Decide(ctx, mine)
+		}()
+		wg.Go(func() { s.Decide(context.Background(), theirs) })
+		waitQueued(t, s, 2)
+		<-s.combiner.lanes
+		<-h.held
+		sent := h.sent()
+		trip := sent[len(sent)-1]
+		require.Len(t, trip, 2, "one round trip carries both: neither has a deadline")
+		cancel()
+		if trip[0] == s.Key(theirs[0].Key) { // carried
+			carried++
+			<-left // at once: the trip is held
+			require.ErrorIs(t, mine[0].Err, context.Canceled)
+			close(hold)
+			wg.Wait()
+			require.ErrorIs(t, mine[0].Err, context.Canceled, "the trip wrote no answer into the ops of a Decide that left")
+			assert.False(t, mine[0].Decision.Allowed)
+		} else { // it leads, and stays
+			led++
+			close(hold)
+			<-left
+			wg.Wait()
+			require.NoError(t, mine[0].Err)
+			assert.True(t, mine[0].Decision.Allowed)
+		}
+		require.NoError(t, theirs[0].Err)
+		assert.True(t, theirs[0].Decision.Allowed)
+	}
+	assert.Positive(t, carried, "rounds in which the Decide that left was carried")
+	assert.Positive(t, led, "rounds in which it led")
+}
+
+// TestTakeHonorsDeadlines: a leader takes the Decides waiting whose
+// deadline is not later than its own (any, if it has none), in the order
+// they came, up to maxCombined ops, and leaves the others waiting.
+func TestTakeHonorsDeadlines(t *testing.T) {
+	base := time.Unix(1_800_000_000, 0)
+	at := func(s int) time.Time { return base.Add(time.Duration(s) * time.Second) }
+	mk := func(deadline time.Time, ops int) *decide {
+		return &decide{deadline: deadline, ops: make([]chanlimit.StoreOp, ops)}
+	}
+	for _, tc := range []struct {
+		name      string
+		leader    *decide
+		waiting   []*decide
+		taken     []int // indexes into waiting, in the batch's order after the leader
+		remaining []int
+	}{
+		{"no deadline takes all", mk(time.Time{}, 1), []*decide{mk(at(1), 1), mk(time.Time{}, 1), mk(at(9), 1)}, []int{0, 1, 2}, nil},
+		{"a deadline takes earlier and equal", mk(at(5), 1), []*decide{mk(at(6), 1), mk(at(5), 1), mk(time.Time{}, 1), mk(at(1), 1)}, []int{1, 3}, []int{0, 2}},
+		{"up to maxCombined ops", mk(time.Time{}, MaxPerCall), []*decide{mk(time.Time{}, maxCombined-MaxPerCall), mk(time.Time{}, 1), mk(time.Time{}, 0)}, []int{0, 2}, []int{1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCombiner(1)
+			c.waiting = append([]*decide{tc.leader}, tc.waiting...)
+			batch := c.take(tc.leader)
+			want := []*decide{tc.leader}
+			for _, i := range tc.taken {
+				want = append(want, tc.waiting[i])
+			}
+			assert.Equal(t, want, batch)
+			var rest []*decide
+			for _, i := range tc.remaining {
+				rest = append(rest, tc.waiting[i])
+			}
+			assert.ElementsMatch(t, rest, c.waiting, "left waiting")
+			for k, d := range rest {
+				assert.Same(t, d, c.waiting[k], "in their order")
+			}
+			for _, d := range batch {
+				assert.Equal(t, taken, d.state)
+			}
+			for _, d := range c.waiting {
+				assert.Equal(t, queued, d.state)
+			}
+			assert.Nil(t, c.take(tc.leader), "taken once")
+		})
+	}
+}
+
+// TestACarriedDecideLeavesAtAnyMoment: a Decide whose ctx ends as the
+// round trip that takes it along begins, and whose caller reuses its ops
+// at once (as the router does, clearing them), costs the trip nothing:
+// the trip decides what the Decide held when taken, or goes without it.
+// Before the ops were copied into the trip while none could leave, the
+// trip read them unlocked: under -race a data race, and at times a trip
+// of cleared ops, which panicked in build.
+func TestACarriedDecideLeavesAtAnyMoment(t *testing.T) {
+	s, _ := combineStore(t, 1)
+	for round := range 300 {
+		s.combiner.lanes <- struct{}{}
+		ctx, cancel := context.WithCancel(context.Background())
+		mine, theirs := allowOf(fmt.Sprint("mine", round)), allowOf(fmt.Sprint("theirs", round))
+		left := make(chan struct{})
+		go func() {
+			defer close(left)
+			s.Decide(ctx, mine)
+			clear(mine) // the caller's, again
+		}()
+		var wg sync.WaitGroup
+		wg.Go(func() { s.Decide(context.Background(), theirs) })
+		waitQueued(t, s, 2)
+		go cancel()
+		<-s.combiner.lanes
+		<-left
+		wg.Wait()
+		require.NoError(t, theirs[0].Err)
+		assert.True(t, theirs[0].Decision.Allowed)
+	}
+}
+
+// panicOnce is a client hook that panics in the first pipeline it sees
+// once armed.
+type panicOnce struct{ armed atomic.Bool }
+
+func (h *panicOnce) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *panicOnce) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *panicOnce) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.armed.CompareAndSwap(true, false) {
+			panic("a hook's bug")
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestAPanickingTripFailsWhatItCarries: a round trip that panics (in a
+// client's hook) panics in the Decide that made it, fails the Decide it
+// carried with an error at once, and gives its lane back: the store's
+// next Decide is decided. Before, the lane stayed taken for good, and the
+// carried Decide, with no deadline, never returned.
+func TestAPanickingTripFailsWhatItCarries(t *testing.T) {
+	s, _ := combineStore(t, 1)
+	h := &panicOnce{}
+	s.client.AddHook(h)
+	h.armed.Store(true)
+	s.combiner.lanes <- struct{}{}
+	a, b := allowOf("a"), allowOf("b")
+	var panicked atomic.Int32
+	decide := func(ops []chanlimit.StoreOp) {
+		defer func() {
+			if recover() != nil {
+				panicked.Add(1)
+			}
+		}()
+		s.Decide(context.Background(), ops)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { decide(a) })
+	wg.Go(func() { decide(b) })
+	waitQueued(t, s, 2)
+	<-s.combiner.lanes
+	wg.Wait()
+	assert.EqualValues(t, 1, panicked.Load(), "the leader panics")
+	carried := a
+	if a[0].Err == nil && !a[0].Decision.Allowed { // a led, and panicked: nothing written
+		carried = b
+	}
+	require.ErrorIs(t, carried[0].Err, errCarrierPanicked)
+
+	next := allowOf("c")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a bound for a lane lost: the test fails rather than hangs
+	defer cancel()
+	s.Decide(ctx, next)
+	require.NoError(t, next[0].Err, "the lane was given back")
+	assert.True(t, next[0].Decision.Allowed)
+}
