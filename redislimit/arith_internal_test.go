@@ -80,6 +80,11 @@ local cases = {
   recs[4] .. entry('token_bucket|x', {1, 2, 3, 4, 5}), -- a state after a record
   recs[4] .. spack('<H', 3) .. '#ab' .. spack('<I4', 0), -- a record of no numbers
 }
+local tail = {
+  recs[1] .. recs[4],                          -- the first goes, the rest stays
+  recs[4] .. recs[1],                          -- the last goes
+  entry('#x#me:5', {2000, 5, 1}) .. recs[1],   -- '#me:' further in its name: another store's, which stays
+}
 local out = {}
 for i, rest in ipairs(cases) do
   local kept, latest = keptRecords(rest, 1)
@@ -90,14 +95,19 @@ for i, rest in ipairs(cases) do
     out[#out + 1], out[#out + 2], out[#out + 3] = kept, latest, same
   end
 end
+local tails = {}
+for i, rest in ipairs(tail) do
+  tails[i] = keptRecords(rest, 1)
+end
 local want = {recs[2] .. recs[3] .. recs[4] .. recs[6], recs[2] .. recs[4], ''}
+local wantTails = {recs[4], recs[4], entry('#x#me:5', {2000, 5, 1})}
 -- The same records as the general path reads them (parse), one by one.
 local v = parse(MARK .. table.concat(recs))
 local kept = {}
 for i, name in ipairs({'#me:5', '#me:7', '#me:12', '#other:3', '#other:4', '#me:x'}) do
   kept[i] = keeps(name, v.records[name]) and 1 or 0
 end
-return {out, want, kept}
+return {out, want, kept, tails, wantTails}
 `
 	v, err := c.Eval(context.Background(), script, nil).Slice()
 	require.NoError(t, err)
@@ -106,4 +116,5 @@ return {out, want, kept}
 	// Each kept case: its bytes, the latest expiry, whether rest came back itself.
 	require.Equal(t, []any{want[0], int64(3000), int64(0), want[1], int64(3000), int64(1), want[2], int64(0), int64(0)}, out[:9])
 	require.Equal(t, []any{nil, int64(-1), nil, int64(-1), nil, int64(-1)}, out[9:], "not records: serve's, which calls the key corrupt")
+	assert.Equal(t, v[4], v[3], "records that go first or last, and a name with this store's prefix further in")
 }

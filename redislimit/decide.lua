@@ -954,7 +954,7 @@ end
 -- Its call's number is its second number (its name has it too, but
 -- reading a number from a string costs Redis's Lua a strtod).
 local function ownRecordGoes(blob, pos, len, k)
-  if k < 2 or len <= #mine or sub(blob, pos, pos + #mine - 1) ~= mine then
+  if k < 2 or len <= #mine or find(blob, mine, pos, true) ~= pos then -- no substring made: each costs Redis a string's hashing
     return false
   end
   local n = sunpack('<d', blob, pos + len + 12)
@@ -968,7 +968,7 @@ end
 -- are copied unless a record stays.
 local function keptRecords(blob, start)
   local n, pos, latest, count, now = #blob, start, 0, 0, clockMs()
-  local parts, from -- the records kept so far, if one went; where the run being kept starts
+  local parts, from, cut -- the records kept before one that went; where the run being kept starts; whether one went
   from = start
   while pos <= n do
     if pos + 1 > n then
@@ -984,18 +984,21 @@ local function keptRecords(blob, start)
       return nil
     end
     if expiry <= now or ownRecordGoes(blob, pos + 2, len, k) then
-      parts = parts or {}
-      if from < pos then
+      if from < pos then -- what stays before it: kept (a table only then)
+        parts = parts or {}
         parts[#parts + 1] = sub(blob, from, pos - 1)
       end
-      from = stop
+      from, cut = stop, true
     else
       count, latest = count + 1, max(latest, expiry)
     end
     pos = stop
   end
-  if not parts then -- every one stays
+  if not cut then -- every one stays
     return count > 0 and sub(blob, start) or '', latest, count
+  end
+  if not parts then -- those that went were first: what follows them stays
+    return from <= n and sub(blob, from) or '', latest, count
   end
   if from <= n then
     parts[#parts + 1] = sub(blob, from)
