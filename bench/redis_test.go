@@ -57,10 +57,10 @@ type redisLimiter struct {
 	store    *tripStore        // chanlimit's; nil for redis_rate
 }
 
-// tripStore is a redislimit.Store that counts its Decide calls, each one
-// pipeline (one round trip, or two in the rare case Redis lacked the
-// script), and the requests they carried: decisions/trip is how many
-// decisions shared a round trip.
+// tripStore is a redislimit.Store that counts its Decide calls (each a
+// partition's trip: a round trip of its own, or one it shares with
+// others, as the store combines those that wait for one) and the requests
+// they carried: decisions/trip is how many decisions shared a Decide.
 type tripStore struct {
 	*redislimit.Store
 	trips, ops atomic.Int64

@@ -23,13 +23,14 @@ import (
 // The Decide that makes a round trip (its leader) takes along the
 // waiting Decides whose deadline is not later than its own, in the order
 // they came, behind its own ops, and makes the trip with its own
-// deadline: none of them is cut short, and none waits past its deadline.
-// One whose ctx ends (its deadline, or a cancel) while it waits, or while
-// another's trip carries it, leaves at once with ctx's error, as if its
-// own round trip had failed: Redis may or may not decide its ops, and the
-// trip's answers for them are dropped. A leader whose ctx is canceled
-// while its trip carries others stays to the trip's end (its deadline or
-// the client's timeouts), since the others' ops ride on it.
+// deadline, so that none of them is cut short. A Decide whose ctx ends
+// (its deadline, or a cancel) while it waits leaves at once with ctx's
+// error, and nothing of it is sent. Once a trip carries its ops, it stays
+// for the trip's answers, as it would for its own round trip: the client
+// may well have sent them (go-redis bounds a trip by its timeouts, not by
+// ctx, unless ContextTimeoutEnabled), and a router gives back the grants
+// of callers that left only from answers. A leader whose ctx is canceled
+// stays likewise.
 
 // DefaultRoundTrips is Options.RoundTrips when it is 0.
 const DefaultRoundTrips = 4
@@ -66,7 +67,6 @@ const (
 	queued  decideState = iota // in the combiner's waiting
 	taken                      // in a round trip
 	replied                    // its answers are in its ops
-	left                       // its ctx ended first
 )
 
 var decides = sync.Pool{New: func() any { return &decide{done: make(chan struct{}, 1)} }}
@@ -120,7 +120,7 @@ func (s *Store) onLane(d *decide) bool {
 // take returns the Decides d's round trip carries, d first, then those
 // waiting whose deadline is not later than d's, in the order they came,
 // up to maxCombined ops; notes them taken; and copies their ops into
-// d.combined, if there are others, while none can leave. It returns nil
+// d.combined, if there are others. It returns nil
 // if another's round trip has d already.
 func (c *combiner) take(d *decide) []*decide {
 	c.mu.Lock()
@@ -149,7 +149,7 @@ func (c *combiner) take(d *decide) []*decide {
 	if len(batch) > 1 {
 		all := d.combined[:0]
 		for _, w := range batch {
-			all = append(all, w.ops...) // once it leaves, its caller may reuse them: copied now
+			all = append(all, w.ops...)
 		}
 		d.combined = all
 	}
@@ -204,32 +204,29 @@ func (s *Store) lead(d *decide, batch []*decide) {
 	c.answer(batch[1:], all[len(d.ops):], nil)
 }
 
-// answer writes into each Decide of batch still there its answers, the
-// ops of from in turn (nil: err instead), and lets it go; those that left
-// have their ctx's error.
+// answer writes into each Decide of batch its answers, the ops of from
+// in turn (nil: err instead), and lets it go.
 func (c *combiner) answer(batch []*decide, from []chanlimit.StoreOp, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	at := 0
 	for _, w := range batch {
 		n := len(w.ops) // read first: once answered, w is its Decide's again
-		if w.state == taken {
-			for i := range w.ops {
-				if from != nil {
-					w.ops[i].Decision, w.ops[i].Err = from[at+i].Decision, from[at+i].Err
-				} else if w.ops[i].Err == nil {
-					w.ops[i].Err = err
-				}
+		for i := range w.ops {
+			if from != nil {
+				w.ops[i].Decision, w.ops[i].Err = from[at+i].Decision, from[at+i].Err
+			} else if w.ops[i].Err == nil {
+				w.ops[i].Err = err
 			}
-			w.state = replied
-			w.done <- struct{}{}
 		}
+		w.state = replied
+		w.done <- struct{}{}
 		at += n
 	}
 }
 
-// await returns once another's round trip has answered d, or its ctx has
-// ended (leave).
+// await returns once another's round trip has answered d, or d's ctx has
+// ended while it waits (leave).
 func (d *decide) await(c *combiner) {
 	select {
 	case <-d.done:
@@ -240,20 +237,18 @@ func (d *decide) await(c *combiner) {
 }
 
 // leave returns d, whose ctx has ended, with its ops failed with ctx's
-// error, unless a round trip has answered it meanwhile.
+// error if it still waits for a round trip; if one carries it, once that
+// trip has answered it.
 func (d *decide) leave(c *combiner) {
 	c.mu.Lock()
-	if d.state == replied {
+	if d.state != queued { // carried
 		c.mu.Unlock()
 		<-d.done
 		d.release()
 		return
 	}
-	if d.state == queued {
-		k := slices.Index(c.waiting, d)
-		c.waiting = slices.Delete(c.waiting, k, k+1)
-	}
-	d.state = left // a round trip that took it drops its answers; not released, since that trip holds it
+	k := slices.Index(c.waiting, d)
+	c.waiting = slices.Delete(c.waiting, k, k+1)
 	c.mu.Unlock()
 	err := d.ctx.Err()
 	for i := range d.ops {
@@ -261,6 +256,7 @@ func (d *decide) leave(c *combiner) {
 			d.ops[i].Err = err
 		}
 	}
+	d.release()
 }
 
 // release keeps d, which nothing else holds, for another Decide.

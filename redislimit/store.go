@@ -196,11 +196,14 @@ func (s *Store) Key(key string) string { return s.prefix + key }
 //
 // The store has at most Options.RoundTrips round trips out at once;
 // Decides that come while they are out wait, and go together in the next
-// round trip (combine.go). ctx bounds each Decide: one whose ctx ends
-// first returns with its error in its ops' Err, and Redis may or may not
-// decide them. A Decide whose round trip carries others' ops as well ends
-// by its ctx's deadline, but not at a cancel of its ctx, which would fail
-// theirs.
+// round trip (combine.go). A Decide whose ctx ends while it waits returns
+// at once with ctx's error in its ops' Err, and nothing of it is sent.
+// Once a round trip carries its ops, it returns with that trip's answers:
+// the trip has the deadline of the Decide that makes it, not earlier than
+// any it carries, which the client honours if ContextTimeoutEnabled is
+// set; otherwise the client's timeouts bound it, as they bound a round
+// trip of one Decide. A cancel of ctx does not end a round trip once it
+// is out.
 func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 	if len(ops) == 0 {
 		return
