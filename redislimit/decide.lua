@@ -891,7 +891,7 @@ local recorded -- the call's record is written, or needs none
 local function timeNow()
   if not redisNow then
     local t = rcall('TIME')
-    redisNow = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    redisNow = t[1] * 1000000 + t[2] -- the strings made numbers by the arithmetic: a C call less each than tonumber
   end
   return redisNow
 end
@@ -944,7 +944,8 @@ end
 -- clockMs returns Redis's clock in milliseconds, read once a call.
 local function clockMs()
   if not clock then
-    clock = floor(timeNow() / 1000)
+    local ms = timeNow() / 1000
+    clock = ms - ms % 1 -- floor, for a number >= 0, without a C call
   end
   return clock
 end
@@ -991,7 +992,7 @@ local function keptRecords(blob, start)
     end
     local k, expiry = sunpack('<I4d', blob, pos + 2 + len)
     local stop = pos + 6 + len + 8 * k
-    if k < 1 or stop - 1 > n or not whole(expiry) then -- not whole: an expiry no script writes, which no TTL could hold
+    if k < 1 or stop - 1 > n or not (expiry >= 0 and expiry < 9007199254740992 and expiry % 1 == 0) then -- not whole: an expiry no script writes, which no TTL could hold
       return nil
     end
     if expiry <= now or ownRecordGoes(blob, pos + 2, len, k) then
@@ -1001,7 +1002,10 @@ local function keptRecords(blob, start)
       end
       from, cut = stop, true
     else
-      count, latest = count + 1, max(latest, expiry)
+      count = count + 1
+      if expiry > latest then
+        latest = expiry
+      end
     end
     pos = stop
   end
@@ -1276,7 +1280,8 @@ end
 -- ResetAfter, reset (us), rounded up, and grace after, and as long as the
 -- records it holds may be asked for.
 local function fastValue(set, x, y, rest, latest, grace, reset)
-  local ms = floor(reset / 1000) -- rounded up below: exact, as reset < 2^53
+  local ms = reset / 1000
+  ms = ms - ms % 1 -- floor, rounded up below: exact, as reset < 2^53
   if ms * 1000 < reset then
     ms = ms + 1
   end
@@ -1286,7 +1291,10 @@ local function fastValue(set, x, y, rest, latest, grace, reset)
   end
   local r = recordOf()
   if r then
-    return set.fast .. spack('<dd', x, y) .. rest .. r .. packed, max(px, replay) -- the record outlives any attempt of its call
+    if px < replay then -- the record outlives any attempt of its call
+      px = replay
+    end
+    return set.fast .. spack('<dd', x, y) .. rest .. r .. packed, px
   end
   return set.fast .. spack('<dd', x, y) .. rest, px
 end
