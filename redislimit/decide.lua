@@ -983,11 +983,11 @@ local function keptRecords(blob, start)
   local parts, from, cut -- the records kept before one that went; where the run being kept starts; whether one went
   from = start
   while pos <= n do
-    if pos + 1 > n then
+    if pos + 2 > n then
       return nil
     end
-    local len = sunpack('<H', blob, pos)
-    if byte(blob, pos + 2) ~= 35 or pos + 13 + len > n then -- a name, its count and one number at least: the expiry
+    local len, first = sunpack('<HB', blob, pos) -- the name's length and first byte, at once
+    if first ~= 35 or pos + 13 + len > n then -- a name, its count and one number at least: the expiry
       return nil
     end
     local k, expiry = sunpack('<I4d', blob, pos + 2 + len)
@@ -1289,12 +1289,14 @@ local function fastValue(set, x, y, rest, latest, grace, reset)
   if latest - clock > px then
     px = latest - clock
   end
-  local r = recordOf()
-  if r then
+  if not recorded then -- the call's record, as recordOf makes it
+    recorded = true
     if px < replay then -- the record outlives any attempt of its call
       px = replay
     end
-    return set.fast .. spack('<dd', x, y) .. rest .. r .. packed, px
+    -- Made by one pack ('c0': a string whole), with no piece of it a
+    -- string of its own, which Redis's Lua would hash.
+    return spack('<c0ddc0Hc0I4ddc0', set.fast, x, y, rest, #record, record, nout + 2, clock + replay, seq, packed), px
   end
   return set.fast .. spack('<dd', x, y) .. rest, px
 end
