@@ -55,19 +55,11 @@ type decide struct {
 	ctx      context.Context
 	deadline time.Time // ctx's; zero: none
 	ops      []chanlimit.StoreOp
-	state    decideState         // under the combiner's mutex
+	queued   bool                // in the combiner's waiting; under its mutex
 	done     chan struct{}       // sent once the round trip that took it has answered it; room for one
 	batch    []*decide           // a leader's: the Decides its round trip carries, kept to reuse
 	combined []chanlimit.StoreOp // a leader's: their ops, kept to reuse
 }
-
-type decideState uint8
-
-const (
-	queued  decideState = iota // in the combiner's waiting
-	taken                      // in a round trip
-	replied                    // its answers are in its ops
-)
 
 var decides = sync.Pool{New: func() any { return &decide{done: make(chan struct{}, 1)} }}
 
@@ -81,7 +73,7 @@ func newCombiner(roundTrips int) combiner {
 func (s *Store) combine(ctx context.Context, ops []chanlimit.StoreOp) {
 	c := &s.combiner
 	d := decides.Get().(*decide)
-	d.ctx, d.ops, d.state = ctx, ops, queued
+	d.ctx, d.ops, d.queued = ctx, ops, true
 	d.deadline, _ = ctx.Deadline()
 	c.mu.Lock()
 	c.waiting = append(c.waiting, d)
@@ -119,13 +111,13 @@ func (s *Store) onLane(d *decide) bool {
 
 // take returns the Decides d's round trip carries, d first, then those
 // waiting whose deadline is not later than d's, in the order they came,
-// up to maxCombined ops; notes them taken; and copies their ops into
-// d.combined, if there are others. It returns nil
-// if another's round trip has d already.
+// up to maxCombined ops; takes them out of waiting; and copies their ops
+// into d.combined, if there are others. It returns nil if another's round
+// trip has d already.
 func (c *combiner) take(d *decide) []*decide {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if d.state != queued {
+	if !d.queued {
 		return nil
 	}
 	batch := append(d.batch[:0], d)
@@ -134,9 +126,9 @@ func (c *combiner) take(d *decide) []*decide {
 	for _, w := range c.waiting {
 		switch {
 		case w == d:
-			d.state = taken
+			d.queued = false
 		case n+len(w.ops) <= maxCombined && notLater(w.deadline, d.deadline):
-			w.state = taken
+			w.queued = false
 			batch = append(batch, w)
 			n += len(w.ops)
 		default:
@@ -167,8 +159,8 @@ func notLater(a, b time.Time) bool {
 var errCarrierPanicked = errors.New("redislimit: the round trip that carried this request panicked")
 
 // lead makes the round trip that carries batch, d's (d first), with d's
-// deadline, and answers each Decide of it still there; if the trip
-// panics, it answers them with errCarrierPanicked, and the panic goes on.
+// deadline, and answers each Decide of it; if the trip panics, it
+// answers the others with errCarrierPanicked, and the panic goes on.
 func (s *Store) lead(d *decide, batch []*decide) {
 	if len(batch) == 1 {
 		s.roundTrip(d.ctx, d.ops)
@@ -219,7 +211,6 @@ func (c *combiner) answer(batch []*decide, from []chanlimit.StoreOp, err error) 
 				w.ops[i].Err = err
 			}
 		}
-		w.state = replied
 		w.done <- struct{}{}
 		at += n
 	}
@@ -241,7 +232,7 @@ func (d *decide) await(c *combiner) {
 // trip has answered it.
 func (d *decide) leave(c *combiner) {
 	c.mu.Lock()
-	if d.state != queued { // carried
+	if !d.queued { // carried
 		c.mu.Unlock()
 		<-d.done
 		d.release()

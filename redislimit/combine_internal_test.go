@@ -60,8 +60,8 @@ func (h *pipelines) sent() [][]string {
 	return append([][]string(nil), h.keys...)
 }
 
-// queued returns how many Decides wait for a round trip.
-func (s *Store) queued() int {
+// waitingNow returns how many Decides wait for a round trip.
+func (s *Store) waitingNow() int {
 	s.combiner.mu.Lock()
 	defer s.combiner.mu.Unlock()
 	return len(s.combiner.waiting)
@@ -71,12 +71,12 @@ func (s *Store) queued() int {
 func waitQueued(t *testing.T, s *Store, n int) {
 	t.Helper()
 	for range 1_000_000 {
-		if s.queued() == n {
+		if s.waitingNow() == n {
 			return
 		}
 		runtime.Gosched()
 	}
-	t.Fatalf("%d Decides waiting, not %d", s.queued(), n)
+	t.Fatalf("%d Decides waiting, not %d", s.waitingNow(), n)
 }
 
 func combineStore(t *testing.T, roundTrips int) (*Store, *pipelines) {
@@ -160,7 +160,7 @@ func TestAWaitingDecideLeaves(t *testing.T) {
 	cancel()
 	<-done
 	require.ErrorIs(t, ops[0].Err, context.Canceled)
-	assert.Zero(t, s.queued())
+	assert.Zero(t, s.waitingNow())
 	<-s.combiner.lanes
 	later := allowOf("k")
 	s.Decide(context.Background(), later)
@@ -278,7 +278,7 @@ func TestTakeHonorsDeadlines(t *testing.T) {
 	base := time.Unix(1_800_000_000, 0)
 	at := func(s int) time.Time { return base.Add(time.Duration(s) * time.Second) }
 	mk := func(deadline time.Time, ops int) *decide {
-		return &decide{deadline: deadline, ops: make([]chanlimit.StoreOp, ops)}
+		return &decide{deadline: deadline, ops: make([]chanlimit.StoreOp, ops), queued: true}
 	}
 	for _, tc := range []struct {
 		name      string
@@ -309,10 +309,10 @@ func TestTakeHonorsDeadlines(t *testing.T) {
 				assert.Same(t, d, c.waiting[k], "in their order")
 			}
 			for _, d := range batch {
-				assert.Equal(t, taken, d.state)
+				assert.False(t, d.queued)
 			}
 			for _, d := range c.waiting {
-				assert.Equal(t, queued, d.state)
+				assert.True(t, d.queued)
 			}
 			assert.Nil(t, c.take(tc.leader), "taken once")
 		})
