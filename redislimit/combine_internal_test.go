@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -374,4 +375,66 @@ func TestAPanickingTripFailsWhatItCarries(t *testing.T) {
 	s.Decide(ctx, next)
 	require.NoError(t, next[0].Err, "the lane was given back")
 	assert.True(t, next[0].Decision.Allowed)
+}
+
+// TestCombinedDecidesLoseNothing: many Decides at once through one round
+// trip at a time, some without a deadline, some with a far one, some
+// canceled at any moment: every Decide returns, each op either has its
+// answer or, canceled before it was sent, ctx's error; and every unit
+// Redis took on a key is one an answer granted, so that no grant is lost
+// to a Decide that left.
+func TestCombinedDecidesLoseNothing(t *testing.T) {
+	s, _ := combineStore(t, 1)
+	const keys, limit = 12, 100_000
+	policies := []chanlimit.Policy{{Name: "default", Algorithm: "fixed_window", Limit: limit, Window: time.Hour}} // nothing comes back meanwhile
+	var granted [keys]atomic.Int64
+	var canceled atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Go(func() {
+			for i := range 60 {
+				ops := make([]chanlimit.StoreOp, 1+(g+i)%3)
+				for j := range ops {
+					ops[j] = chanlimit.StoreOp{Kind: chanlimit.StoreAllow, Key: fmt.Sprint("k", (g*7+i*3+j)%keys), N: 1 + j, Policies: policies}
+				}
+				ctx, cancel := context.Background(), context.CancelFunc(func() {})
+				switch (g + i) % 3 {
+				case 1:
+					ctx, cancel = context.WithTimeout(ctx, time.Hour)
+				case 2:
+					ctx, cancel = context.WithCancel(ctx)
+					go func() {
+						for range (g * i) % 50 {
+							runtime.Gosched()
+						}
+						cancel()
+					}()
+				}
+				s.Decide(ctx, ops)
+				cancel()
+				for _, op := range ops {
+					switch {
+					case op.Err == nil:
+						require.True(t, op.Decision.Allowed, "the limit is far")
+						var k int
+						fmt.Sscanf(op.Key, "k%d", &k)
+						granted[k].Add(int64(op.N))
+					case errors.Is(op.Err, context.Canceled):
+						canceled.Add(1)
+					default:
+						t.Errorf("%s: %v", op.Key, op.Err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for k := range keys {
+		peek := []chanlimit.StoreOp{{Kind: chanlimit.StorePeek, Key: fmt.Sprint("k", k), N: 1, Policies: policies}}
+		s.Decide(context.Background(), peek)
+		require.NoError(t, peek[0].Err)
+		taken := int64(limit - peek[0].Decision.Remaining - 1) // what is left once the peek's unit is taken
+		assert.Equal(t, granted[k].Load(), taken, "key %d: Redis took what the answers granted", k)
+	}
+	t.Logf("%d ops canceled before they were sent", canceled.Load())
 }
