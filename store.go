@@ -29,7 +29,10 @@ type Store interface {
 	// Decide serves ops in order, each atomically on its key, and writes
 	// each answer into its op: Decision, or Err if the store could not
 	// answer it (Redis down, a timeout). Ops on one key are served in
-	// their order in ops. ctx bounds the whole call. Decide is called by
+	// their order in ops. ctx bounds the whole call, as far as the
+	// store can: once a request has gone out, a store may wait past ctx
+	// for its answer (redislimit does: the router gives back the grants
+	// of callers that left only from answers). Decide is called by
 	// several goroutines at once (each partition has a few round trips
 	// out, and a router many partitions). It must not keep ops, or write
 	// into them, once it has returned: the router reuses them.
