@@ -108,8 +108,9 @@ var redisImpls = []redisImpl{
 }
 
 // redisCostImpls are those BenchmarkRedisCost measures: redisImpls, and
-// chanlimit with the partitions a 16-core machine's router has by default
-// (DefaultPartitions), each with fewer requests at once than one of two.
+// chanlimit-16p, a router of 16 partitions, as DefaultPartitions gives on
+// a machine of 16 cores, where each partition has few of the requests out
+// at once and the store sends their trips together.
 var redisCostImpls = append(redisImpls[:len(redisImpls):len(redisImpls)], redisImpl{"chanlimit-16p", newRedisChanlimit16})
 
 // newRedisChanlimit is a router with the default Partitions on a
