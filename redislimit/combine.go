@@ -190,10 +190,15 @@ func (s *Store) lead(d *decide, batch []*decide) {
 	}
 	s.roundTrip(ctx, all)
 	answered = true
-	for i := range d.ops {
-		d.ops[i].Decision, d.ops[i].Err = all[i].Decision, all[i].Err
-	}
+	answerInto(d.ops, all)
 	c.answer(batch[1:], all[len(d.ops):], nil)
+}
+
+// answerInto writes the answers of from's first len(ops) ops into ops.
+func answerInto(ops, from []chanlimit.StoreOp) {
+	for i := range ops {
+		ops[i].Decision, ops[i].Err = from[i].Decision, from[i].Err
+	}
 }
 
 // answer writes into each Decide of batch its answers, the ops of from
@@ -204,11 +209,13 @@ func (c *combiner) answer(batch []*decide, from []chanlimit.StoreOp, err error) 
 	at := 0
 	for _, w := range batch {
 		n := len(w.ops) // read first: once answered, w is its Decide's again
-		for i := range w.ops {
-			if from != nil {
-				w.ops[i].Decision, w.ops[i].Err = from[at+i].Decision, from[at+i].Err
-			} else if w.ops[i].Err == nil {
-				w.ops[i].Err = err
+		if from != nil {
+			answerInto(w.ops, from[at:])
+		} else {
+			for i := range w.ops {
+				if w.ops[i].Err == nil {
+					w.ops[i].Err = err
+				}
 			}
 		}
 		w.done <- struct{}{}
