@@ -68,8 +68,8 @@ func newCombiner(roundTrips int) combiner {
 }
 
 // combine serves ops, which Decide has checked, in a round trip of its
-// own or in another Decide's, and returns once they are answered or ctx
-// has ended.
+// own or in another Decide's, and returns once they are answered, or once
+// ctx has ended if no round trip has taken them yet.
 func (s *Store) combine(ctx context.Context, ops []chanlimit.StoreOp) {
 	c := &s.combiner
 	d := decides.Get().(*decide)
@@ -110,8 +110,8 @@ func (s *Store) onLane(d *decide) bool {
 }
 
 // take returns the Decides d's round trip carries, d first, then those
-// waiting whose deadline is not later than d's, in the order they came,
-// up to maxCombined ops; takes them out of waiting; and copies their ops
+// waiting whose deadline is not later than d's and whose ctx has not
+// ended, in the order they came, up to maxCombined ops; takes them out of waiting; and copies their ops
 // into d.combined, if there are others. It returns nil if another's round
 // trip has d already.
 func (c *combiner) take(d *decide) []*decide {
@@ -127,6 +127,8 @@ func (c *combiner) take(d *decide) []*decide {
 		switch {
 		case w == d:
 			d.queued = false
+		case w.ctx.Err() != nil: // ended before its goroutine could leave: it leaves, sent nowhere
+			kept = append(kept, w)
 		case n+len(w.ops) <= maxCombined && notLater(w.deadline, d.deadline):
 			w.queued = false
 			batch = append(batch, w)

@@ -279,7 +279,7 @@ func TestTakeHonorsDeadlines(t *testing.T) {
 	base := time.Unix(1_800_000_000, 0)
 	at := func(s int) time.Time { return base.Add(time.Duration(s) * time.Second) }
 	mk := func(deadline time.Time, ops int) *decide {
-		return &decide{deadline: deadline, ops: make([]chanlimit.StoreOp, ops), queued: true}
+		return &decide{ctx: context.Background(), deadline: deadline, ops: make([]chanlimit.StoreOp, ops), queued: true}
 	}
 	for _, tc := range []struct {
 		name      string
@@ -318,6 +318,58 @@ func TestTakeHonorsDeadlines(t *testing.T) {
 			assert.Nil(t, c.take(tc.leader), "taken once")
 		})
 	}
+}
+
+// TestTakeLeavesADecideWhoseCtxEnded: a waiting Decide whose ctx has
+// ended, but whose goroutine has not yet left (it is runnable, or waits
+// for the mutex take holds), is not carried: it is left waiting, to leave
+// with ctx's error, and nothing of it is sent. Before, take looked at its
+// deadline alone, and carried it.
+func TestTakeLeavesADecideWhoseCtxEnded(t *testing.T) {
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancelExpired := context.WithDeadline(context.Background(), time.Unix(1, 0))
+	defer cancelExpired()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+	}{{"canceled", canceled}, {"deadline passed", expired}} {
+		t.Run(tc.name, func(t *testing.T) {
+			leader := &decide{ctx: context.Background(), ops: make([]chanlimit.StoreOp, 1), queued: true}
+			gone := &decide{ctx: tc.ctx, ops: make([]chanlimit.StoreOp, 1), queued: true}
+			gone.deadline, _ = tc.ctx.Deadline()
+			c := newCombiner(1)
+			c.waiting = []*decide{gone, leader}
+			assert.Equal(t, []*decide{leader}, c.take(leader))
+			assert.Equal(t, []*decide{gone}, c.waiting, "left waiting")
+			assert.True(t, gone.queued)
+		})
+	}
+}
+
+// TestAnEndedDecideIsNotSent: the same through Redis: a Decide whose ctx
+// ended before a round trip took it (here it has no goroutine, as one not
+// yet scheduled) has nothing sent. Before, the leader's pipeline held its
+// key, and Redis took a unit on it.
+func TestAnEndedDecideIsNotSent(t *testing.T) {
+	s, h := combineStore(t, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	gone := &decide{ctx: ctx, ops: allowOf("gone"), queued: true, done: make(chan struct{}, 1)}
+	c := &s.combiner
+	c.mu.Lock()
+	c.waiting = append(c.waiting, gone)
+	c.mu.Unlock()
+	leader := allowOf("leader")
+	s.Decide(context.Background(), leader)
+	require.NoError(t, leader[0].Err)
+	assert.True(t, leader[0].Decision.Allowed)
+	require.Len(t, h.sent(), 1)
+	assert.Equal(t, []string{s.Key("leader")}, h.sent()[0], "the leader's key alone is sent")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	assert.True(t, gone.queued, "left waiting, to leave with ctx's error")
+	c.waiting = slices.DeleteFunc(c.waiting, func(w *decide) bool { return w == gone })
 }
 
 // panicOnce is a client hook that panics in the first pipeline it sees
