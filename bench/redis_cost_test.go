@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -35,23 +36,62 @@ func BenchmarkRedisCost(b *testing.B) {
 		for _, callers := range []int{1, 8, 64, 256} {
 			b.Run("impl="+im.name+"/callers="+strconv.Itoa(callers), func(b *testing.B) {
 				l := open.get(b, im.name)
-				ctx := context.Background()
-				if err := l.client.ConfigResetStat(ctx).Err(); err != nil {
-					b.Fatal(err)
-				}
-				cpu0, client0 := redisCPU(b, l.client), clientCPU(b)
-				benchRedis(b, l, ks, callers)
-				cpu, client := redisCPU(b, l.client)-cpu0, clientCPU(b)-client0
-				calls, usec := scriptCalls(b, l.client)
-				n := float64(b.N)
-				b.ReportMetric(usec/n, "redis-us/decision")
-				b.ReportMetric(float64(cpu.Microseconds())/n, "redis-cpu-us/decision")
-				b.ReportMetric(float64(client.Microseconds())/n, "client-cpu-us/decision")
-				if calls > 0 {
-					b.ReportMetric(n/calls, "decisions/call")
-				}
+				reportCost(b, l.client, func() { benchRedis(b, l, ks, callers) })
 			})
 		}
+	}
+}
+
+// BenchmarkRedisInstances: BenchmarkRedisCost's measures for 8 instances
+// sharing one Redis and one quota (their keys under one prefix), each
+// with a client of its own, and 64 callers whose decisions go to the
+// instances in turn: each instance has about 8 requests at once, as a
+// service of many machines under a moderate load each has. For chanlimit
+// what counts is each instance's concurrency, not the total: its calls
+// decide about what 8 callers' do.
+func BenchmarkRedisInstances(b *testing.B) {
+	const instances, callers = 8, 64
+	ks := keys(redisKeys)
+	for _, im := range redisImpls {
+		b.Run("impl="+im.name+"/instances="+strconv.Itoa(instances)+"/callers="+strconv.Itoa(callers), func(b *testing.B) {
+			addr, run := redisAddr(b), redisRun()
+			ls := make([]*redisLimiter, instances)
+			for i := range ls {
+				client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: redisPoolSize})
+				ls[i] = im.make(b, client, run)
+				b.Cleanup(ls[i].close)
+				share := ks[i*len(ks)/instances : (i+1)*len(ks)/instances]
+				warmUp(b, im.name, ls[i], share)
+			}
+			var turn atomic.Uint64
+			all := &redisLimiter{
+				allow: func(ctx context.Context, key string) (bool, error) {
+					return ls[turn.Add(1)%instances].allow(ctx, key)
+				},
+				redisKey: ls[0].redisKey,
+				client:   ls[0].client,
+			}
+			reportCost(b, all.client, func() { benchRedis(b, all, ks, callers) })
+		})
+	}
+}
+
+// reportCost runs run, the benchmark's decisions, between CONFIG
+// RESETSTAT and INFO on c, and reports what they cost per decision.
+func reportCost(b *testing.B, c *redis.Client, run func()) {
+	if err := c.ConfigResetStat(context.Background()).Err(); err != nil {
+		b.Fatal(err)
+	}
+	cpu0, client0 := redisCPU(b, c), clientCPU(b)
+	run()
+	cpu, client := redisCPU(b, c)-cpu0, clientCPU(b)-client0
+	calls, usec := scriptCalls(b, c)
+	n := float64(b.N)
+	b.ReportMetric(usec/n, "redis-us/decision")
+	b.ReportMetric(float64(cpu.Microseconds())/n, "redis-cpu-us/decision")
+	b.ReportMetric(float64(client.Microseconds())/n, "client-cpu-us/decision")
+	if calls > 0 {
+		b.ReportMetric(n/calls, "decisions/call")
 	}
 }
 

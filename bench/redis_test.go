@@ -208,11 +208,18 @@ func (o *redisOpen) get(b *testing.B, name string) *redisLimiter {
 	l := redisCostImpls[i].make(b, client, o.run+name+":")
 	o.parent.Cleanup(l.close)
 	o.open[name] = l
+	warmUp(b, name, l, o.ks)
+	return l
+}
+
+// warmUp has l decide every key of ks once, from 256 goroutines, before a
+// benchmark's timer runs (which loads the script into Redis and fills the
+// client's pool), and checks that l writes its keys' state (checkWrites).
+func warmUp(b *testing.B, name string, l *redisLimiter, ks []string) {
 	ctx := context.Background()
-	if err := client.Ping(ctx).Err(); err != nil {
-		b.Fatalf("%s: redis at %s: %v", name, o.addr, err)
+	if err := l.client.Ping(ctx).Err(); err != nil {
+		b.Fatalf("%s: redis at %s: %v", name, l.client.Options().Addr, err)
 	}
-	ks := o.ks
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make([]error, 256)
@@ -231,7 +238,6 @@ func (o *redisOpen) get(b *testing.B, name string) *redisLimiter {
 		b.Fatal(err)
 	}
 	checkWrites(b, name, l, ks[0])
-	return l
 }
 
 func cmpErr(err, otherwise error) error {

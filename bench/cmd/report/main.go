@@ -140,6 +140,7 @@ func write(w io.Writer, all []*sample) {
 	httpTable(w, all)
 	redisTable(w, all)
 	redisCostTable(w, all)
+	redisInstancesTable(w, all)
 	expiryTable(w, all)
 	defaultsTable(w, all)
 }
@@ -451,6 +452,38 @@ func redisCostTable(w io.Writer, all []*sample) {
 			at("client-cpu-us/decision", c), at("decisions/call", c), ratio(at("decisions/s", c), at("decisions/s", r)))
 	}
 	fmt.Fprintln(w)
+}
+
+// redisInstancesTable writes BenchmarkRedisInstances: the cost table's
+// measures for instances that share one Redis, each under a part of the
+// callers.
+func redisInstancesTable(w io.Writer, all []*sample) {
+	c := map[string]string{"impl": "chanlimit"}
+	r := map[string]string{"impl": "redis_rate"}
+	at := func(unit string, conf map[string]string) float64 {
+		v, _ := find(all, "RedisInstances", unit, conf)
+		return v
+	}
+	if _, ok := find(all, "RedisInstances", "redis-cpu-us/decision", c); !ok {
+		return
+	}
+	var instances, callers string
+	for _, s := range all {
+		if s.bench == "RedisInstances" {
+			instances, callers = s.conf["instances"], s.conf["callers"]
+			break
+		}
+	}
+	fmt.Fprintf(w, "%s instances, each a router (or a redis_rate Limiter) on a client of its\n", instances)
+	fmt.Fprintf(w, "own, share one Redis and one quota, and %s callers' decisions go to them\n", callers)
+	fmt.Fprintf(w, "in turn: each instance has a few at once, as a service of many machines\n")
+	fmt.Fprintf(w, "under a moderate load each has (`BenchmarkRedisInstances`).\n\n")
+	fmt.Fprintf(w, "| instances | callers | chanlimit Redis CPU | redis_rate Redis CPU | ratio | chanlimit client CPU | redis_rate client CPU | per call | decisions/s ratio |\n")
+	fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	cc, rc := at("redis-cpu-us/decision", c), at("redis-cpu-us/decision", r)
+	fmt.Fprintf(w, "| %s | %s | %.1f | %.1f | %s | %.1f | %.1f | %.1f | %s |\n\n", instances, callers, cc, rc, ratio(cc, rc),
+		at("client-cpu-us/decision", c), at("client-cpu-us/decision", r), at("decisions/call", c),
+		ratio(at("decisions/s", c), at("decisions/s", r)))
 }
 
 // waitTable writes BenchmarkWaitLatency: how late WaitN wakes after its

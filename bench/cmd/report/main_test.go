@@ -46,6 +46,38 @@ func TestRedisCostTable(t *testing.T) {
 	}
 }
 
+// TestRedisInstancesTable: the table of instances sharing one Redis,
+// from raw results: medians per decision and the ratios to redis_rate.
+func TestRedisInstancesTable(t *testing.T) {
+	procs := fmt.Sprint(runtime.GOMAXPROCS(0))
+	var raw strings.Builder
+	raw.WriteString("goos: linux\ngoarch: amd64\npkg: github.com/chanlimit/chanlimit/bench\n")
+	for _, line := range []string{
+		"BenchmarkRedisInstances/impl=chanlimit/instances=8/callers=64-P 60000 14000 ns/op 11.0 client-cpu-us/decision 1.5 decisions/call 70000 decisions/s 800000 p50-ns 2000000 p99-ns 12.0 redis-cpu-us/decision 9.0 redis-us/decision",
+		"BenchmarkRedisInstances/impl=redis_rate/instances=8/callers=64-P 60000 14000 ns/op 10.0 client-cpu-us/decision 1.0 decisions/call 35000 decisions/s 800000 p50-ns 2000000 p99-ns 16.0 redis-cpu-us/decision 7.0 redis-us/decision",
+	} {
+		raw.WriteString(strings.Replace(line, "-P ", "-"+procs+" ", 1) + "\n")
+	}
+	path := filepath.Join(t.TempDir(), "redis-cost.txt")
+	if err := os.WriteFile(path, []byte(raw.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	all, err := load([]string{path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	redisInstancesTable(&out, all)
+	if want := "| 8 | 64 | 12.0 | 16.0 | 0.75 | 11.0 | 10.0 | 1.5 | 2.00 |"; !strings.Contains(out.String(), want) {
+		t.Errorf("the table lacks %q:\n%s", want, out.String())
+	}
+	out.Reset()
+	redisInstancesTable(&out, nil)
+	if out.Len() != 0 {
+		t.Errorf("a table without results:\n%s", out.String())
+	}
+}
+
 // TestRedisTable: the Redis tables from raw results, as bench/run writes
 // them: medians, the ratio of decisions/s, latency in µs, and the ratio of
 // p50 latency at 1 caller.
