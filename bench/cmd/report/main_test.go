@@ -13,24 +13,11 @@ import (
 // TestRedisCostTable: the cost table from raw results: medians per
 // decision, ratios of chanlimit to redis_rate, decisions per call.
 func TestRedisCostTable(t *testing.T) {
-	procs := fmt.Sprint(runtime.GOMAXPROCS(0))
-	var raw strings.Builder
-	raw.WriteString("goos: linux\ngoarch: amd64\npkg: github.com/chanlimit/chanlimit/bench\n")
-	for _, line := range []string{
+	all := loadLines(t,
 		"BenchmarkRedisCost/impl=chanlimit/callers=64-P 60000 20000 ns/op 4.0 client-cpu-us/decision 5.0 decisions/call 50000 decisions/s 5.0 decisions/trip 1000000 p50-ns 2000000 p99-ns 6.0 redis-cpu-us/decision 5.0 redis-us/decision",
 		"BenchmarkRedisCost/impl=redis_rate/callers=64-P 60000 40000 ns/op 8.0 client-cpu-us/decision 1.0 decisions/call 25000 decisions/s 2000000 p50-ns 4000000 p99-ns 30.0 redis-cpu-us/decision 20.0 redis-us/decision",
 		"BenchmarkRedisCost/impl=chanlimit-16p/callers=64-P 60000 30000 ns/op 7.0 client-cpu-us/decision 4.0 decisions/call 37500 decisions/s 4.0 decisions/trip 1500000 p50-ns 3000000 p99-ns 10.0 redis-cpu-us/decision 8.0 redis-us/decision",
-	} {
-		raw.WriteString(strings.Replace(line, "-P ", "-"+procs+" ", 1) + "\n")
-	}
-	path := filepath.Join(t.TempDir(), "redis-cost.txt")
-	if err := os.WriteFile(path, []byte(raw.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	all, err := load([]string{path})
-	if err != nil {
-		t.Fatal(err)
-	}
+	)
 	var out bytes.Buffer
 	redisCostTable(&out, all)
 	if want := "| 64 | 5.0 | 20.0 | 0.25 | 6.0 | 30.0 | 0.20 | 4.0 | 8.0 | 5.0 | 2.00 |"; !strings.Contains(out.String(), want) {
@@ -49,23 +36,10 @@ func TestRedisCostTable(t *testing.T) {
 // TestRedisInstancesTable: the table of instances sharing one Redis,
 // from raw results: medians per decision and the ratios to redis_rate.
 func TestRedisInstancesTable(t *testing.T) {
-	procs := fmt.Sprint(runtime.GOMAXPROCS(0))
-	var raw strings.Builder
-	raw.WriteString("goos: linux\ngoarch: amd64\npkg: github.com/chanlimit/chanlimit/bench\n")
-	for _, line := range []string{
+	all := loadLines(t,
 		"BenchmarkRedisInstances/impl=chanlimit/instances=8/callers=64-P 60000 14000 ns/op 11.0 client-cpu-us/decision 1.5 decisions/call 70000 decisions/s 800000 p50-ns 2000000 p99-ns 12.0 redis-cpu-us/decision 9.0 redis-us/decision",
 		"BenchmarkRedisInstances/impl=redis_rate/instances=8/callers=64-P 60000 14000 ns/op 10.0 client-cpu-us/decision 1.0 decisions/call 35000 decisions/s 800000 p50-ns 2000000 p99-ns 16.0 redis-cpu-us/decision 7.0 redis-us/decision",
-	} {
-		raw.WriteString(strings.Replace(line, "-P ", "-"+procs+" ", 1) + "\n")
-	}
-	path := filepath.Join(t.TempDir(), "redis-cost.txt")
-	if err := os.WriteFile(path, []byte(raw.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	all, err := load([]string{path})
-	if err != nil {
-		t.Fatal(err)
-	}
+	)
 	var out bytes.Buffer
 	redisInstancesTable(&out, all)
 	if want := "| 8 | 64 | 12.0 | 16.0 | 0.75 | 11.0 | 10.0 | 1.5 | 2.00 |"; !strings.Contains(out.String(), want) {
@@ -82,10 +56,7 @@ func TestRedisInstancesTable(t *testing.T) {
 // them: medians, the ratio of decisions/s, latency in µs, and the ratio of
 // p50 latency at 1 caller.
 func TestRedisTable(t *testing.T) {
-	procs := fmt.Sprint(runtime.GOMAXPROCS(0))
-	var raw strings.Builder
-	raw.WriteString("goos: linux\ngoarch: amd64\npkg: github.com/chanlimit/chanlimit/bench\n")
-	for _, line := range []string{
+	all := loadLines(t,
 		// Two runs of each: the medians are their means.
 		"BenchmarkRedis/impl=chanlimit/callers=1-P 1000 50000 ns/op 20000 decisions/s 1.000 decisions/trip 40000 p50-ns 90000 p99-ns",
 		"BenchmarkRedis/impl=chanlimit/callers=1-P 1000 50000 ns/op 20000 decisions/s 1.000 decisions/trip 40000 p50-ns 110000 p99-ns",
@@ -96,17 +67,7 @@ func TestRedisTable(t *testing.T) {
 		"BenchmarkRedisBatch/size=64/impl=chanlimit/mode=batch-P 100 1280000 ns/op 32.00 decisions/trip 20000 ns/decision 50000 decisions/s",
 		"BenchmarkRedisBatch/size=64/impl=redis_rate/mode=seq-P 100 2560000 ns/op 40000 ns/decision 25000 decisions/s",
 		"BenchmarkRedisBatch/size=64/impl=redis_rate/mode=par-P 100 1920000 ns/op 30000 ns/decision 33333 decisions/s",
-	} {
-		raw.WriteString(strings.Replace(line, "-P ", "-"+procs+" ", 1) + "\n")
-	}
-	path := filepath.Join(t.TempDir(), "redis.txt")
-	if err := os.WriteFile(path, []byte(raw.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	all, err := load([]string{path})
-	if err != nil {
-		t.Fatal(err)
-	}
+	)
 	var out bytes.Buffer
 	redisTable(&out, all)
 	got := out.String()
@@ -132,4 +93,25 @@ func TestRedisTable(t *testing.T) {
 	if out.Len() != 0 {
 		t.Errorf("tables without results:\n%s", out.String())
 	}
+}
+
+// loadLines loads lines of go test -bench output, as a raw results file
+// holds them, each with -P where its name has GOMAXPROCS.
+func loadLines(t *testing.T, lines ...string) []*sample {
+	t.Helper()
+	procs := fmt.Sprint(runtime.GOMAXPROCS(0))
+	var raw strings.Builder
+	raw.WriteString("goos: linux\ngoarch: amd64\npkg: github.com/chanlimit/chanlimit/bench\n")
+	for _, line := range lines {
+		raw.WriteString(strings.Replace(line, "-P ", "-"+procs+" ", 1) + "\n")
+	}
+	path := filepath.Join(t.TempDir(), "raw.txt")
+	if err := os.WriteFile(path, []byte(raw.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	all, err := load([]string{path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return all
 }
