@@ -105,12 +105,13 @@ func answers(op *chanlimit.StoreOp) int {
 const perPolicy = 6
 
 // call is one script call of a pipeline: the requests it decides, by
-// their index in the burst, and its number among the store's calls.
+// their index in the burst, their Redis keys, and its number among the
+// store's calls.
 type call struct {
 	ops     []int
 	answers int // the numbers the script answers them with
 	seq     uint64
-	keys    []string
+	keys    []string // ops' keys, in order
 	args    []any
 	cmd     *redis.Cmd
 }
@@ -138,8 +139,9 @@ func distinct(keys []string) bool {
 	return true
 }
 
-// calls groups ops into the script's calls: in order, by hash slot on a
-// Cluster, at most MaxPerCall a call, and at most maxAnswers numbers.
+// calls groups ops into the script's calls, with their Redis keys: in
+// order, by hash slot on a Cluster, at most MaxPerCall a call, and at
+// most maxAnswers numbers.
 func (s *Store) calls(ops []chanlimit.StoreOp) []call {
 	var calls []call
 	var open map[uint16]int // on a Cluster, the call of each slot still open to more ops
@@ -151,28 +153,30 @@ func (s *Store) calls(ops []chanlimit.StoreOp) []call {
 		if ops[i].Err != nil { // answered already: not sent
 			continue
 		}
+		key, n := s.Key(ops[i].Key), answers(&ops[i])
 		var slot uint16
 		c, ok := last, last >= 0
 		if s.cluster {
-			slot = hashSlot(s.Key(ops[i].Key))
+			slot = hashSlot(key)
 			c, ok = open[slot]
 		}
-		if !ok || len(calls[c].ops) == MaxPerCall || calls[c].answers+answers(&ops[i]) > maxAnswers {
+		if !ok || len(calls[c].ops) == MaxPerCall || calls[c].answers+n > maxAnswers {
 			c = len(calls)
-			calls = append(calls, call{})
+			room := min(len(ops)-i, MaxPerCall) // on a single node, as many as it will have
+			calls = append(calls, call{ops: make([]int, 0, room), keys: make([]string, 0, room)})
 			if s.cluster {
 				open[slot] = c
 			}
 			last = c
 		}
 		calls[c].ops = append(calls[c].ops, i)
-		calls[c].answers += answers(&ops[i])
+		calls[c].keys = append(calls[c].keys, key)
+		calls[c].answers += n
 	}
 	return calls
 }
 
-// build numbers calls, and writes into each its keys and the script's
-// arguments: the numbers, packed as little-endian doubles in one string
+// build numbers calls, and writes into each the script's arguments: the numbers, packed as little-endian doubles in one string
 // (every one is an integer below 2^53, exact in a double), then the
 // store's id, the call's number and its sets of policies (policyArgs).
 func (s *Store) build(ops []chanlimit.StoreOp, calls []call) {
@@ -180,10 +184,6 @@ func (s *Store) build(ops []chanlimit.StoreOp, calls []call) {
 	for k := range calls {
 		c := &calls[k]
 		c.seq = first + uint64(k)
-		c.keys = make([]string, len(c.ops))
-		for j, i := range c.ops {
-			c.keys[j] = s.Key(ops[i].Key)
-		}
 		blob := make([]byte, 0, 8*(7+len(keep)+4*len(c.ops)))
 		put := func(v float64) { blob = binary.LittleEndian.AppendUint64(blob, math.Float64bits(v)) }
 		put(float64(Grace.Milliseconds()))
