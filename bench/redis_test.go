@@ -107,11 +107,14 @@ var redisImpls = []redisImpl{
 	{"redis_rate", newRedisRate},
 }
 
-// redisCostImpls are those BenchmarkRedisCost measures: redisImpls, and
+// redisCostImpls are those BenchmarkRedisCost measures: redisImpls;
 // chanlimit-16p, a router of 16 partitions, as DefaultPartitions gives on
 // a machine of 16 cores, where each partition has few of the requests out
-// at once and the store sends their trips together.
-var redisCostImpls = append(redisImpls[:len(redisImpls):len(redisImpls)], redisImpl{"chanlimit-16p", newRedisChanlimit16})
+// at once and the store sends their trips together; and store, the
+// redislimit.Store a router uses, called by each caller itself: what the
+// store costs without the router's goroutines.
+var redisCostImpls = append(redisImpls[:len(redisImpls):len(redisImpls)],
+	redisImpl{"chanlimit-16p", newRedisChanlimit16}, redisImpl{"store", newRedisStore})
 
 // newRedisChanlimit is a router with the default Partitions on a
 // redislimit.Store (counted by a tripStore), deciding on Redis's clock (no
@@ -144,6 +147,29 @@ func newRedisChanlimitOf(b *testing.B, client *redis.Client, prefix string, part
 		client:   client,
 		router:   r,
 		store:    ts,
+	}
+}
+
+// newRedisStore is a redislimit.Store with no router: each decision is a
+// Decide of one StoreAllow, made by its caller, under the policy a router
+// of newRedisChanlimit hands the store.
+func newRedisStore(b *testing.B, client *redis.Client, prefix string) *redisLimiter {
+	st, err := redislimit.NewStore(client, redislimit.Options{Prefix: prefix})
+	if err != nil {
+		b.Fatal(err)
+	}
+	policies := []chanlimit.Policy{{Name: chanlimit.DefaultPolicyName, Algorithm: chanlimit.DefaultAlgorithm, Limit: redisAdmit.limit, Window: redisAdmit.window}}
+	if err := st.Check(policies); err != nil {
+		b.Fatal(err)
+	}
+	return &redisLimiter{
+		allow: func(ctx context.Context, key string) (bool, error) {
+			ops := []chanlimit.StoreOp{{Kind: chanlimit.StoreAllow, Key: key, N: 1, Policies: policies}}
+			st.Decide(ctx, ops)
+			return ops[0].Decision.Allowed, ops[0].Err
+		},
+		redisKey: func(key string) string { return prefix + key },
+		client:   client,
 	}
 }
 

@@ -26,10 +26,16 @@ import (
 // p50-sec.
 type sample struct {
 	bench string            // BenchmarkAllow, ...
-	conf  map[string]string // the key=value parts of its name
+	conf  map[string]string // the key=value parts of its name, and its file's layout
 	unit  string
 	vals  []float64
 }
+
+// A raw file whose results ran in another layout than the usual (bench/run
+// writes "layout: apart" first for the Redis benchmarks it runs with
+// redis-server on a CPU of its own) says so in a file configuration line,
+// which load puts in each of its samples' conf as "layout". find looks at
+// such samples only when asked for a layout.
 
 func main() {
 	all, err := load(os.Args[1:])
@@ -60,6 +66,9 @@ func load(paths []string) ([]*sample, error) {
 			for _, p := range parts {
 				k, v, _ := strings.Cut(strings.TrimPrefix(string(p), "/"), "=")
 				conf[k] = strings.TrimSuffix(v, "-"+fmt.Sprint(runtime.GOMAXPROCS(0)))
+			}
+			if layout := res.GetConfig("layout"); layout != "" {
+				conf["layout"] = layout
 			}
 			for _, v := range res.Values {
 				id := fmt.Sprint(string(base), conf, v.Unit)
@@ -102,6 +111,9 @@ func find(all []*sample, bench, unit string, want map[string]string) (float64, b
 		if s.bench != bench || s.unit != unit {
 			continue
 		}
+		if _, ok := want["layout"]; !ok && s.conf["layout"] != "" {
+			continue
+		}
 		match := true
 		for k, v := range want {
 			if s.conf[k] != v {
@@ -141,6 +153,8 @@ func write(w io.Writer, all []*sample) {
 	redisTable(w, all)
 	redisCostTable(w, all)
 	redisInstancesTable(w, all)
+	redisApartTable(w, all)
+	redisHopTable(w, all)
 	expiryTable(w, all)
 	defaultsTable(w, all)
 }
@@ -433,9 +447,17 @@ func redisCostTable(w io.Writer, all []*sample) {
 			ratio(at("decisions/s", c), at("decisions/s", r)))
 	}
 	fmt.Fprintln(w)
-	if _, ok := find(all, "RedisCost", "redis-cpu-us/decision", map[string]string{"impl": "chanlimit-16p"}); !ok {
-		return
+	if _, ok := find(all, "RedisCost", "redis-cpu-us/decision", map[string]string{"impl": "chanlimit-16p"}); ok {
+		redisCost16Table(w, at)
 	}
+	if _, ok := find(all, "RedisCost", "redis-cpu-us/decision", map[string]string{"impl": "store"}); ok {
+		redisCostStoreTable(w, at)
+	}
+}
+
+// redisCost16Table writes BenchmarkRedisCost's figures for chanlimit-16p,
+// by at (the median of a unit, for a configuration).
+func redisCost16Table(w io.Writer, at func(unit string, conf map[string]string) float64) {
 	fmt.Fprintf(w, "chanlimit-16p is a router of 16 partitions, as DefaultPartitions gives one\n")
 	fmt.Fprintf(w, "on a machine of 16 cores: each partition sends its own bursts, and the\n")
 	fmt.Fprintf(w, "store sends those that wait for a round trip together.\n\n")
@@ -450,6 +472,103 @@ func redisCostTable(w io.Writer, all []*sample) {
 		}
 		fmt.Fprintf(w, "| %s | %.1f | %s | %.1f | %.1f | %s |\n", n, cc, ratio(cc, at("redis-cpu-us/decision", r)),
 			at("client-cpu-us/decision", c), at("decisions/call", c), ratio(at("decisions/s", c), at("decisions/s", r)))
+	}
+	fmt.Fprintln(w)
+}
+
+// redisCostStoreTable writes BenchmarkRedisCost's figures for store, the
+// redislimit.Store called by each caller itself, beside chanlimit's router
+// on it: what the router's goroutines add to the store's cost.
+func redisCostStoreTable(w io.Writer, at func(unit string, conf map[string]string) float64) {
+	fmt.Fprintf(w, "`store` is the redislimit.Store a router uses, called by each caller\n")
+	fmt.Fprintf(w, "itself, with no router: a decision goes from its caller to Redis and\n")
+	fmt.Fprintf(w, "back, where a router's goes from its caller to a partition, to the\n")
+	fmt.Fprintf(w, "goroutine that makes the round trip, and back. Ratios are to redis_rate.\n\n")
+	fmt.Fprintf(w, "| callers | store Redis CPU | ratio | store client CPU | chanlimit client CPU | per call | store decisions/s ratio | store p50 ratio | chanlimit p50 ratio |\n")
+	fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, n := range []string{"1", "8", "64", "256"} {
+		s := map[string]string{"impl": "store", "callers": n}
+		c := map[string]string{"impl": "chanlimit", "callers": n}
+		r := map[string]string{"impl": "redis_rate", "callers": n}
+		sc := at("redis-cpu-us/decision", s)
+		if sc == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %.1f | %s | %.1f | %.1f | %.1f | %s | %s | %s |\n", n, sc, ratio(sc, at("redis-cpu-us/decision", r)),
+			at("client-cpu-us/decision", s), at("client-cpu-us/decision", c), at("decisions/call", s),
+			ratio(at("decisions/s", s), at("decisions/s", r)), ratio(at("p50-sec", s), at("p50-sec", r)), ratio(at("p50-sec", c), at("p50-sec", r)))
+	}
+	fmt.Fprintln(w)
+}
+
+// redisApartTable writes BenchmarkRedisCost as it ran in the layout
+// "apart": redis-server on a CPU of its own, the benchmark on another.
+func redisApartTable(w io.Writer, all []*sample) {
+	at := func(unit string, conf map[string]string) float64 {
+		v, _ := find(all, "RedisCost", unit, conf)
+		return v
+	}
+	apart := func(impl, callers string) map[string]string {
+		return map[string]string{"impl": impl, "callers": callers, "layout": "apart"}
+	}
+	if _, ok := find(all, "RedisCost", "redis-cpu-us/decision", apart("chanlimit", "1")); !ok {
+		return
+	}
+	fmt.Fprintf(w, "### Through Redis, with Redis on a CPU of its own\n\n")
+	fmt.Fprintf(w, "BenchmarkRedisCost again, with redis-server on the second CPU and the\n")
+	fmt.Fprintf(w, "benchmark on the first (`taskset`; Go then runs it on one P, as it does a\n")
+	fmt.Fprintf(w, "process given one CPU): as a service whose Redis runs elsewhere, with the\n")
+	fmt.Fprintf(w, "CPU it has to itself. Above, both share the two CPUs, and the threads the\n")
+	fmt.Fprintf(w, "Go runtime wakes for its idle P at each hand-off between goroutines take\n")
+	fmt.Fprintf(w, "CPU time from Redis, while the request they carry waits on it.\n\n")
+	fmt.Fprintf(w, "| callers | chanlimit Redis CPU | redis_rate Redis CPU | ratio | chanlimit client CPU | redis_rate client CPU | per call | decisions/s ratio | chanlimit p50 | redis_rate p50 | ratio | store p50 ratio |\n")
+	fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, n := range []string{"1", "8", "64", "256"} {
+		c, r, s := apart("chanlimit", n), apart("redis_rate", n), apart("store", n)
+		cc, rc := at("redis-cpu-us/decision", c), at("redis-cpu-us/decision", r)
+		if cc == 0 && rc == 0 {
+			continue
+		}
+		cp, rp := at("p50-sec", c), at("p50-sec", r)
+		fmt.Fprintf(w, "| %s | %.1f | %.1f | %s | %.1f | %.1f | %.1f | %s | %s | %s | %s | %s |\n", n, cc, rc, ratio(cc, rc),
+			at("client-cpu-us/decision", c), at("client-cpu-us/decision", r), at("decisions/call", c),
+			ratio(at("decisions/s", c), at("decisions/s", r)), us(cp), us(rp), ratio(cp, rp), ratio(at("p50-sec", s), rp))
+	}
+	fmt.Fprintln(w)
+}
+
+// redisHopTable writes BenchmarkRedisHop, in each layout it ran in: a
+// GET's latency made by its caller, and one or two goroutines away.
+func redisHopTable(w io.Writer, all []*sample) {
+	usual := func(hop string) map[string]string { return map[string]string{"hop": hop} }
+	apart := func(hop string) map[string]string { return map[string]string{"hop": hop, "layout": "apart"} }
+	if _, ok := find(all, "RedisHop", "p50-sec", usual("none")); !ok {
+		return
+	}
+	at := func(unit string, conf map[string]string) float64 {
+		v, _ := find(all, "RedisHop", unit, conf)
+		return v
+	}
+	fmt.Fprintf(w, "### The floor under one caller's latency through Redis\n\n")
+	fmt.Fprintf(w, "One caller's GET of a key that holds nothing (`BenchmarkRedisHop`): made by\n")
+	fmt.Fprintf(w, "the caller (`none`), by a goroutine the caller hands the key to over a\n")
+	fmt.Fprintf(w, "channel and that answers over another (`one`), as a router's round trips\n")
+	fmt.Fprintf(w, "are made off its callers' goroutines, and through one more goroutine\n")
+	fmt.Fprintf(w, "between them (`two`), as a router's partition is. No limiter: what the\n")
+	fmt.Fprintf(w, "Go runtime charges for those hand-offs around a wait on the network, with\n")
+	fmt.Fprintf(w, "Redis sharing the CPUs (as above) and on a CPU of its own. Latency in µs,\n")
+	fmt.Fprintf(w, "client CPU in µs a GET.\n\n")
+	fmt.Fprintf(w, "| hop | p50, shared | client CPU, shared | p50, apart | client CPU, apart |\n|---|---:|---:|---:|---:|\n")
+	for _, hop := range []string{"none", "one", "two"} {
+		pu, pa := at("p50-sec", usual(hop)), at("p50-sec", apart(hop))
+		if pu == 0 && pa == 0 {
+			continue
+		}
+		ca := fmt.Sprintf("%.1f", at("client-cpu-us/decision", apart(hop)))
+		if pa == 0 {
+			ca = "–"
+		}
+		fmt.Fprintf(w, "| %s | %s | %.1f | %s | %s |\n", hop, us(pu), at("client-cpu-us/decision", usual(hop)), us(pa), ca)
 	}
 	fmt.Fprintln(w)
 }
