@@ -393,7 +393,9 @@ func redisTable(w io.Writer, all []*sample) {
 		r1 := at("Redis", "p50-sec", map[string]string{"impl": "redis_rate", "callers": "1"})
 		fmt.Fprintf(w, "\nAt 1 caller, chanlimit's p50 latency is %s times redis_rate's (%s µs and %s µs):\n", ratio(c1, r1), us(c1), us(r1))
 		fmt.Fprintf(w, "each decision is one round trip in both, and chanlimit's also passes through a\n")
-		fmt.Fprintf(w, "partition's goroutine.\n\n")
+		fmt.Fprintf(w, "partition's goroutine and the one that makes its round trip. Those hand-offs\n")
+		fmt.Fprintf(w, "cost most where Redis shares the CPUs, as here: see the store alone and Redis\n")
+		fmt.Fprintf(w, "on a CPU of its own, below.\n\n")
 	}
 	seq := at("RedisBatch", "sec/decision", map[string]string{"impl": "redis_rate", "mode": "seq"})
 	if _, ok := find(all, "RedisBatch", "sec/decision", map[string]string{"impl": "chanlimit"}); !ok {
