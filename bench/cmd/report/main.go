@@ -393,9 +393,13 @@ func redisTable(w io.Writer, all []*sample) {
 		r1 := at("Redis", "p50-sec", map[string]string{"impl": "redis_rate", "callers": "1"})
 		fmt.Fprintf(w, "\nAt 1 caller, chanlimit's p50 latency is %s times redis_rate's (%s µs and %s µs):\n", ratio(c1, r1), us(c1), us(r1))
 		fmt.Fprintf(w, "each decision is one round trip in both, and chanlimit's also passes through a\n")
-		fmt.Fprintf(w, "partition's goroutine and the one that makes its round trip. Those hand-offs\n")
-		fmt.Fprintf(w, "cost most where Redis shares the CPUs, as here: see the store alone and Redis\n")
-		fmt.Fprintf(w, "on a CPU of its own, below.\n\n")
+		fmt.Fprintf(w, "partition's goroutine and the one that makes its round trip: with a P idle,\n")
+		fmt.Fprintf(w, "each hand-off wakes a thread of the Go runtime, which competes for the CPUs\n")
+		fmt.Fprintf(w, "with Redis here.")
+		if _, ok := find(all, "RedisCost", "p50-sec", map[string]string{"impl": "chanlimit", "layout": "apart"}); ok {
+			fmt.Fprintf(w, " Below, the same with the benchmark on one P.")
+		}
+		fmt.Fprintf(w, "\n\n")
 	}
 	seq := at("RedisBatch", "sec/decision", map[string]string{"impl": "redis_rate", "mode": "seq"})
 	if _, ok := find(all, "RedisBatch", "sec/decision", map[string]string{"impl": "chanlimit"}); !ok {
@@ -483,9 +487,11 @@ func redisCost16Table(w io.Writer, at func(unit string, conf map[string]string) 
 // on it: what the router's goroutines add to the store's cost.
 func redisCostStoreTable(w io.Writer, at func(unit string, conf map[string]string) float64) {
 	fmt.Fprintf(w, "`store` is the redislimit.Store a router uses, called by each caller\n")
-	fmt.Fprintf(w, "itself, with no router: a decision goes from its caller to Redis and\n")
-	fmt.Fprintf(w, "back, where a router's goes from its caller to a partition, to the\n")
-	fmt.Fprintf(w, "goroutine that makes the round trip, and back. Ratios are to redis_rate.\n\n")
+	fmt.Fprintf(w, "itself, with no router: at one caller a decision goes from its caller to\n")
+	fmt.Fprintf(w, "Redis and back (with more, those that wait for a round trip go in\n")
+	fmt.Fprintf(w, "another caller's), where a router's goes from its caller to a partition,\n")
+	fmt.Fprintf(w, "to the goroutine that makes the round trip, and back. Ratios are to\n")
+	fmt.Fprintf(w, "redis_rate.\n\n")
 	fmt.Fprintf(w, "| callers | store Redis CPU | ratio | store client CPU | chanlimit client CPU | per call | store decisions/s ratio | store p50 ratio | chanlimit p50 ratio |\n")
 	fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, n := range []string{"1", "8", "64", "256"} {
@@ -504,7 +510,8 @@ func redisCostStoreTable(w io.Writer, at func(unit string, conf map[string]strin
 }
 
 // redisApartTable writes BenchmarkRedisCost as it ran in the layout
-// "apart": redis-server on a CPU of its own, the benchmark on another.
+// "apart": redis-server on a CPU of its own, the benchmark alone on
+// another, with one P.
 func redisApartTable(w io.Writer, all []*sample) {
 	at := func(unit string, conf map[string]string) float64 {
 		v, _ := find(all, "RedisCost", unit, conf)
@@ -516,13 +523,13 @@ func redisApartTable(w io.Writer, all []*sample) {
 	if _, ok := find(all, "RedisCost", "redis-cpu-us/decision", apart("chanlimit", "1")); !ok {
 		return
 	}
-	fmt.Fprintf(w, "### Through Redis, with Redis on a CPU of its own\n\n")
-	fmt.Fprintf(w, "BenchmarkRedisCost again, with redis-server on the second CPU and the\n")
-	fmt.Fprintf(w, "benchmark on the first (`taskset`; Go then runs it on one P, as it does a\n")
-	fmt.Fprintf(w, "process given one CPU): as a service whose Redis runs elsewhere, with the\n")
-	fmt.Fprintf(w, "CPU it has to itself. Above, both share the two CPUs, and the threads the\n")
-	fmt.Fprintf(w, "Go runtime wakes for its idle P at each hand-off between goroutines take\n")
-	fmt.Fprintf(w, "CPU time from Redis, while the request they carry waits on it.\n\n")
+	fmt.Fprintf(w, "### Through Redis, with Redis on a CPU of its own and the benchmark on one P\n\n")
+	fmt.Fprintf(w, "BenchmarkRedisCost again, with redis-server on one CPU and the benchmark\n")
+	fmt.Fprintf(w, "alone on another (`taskset`; Go then gives it one P, as it does any\n")
+	fmt.Fprintf(w, "process given one CPU, and a router one partition): as a service of one\n")
+	fmt.Fprintf(w, "CPU whose Redis runs elsewhere. With no P idle, a hand-off between\n")
+	fmt.Fprintf(w, "goroutines wakes no thread; above, each can, and the thread competes for\n")
+	fmt.Fprintf(w, "the two CPUs with Redis while the request waits on it.\n\n")
 	fmt.Fprintf(w, "| callers | chanlimit Redis CPU | redis_rate Redis CPU | ratio | chanlimit client CPU | redis_rate client CPU | per call | decisions/s ratio | chanlimit p50 | redis_rate p50 | ratio | store p50 ratio |\n")
 	fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, n := range []string{"1", "8", "64", "256"} {
@@ -544,12 +551,20 @@ func redisApartTable(w io.Writer, all []*sample) {
 func redisHopTable(w io.Writer, all []*sample) {
 	usual := func(hop string) map[string]string { return map[string]string{"hop": hop} }
 	apart := func(hop string) map[string]string { return map[string]string{"hop": hop, "layout": "apart"} }
-	if _, ok := find(all, "RedisHop", "p50-sec", usual("none")); !ok {
+	_, ok := find(all, "RedisHop", "p50-sec", usual("none"))
+	if _, okApart := find(all, "RedisHop", "p50-sec", apart("none")); !ok && !okApart {
 		return
 	}
 	at := func(unit string, conf map[string]string) float64 {
 		v, _ := find(all, "RedisHop", unit, conf)
 		return v
+	}
+	cpu := func(conf map[string]string) string { // "–" where it did not run
+		v, ok := find(all, "RedisHop", "client-cpu-us/decision", conf)
+		if !ok {
+			return "–"
+		}
+		return fmt.Sprintf("%.1f", v)
 	}
 	fmt.Fprintf(w, "### The floor under one caller's latency through Redis\n\n")
 	fmt.Fprintf(w, "One caller's GET of a key that holds nothing (`BenchmarkRedisHop`): made by\n")
@@ -558,19 +573,15 @@ func redisHopTable(w io.Writer, all []*sample) {
 	fmt.Fprintf(w, "are made off its callers' goroutines, and through one more goroutine\n")
 	fmt.Fprintf(w, "between them (`two`), as a router's partition is. No limiter: what the\n")
 	fmt.Fprintf(w, "Go runtime charges for those hand-offs around a wait on the network, with\n")
-	fmt.Fprintf(w, "Redis sharing the CPUs (as above) and on a CPU of its own. Latency in µs,\n")
-	fmt.Fprintf(w, "client CPU in µs a GET.\n\n")
+	fmt.Fprintf(w, "Redis sharing the CPUs (as above) and on a CPU of its own with the\n")
+	fmt.Fprintf(w, "benchmark on one P (apart). Latency in µs, client CPU in µs a GET.\n\n")
 	fmt.Fprintf(w, "| hop | p50, shared | client CPU, shared | p50, apart | client CPU, apart |\n|---|---:|---:|---:|---:|\n")
 	for _, hop := range []string{"none", "one", "two"} {
 		pu, pa := at("p50-sec", usual(hop)), at("p50-sec", apart(hop))
 		if pu == 0 && pa == 0 {
 			continue
 		}
-		ca := fmt.Sprintf("%.1f", at("client-cpu-us/decision", apart(hop)))
-		if pa == 0 {
-			ca = "–"
-		}
-		fmt.Fprintf(w, "| %s | %s | %.1f | %s | %s |\n", hop, us(pu), at("client-cpu-us/decision", usual(hop)), us(pa), ca)
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", hop, us(pu), cpu(usual(hop)), us(pa), cpu(apart(hop)))
 	}
 	fmt.Fprintln(w)
 }
