@@ -469,17 +469,24 @@ func redisCost16Table(w io.Writer, at func(unit string, conf map[string]string) 
 	fmt.Fprintf(w, "store sends those that wait for a round trip together.\n\n")
 	fmt.Fprintf(w, "| callers | chanlimit-16p Redis CPU | ratio to redis_rate | client CPU | per call | decisions/s ratio |\n")
 	fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|\n")
-	for _, n := range []string{"1", "8", "64", "256"} {
-		c := map[string]string{"impl": "chanlimit-16p", "callers": n}
-		r := map[string]string{"impl": "redis_rate", "callers": n}
+	costRows(at, "chanlimit-16p", func(n string, c, r map[string]string) {
 		cc := at("redis-cpu-us/decision", c)
-		if cc == 0 {
-			continue
-		}
 		fmt.Fprintf(w, "| %s | %.1f | %s | %.1f | %.1f | %s |\n", n, cc, ratio(cc, at("redis-cpu-us/decision", r)),
 			at("client-cpu-us/decision", c), at("decisions/call", c), ratio(at("decisions/s", c), at("decisions/s", r)))
-	}
+	})
 	fmt.Fprintln(w)
+}
+
+// costRows calls row for each number of callers BenchmarkRedisCost ran
+// impl at, in order, with impl's configuration there and redis_rate's.
+func costRows(at func(unit string, conf map[string]string) float64, impl string, row func(callers string, c, r map[string]string)) {
+	for _, n := range []string{"1", "8", "64", "256"} {
+		c := map[string]string{"impl": impl, "callers": n}
+		if at("redis-cpu-us/decision", c) == 0 {
+			continue
+		}
+		row(n, c, map[string]string{"impl": "redis_rate", "callers": n})
+	}
 }
 
 // redisCostStoreTable writes BenchmarkRedisCost's figures for store, the
@@ -494,18 +501,13 @@ func redisCostStoreTable(w io.Writer, at func(unit string, conf map[string]strin
 	fmt.Fprintf(w, "redis_rate.\n\n")
 	fmt.Fprintf(w, "| callers | store Redis CPU | ratio | store client CPU | chanlimit client CPU | per call | store decisions/s ratio | store p50 ratio | chanlimit p50 ratio |\n")
 	fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, n := range []string{"1", "8", "64", "256"} {
-		s := map[string]string{"impl": "store", "callers": n}
+	costRows(at, "store", func(n string, s, r map[string]string) {
 		c := map[string]string{"impl": "chanlimit", "callers": n}
-		r := map[string]string{"impl": "redis_rate", "callers": n}
 		sc := at("redis-cpu-us/decision", s)
-		if sc == 0 {
-			continue
-		}
 		fmt.Fprintf(w, "| %s | %.1f | %s | %.1f | %.1f | %.1f | %s | %s | %s |\n", n, sc, ratio(sc, at("redis-cpu-us/decision", r)),
 			at("client-cpu-us/decision", s), at("client-cpu-us/decision", c), at("decisions/call", s),
 			ratio(at("decisions/s", s), at("decisions/s", r)), ratio(at("p50-sec", s), at("p50-sec", r)), ratio(at("p50-sec", c), at("p50-sec", r)))
-	}
+	})
 	fmt.Fprintln(w)
 }
 
