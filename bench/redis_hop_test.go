@@ -28,11 +28,12 @@ func BenchmarkRedisHop(b *testing.B) {
 			client := redis.NewClient(&redis.Options{Addr: redisAddr(b)})
 			defer client.Close()
 			l := &redisLimiter{allow: func(ctx context.Context, key string) (bool, error) { return get(ctx, client, key) }, client: client}
-			switch hop {
+			switch hop { // the deferred stops run outermost first
 			case "one":
-				defer hopAway(l, client)()
+				defer handOff(l)()
 			case "two":
-				defer relay(l, hopAway(l, client))()
+				defer handOff(l)()
+				defer handOff(l)()
 			}
 			for _, k := range ks[:256] { // the connection and the path, warm
 				if _, err := l.allow(context.Background(), k); err != nil {
@@ -53,36 +54,11 @@ func get(ctx context.Context, client *redis.Client, key string) (bool, error) {
 	return true, nil
 }
 
-// hopAway makes l's GETs on a goroutine of their own, which takes each
-// caller's key over an unbuffered channel and answers on the caller's
-// reply channel, and returns the function that stops it.
-func hopAway(l *redisLimiter, client *redis.Client) (stop func()) {
-	type ask struct {
-		key   string
-		reply chan error
-	}
-	asks := make(chan ask)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for a := range asks {
-			_, err := get(context.Background(), client, a.key)
-			a.reply <- err
-		}
-	}()
-	l.allow = func(ctx context.Context, key string) (bool, error) {
-		a := ask{key, make(chan error, 1)}
-		asks <- a
-		return true, <-a.reply
-	}
-	return func() { close(asks); <-done }
-}
-
-// relay puts one more goroutine between l's callers and the goroutine
-// that makes l's GETs (hopAway's, whose stop it takes): it takes each
-// caller's key over an unbuffered channel, passes it on, waits for the
-// answer and passes that back, as a partition does with its round trips.
-func relay(l *redisLimiter, stopNext func()) (stop func()) {
+// handOff puts a goroutine between l's callers and l.allow as it was: it
+// takes each caller's key over an unbuffered channel, decides it by that
+// allow, and answers on the caller's reply channel. It returns the function
+// that stops the goroutine.
+func handOff(l *redisLimiter) (stop func()) {
 	type ask struct {
 		key   string
 		reply chan error
@@ -102,5 +78,5 @@ func relay(l *redisLimiter, stopNext func()) (stop func()) {
 		asks <- a
 		return true, <-a.reply
 	}
-	return func() { close(asks); <-done; stopNext() }
+	return func() { close(asks); <-done }
 }
