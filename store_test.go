@@ -35,25 +35,28 @@ type memStore struct {
 	check  error                          // Check's answer
 	byKey  map[string]map[StoreOpKind]int // ops served, by key and kind
 
-	down  atomic.Bool        // Decide answers every op with errDown
-	gate  chan chan struct{} // while gated, Decide takes a channel from it and waits for it to close
-	gated atomic.Bool
-	quit  chan struct{}   // closed at the test's end: nothing stays held
-	calls atomic.Int64    // Decide calls
-	ops   atomic.Int64    // ops served
-	kinds [8]atomic.Int64 // ops served by kind
-	lens  chan int        // if set, each call's number of ops
+	down   atomic.Bool        // Decide answers every op with errDown
+	gate   chan chan struct{} // while gated, Decide takes a channel from it and waits for it to close
+	gated  atomic.Bool
+	quit   chan struct{}   // closed at the test's end: nothing stays held
+	calls  atomic.Int64    // Decide calls
+	ops    atomic.Int64    // ops served
+	kinds  [8]atomic.Int64 // ops served by kind
+	lens   chan int        // if set, each call's number of ops, as it comes
+	served chan int        // if set, each call's number of ops, once they are served
 }
 
 var errDown = errors.New("memStore: down")
 
 // newGatedStore returns a memStore whose calls are held until the test
-// lets each go (gate), and which tells each call's number of ops (lens).
+// lets each go (gate), and which tells each call's number of ops as it
+// comes (lens) and once they are served (served).
 func newGatedStore(clk clock.Clock) *memStore {
 	st := newMemStore(clk, FailClosed)
 	st.gate = make(chan chan struct{})
 	st.gated.Store(true)
 	st.lens = make(chan int, 100)
+	st.served = make(chan int, 100)
 	return st
 }
 
@@ -121,6 +124,9 @@ func (m *memStore) Decide(ctx context.Context, ops []StoreOp) {
 		case StoreReset:
 			t.Reset(op.Key)
 		}
+	}
+	if m.served != nil {
+		m.served <- len(ops)
 	}
 }
 
@@ -467,6 +473,10 @@ func TestStoreCallerLeft(t *testing.T) {
 	st.gate <- g
 	close(g)
 	require.Equal(t, 1, <-st.lens, "the refund")
+	// The refund's call has come; the Peek, a round trip of its own, could
+	// overtake it: it goes once the allow and the refund are served.
+	require.Equal(t, 1, <-st.served, "the allow")
+	require.Equal(t, 1, <-st.served, "the refund")
 	d, err := r.Peek(context.Background(), "k", 3)
 	require.NoError(t, err)
 	assert.True(t, d.Allowed, "nothing was taken: %+v", d)
