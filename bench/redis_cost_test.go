@@ -14,8 +14,9 @@ import (
 
 // BenchmarkRedisCost: what a decision costs Redis and the client, beside
 // redis_rate, as BenchmarkRedis runs them (and chanlimit-16p: a router of
-// 16 partitions, as on a machine of 16 cores) (callers at once over 10,000
-// keys under redisAdmit). Redis's main thread is the bound for both: one
+// 16 partitions, as on a machine of 16 cores; and store: the Store alone,
+// called by each caller) (callers at once over 10,000 keys under
+// redisAdmit). Redis's main thread is the bound for both: one
 // Redis serves every instance. Before the run, CONFIG RESETSTAT; after it,
 // INFO commandstats and INFO cpu give, per decision:
 //
