@@ -297,7 +297,9 @@ func (r *Router) Allow(key string) bool {
 // ErrInvalidCount for n <= 0 and ErrKeyTooLong for a key longer than
 // MaxKeyBytes, without touching any state; ctx.Err() if ctx is done
 // before the request is answered, in which case the request uses up
-// nothing; ErrClosed once the router is closed; ErrExceedsCapacity for an
+// nothing (with a Store, a grant the store made before the caller left
+// holds its units until it is given back: see Store); ErrClosed once the
+// router is closed; ErrExceedsCapacity for an
 // n above the capacity of the key's policies; ErrTooManyKeys for a new key
 // that MaxKeys leaves no room for; ErrAlgorithmPanic or ErrClockPanic if
 // the algorithm or the clock panicked. A bad n is reported first, then a

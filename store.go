@@ -19,6 +19,12 @@ import (
 // The router keeps everything that is not a key's state: its policies
 // and overrides, the lines of WaitN callers, which it serves in order
 // within the process, and the in-memory tables FailLocal decides on.
+//
+// A request whose caller leaves before its answer comes may have been
+// decided by then: a grant the store made is given back (StoreGiveBack)
+// once its answer lands, so its units are held until the give-back is
+// made, and stay taken if the store never answers, as any grant would. In
+// memory, a request whose caller left uses up nothing.
 type Store interface {
 	// Check returns nil if the store can decide under policies (valid
 	// as New checks them), and otherwise an error that says why. New,
@@ -60,7 +66,16 @@ type StoreOp struct {
 	Now time.Time
 
 	Decision Decision // the answer, for StoreAllow, StorePeek and StoreTurn; for StoreDryRun, its WouldDeny
-	Err      error    // set if the store could not answer; the router returns it wrapped in ErrStoreUnavailable
+
+	// Grant names the state of Key a grant was taken from: the store sets
+	// it with an allowed Decision of a StoreAllow or a StoreTurn (0 if it
+	// cannot name one), and a StoreGiveBack carries the Grant of the
+	// grant it takes back, so that the store gives the units back to that
+	// state alone: not once the key was Reset, or its policies changed,
+	// since the grant, whatever else happened to it meanwhile.
+	Grant uint64
+
+	Err error // set if the store could not answer; the router returns it wrapped in ErrStoreUnavailable
 }
 
 // StoreOpKind is what a StoreOp asks.
@@ -75,27 +90,30 @@ const (
 	StorePeek
 
 	// StoreRefund gives N units back to each of Key's policies at Now, as
-	// Router.Refund does; a key without state is left without. Right after
-	// a StoreAllow of N on Key, it takes that grant back (its caller left
-	// before the answer came).
+	// Router.Refund does; a key without state is left without.
 	StoreRefund
 
 	// StoreReset drops Key's state: its next request finds it untouched.
 	StoreReset
 
 	// StoreTurn decides N units as StoreAllow does, for a caller waiting
-	// in line: the key's dry-run policies decide (and take) only if the
-	// others grant the request now, allowed with no Delay, since a turn
-	// that must wait is asked again, or given back. Ops of this kind come
-	// only with a dry-run policy among Policies.
+	// in line, whose turn comes only once the request is allowed with no
+	// Delay: a turn that must wait (leaky_bucket's, allowed with a Delay)
+	// takes nothing, and is answered not Allowed, with its Delay, the wait
+	// for its turn; the key's dry-run policies decide (and take) only if
+	// the turn is granted. So a turn that must wait is asked again, having
+	// held nothing meanwhile.
 	StoreTurn
 
 	// StoreGiveBack takes back a grant of N units on Key (a StoreAllow,
-	// or a StoreTurn that granted) whose caller left: StoreRefund to the
-	// policies that are not dry-run alone, since a dry-run policy counts
-	// every request decided. Ops of this kind come only with a dry-run
-	// policy among Policies; without one, a grant goes back as
-	// StoreRefund.
+	// or a StoreTurn that granted) whose caller left before its answer
+	// came: StoreRefund to the policies that are not dry-run alone (a
+	// dry-run policy counts every request decided), at Now, the grant's
+	// own time, and only to the state the grant was taken from, which
+	// Grant names: if Key was Reset since, or its policies changed, the
+	// store gives nothing back. A Grant of 0 names no state: the store
+	// gives the units back as it can. Policies are those the grant was
+	// decided under, or the key's since.
 	StoreGiveBack
 
 	// StoreDryRun decides N units on Key under its dry-run policies alone,
@@ -166,11 +184,11 @@ func (d decider) Decide(ctx context.Context, ops []storetable.Op) {
 	sops := slices.Grow((*sp)[:0], len(ops))
 	for i := range ops {
 		op := &ops[i]
-		sops = append(sops, StoreOp{Kind: StoreOpKind(op.Kind), Key: op.Key, N: op.N, Policies: sharedPolicies(op.Set), Now: op.Now})
+		sops = append(sops, StoreOp{Kind: StoreOpKind(op.Kind), Key: op.Key, N: op.N, Policies: sharedPolicies(op.Set), Now: op.Now, Grant: op.Grant})
 	}
 	d.store.Decide(ctx, sops)
 	for i := range sops {
-		ops[i].Decision, ops[i].Err = sops[i].Decision, sops[i].Err
+		ops[i].Decision, ops[i].Grant, ops[i].Err = sops[i].Decision, sops[i].Grant, sops[i].Err
 	}
 	clear(sops) // no key, policy or error is kept
 	*sp = sops[:0]

@@ -51,7 +51,7 @@ func TestStoreGoexitWhileLanding(t *testing.T) {
 		t.Run(fmt.Sprint("head left: ", left), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := newHoldStore(clock.Real(), FailLocal, "k")
-				st.kind = StoreAllow
+				st.kind = StoreTurn
 				st.down.Store(true) // FailLocal decides: for the head, the rule ends the goroutine
 				r := routerOn(t, st.memStore, st, Config{Algorithm: "test_store_exit_on_two", Limit: 5, Window: time.Hour, Partitions: 1})
 				ctx, cancel := context.WithCancel(context.Background())
@@ -108,7 +108,7 @@ func TestStoreGoexitWhileLanding(t *testing.T) {
 func TestStoreOneAskPerHead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newHoldStore(clock.Real(), FailClosed, "k")
-		st.kind = StoreAllow
+		st.kind = StoreTurn
 		r := routerOn(t, st.memStore, st, Config{Limit: 1, Window: time.Hour, Partitions: 1})
 		ctx := context.Background()
 		st.holding.Store(false)
@@ -132,7 +132,8 @@ func TestStoreOneAskPerHead(t *testing.T) {
 		}
 		st.mu.Lock()
 		defer st.mu.Unlock()
-		assert.Equal(t, 3, st.byKey["k"][StoreAllow], "the Allow, the head's ask, its ask again")
+		assert.Equal(t, 1, st.byKey["k"][StoreAllow], "the Allow")
+		assert.Equal(t, 2, st.byKey["k"][StoreTurn], "the head's ask, its ask again")
 	})
 }
 

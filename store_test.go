@@ -111,8 +111,12 @@ func (m *memStore) Decide(ctx context.Context, ops []StoreOp) {
 		switch op.Kind {
 		case StoreAllow:
 			op.Err = t.AllowN(op.Key, now, op.N, &op.Decision)
-		case StoreTurn:
+		case StoreTurn: // a turn that must wait takes nothing: given back at once
 			op.Err = t.AllowTurn(op.Key, now, op.N, &op.Decision)
+			if d := &op.Decision; op.Err == nil && d.Allowed && d.Delay > 0 {
+				d.Allowed = false
+				op.Err = t.GiveBack(op.Key, now, op.N)
+			}
 		case StoreGiveBack:
 			op.Err = t.GiveBack(op.Key, now, op.N)
 		case StoreDryRun:
@@ -209,6 +213,7 @@ func TestStoreSameDecisions(t *testing.T) {
 			assert.Zero(t, rs.Keys, "the store holds the keys")
 			assert.Zero(t, rs.StoreErrors)
 			assert.Zero(t, st.kinds[StoreRefund].Load())
+			assert.Zero(t, st.kinds[StoreGiveBack].Load())
 		})
 	}
 }
@@ -482,7 +487,7 @@ func TestStoreCallerLeft(t *testing.T) {
 	assert.True(t, d.Allowed, "nothing was taken: %+v", d)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	assert.Equal(t, map[StoreOpKind]int{StoreAllow: 1, StoreRefund: 1, StorePeek: 1}, st.byKey["k"], "the allow, given back")
+	assert.Equal(t, map[StoreOpKind]int{StoreAllow: 1, StoreGiveBack: 1, StorePeek: 1}, st.byKey["k"], "the allow, given back")
 }
 
 func TestStoreFailModes(t *testing.T) {

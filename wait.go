@@ -21,9 +21,11 @@ func (r *Router) Wait(ctx context.Context, key string) error {
 // waiting happens in the key's partition, on one timer of Config.Clock:
 // no goroutine and no timer is made per caller.
 //
-// If ctx ends before the grant, WaitN returns ctx.Err() and takes nothing,
-// and the callers behind it move up at once; from the moment it returns it
-// counts nowhere (Stats.Waiting, the line, the denials). If ctx has a
+// If ctx ends before the grant, WaitN returns ctx.Err() and takes nothing
+// (with a Store, a turn the store granted as the caller left holds its
+// units until it is given back: see Store), and the callers behind it
+// move up at once; from the moment it returns it counts nowhere
+// (Stats.Waiting, the line, the denials). If ctx has a
 // deadline that the grant would come after, WaitN returns at once, with a
 // denied Decision whose RetryAfter is the wait it would have had (and whose
 // Remaining is what the key has left, 0 if callers wait on it) and an

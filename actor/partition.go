@@ -239,8 +239,9 @@ type inflight struct {
 	ticket *Ticket    // its ticket, if it is a wait's (ring)
 	op     op
 	batch  *[]Item
-	refund int  // a batch's refund mark: the items before it are still to be given back, latest first
-	by     From // where a remote table's grant came from (AllowN's; a batch's are in its items)
+	refund int    // a batch's refund mark: the items before it are still to be given back, latest first
+	by     From   // where a remote table's grant came from (AllowN's; a batch's are in its items)
+	grant  uint64 // with by: the store's name of the state its grant was taken from (Item.Grant)
 }
 
 // Start starts the goroutine of a partition that owns table, reads the time

@@ -212,7 +212,7 @@ func (l *loop) land(tr *trip) (served int) {
 		at := tr.sent[k]
 		f := flightOf(&req)
 		if req.op == opAllow || req.op == opPeek {
-			f.by = tr.items[at].By
+			f.by, f.grant = tr.items[at].By, tr.items[at].Grant
 		}
 		l.inFlight(f)
 		var r reply
@@ -272,7 +272,7 @@ func (l *loop) turnsToCome(items []Item, now time.Duration) (sent bool) {
 			continue
 		}
 		it.D.Allowed = false // first: if the refund ends the goroutine, giveBack passes it by
-		l.refund(it.Key, now, it.N, it.By)
+		l.refund(it.Key, now, it.N, it.By, it.Grant)
 		sent = sent || it.By == FromStore
 	}
 	return sent
@@ -319,7 +319,7 @@ func (l *loop) answerLanding() {
 				l.askNext(ln, c.at)
 			}
 			if it.Err == nil && it.D.Allowed && it.By == FromStore {
-				l.refund(c.item.Key, c.at, c.item.N, it.By)
+				l.refund(c.item.Key, c.at, c.item.N, it.By, it.Grant)
 			}
 		case c.waiter:
 			if !l.waiterLeft(c) {
@@ -327,7 +327,7 @@ func (l *loop) answerLanding() {
 				ring(c.w.ticket)
 			}
 			if c.by == FromStore {
-				l.refund(c.item.Key, c.at, c.w.n, c.by)
+				l.refund(c.item.Key, c.at, c.w.n, c.by, c.grant)
 			}
 		case c.req.reply != nil:
 			select {
@@ -336,11 +336,11 @@ func (l *loop) answerLanding() {
 			}
 			switch {
 			case c.req.op == opAllow && c.r.d.Allowed && c.by == FromStore:
-				l.refund(c.req.key, c.at, c.req.n, c.by)
+				l.refund(c.req.key, c.at, c.req.n, c.by, c.grant)
 			case c.req.op == opTry:
 				for i := range *c.req.batch {
 					if it := &(*c.req.batch)[i]; it.D.Allowed && it.By == FromStore {
-						l.refund(it.Key, c.at, it.N, it.By)
+						l.refund(it.Key, c.at, it.N, it.By, it.Grant)
 					}
 				}
 			}

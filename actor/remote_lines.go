@@ -39,6 +39,7 @@ type chore struct {
 	w      waiter
 	r      reply
 	by     From
+	grant  uint64 // with by: the store's name of the state its grant was taken from (Item.Grant)
 	waiter bool
 }
 
@@ -120,7 +121,7 @@ func (l *loop) heard(c *chore, it *Item) {
 		}
 		if c.waiter {
 			if l.waiterLeft(c) {
-				l.refund(c.item.Key, c.at, c.w.n, c.by)
+				l.refund(c.item.Key, c.at, c.w.n, c.by, c.grant)
 				return
 			}
 			l.fillQuotaMore(c.item.Key, c.at, &c.r.d, c.w.quota, more)
@@ -130,7 +131,7 @@ func (l *loop) heard(c *chore, it *Item) {
 			return
 		}
 		f := flightOf(&c.req)
-		f.by = c.by
+		f.by, f.grant = c.by, c.grant
 		l.inFlight(f)
 		l.fillQuotaMore(c.req.key, c.at, &c.r.d, c.req.quota, more)
 		l.deliver(&c.req, c.at, &c.r)
@@ -152,7 +153,7 @@ func (l *loop) heardHead(c *chore, it *Item) {
 	granted := it.Err == nil && it.D.Allowed
 	if l.waits.lineOf(ln.key) != ln || !ln.asking || ln.asks != c.no { // closed while its head was out: its waiters left
 		if granted {
-			l.refund(ln.key, at, c.item.N, it.By)
+			l.refund(ln.key, at, c.item.N, it.By, it.Grant)
 		}
 		return
 	}
@@ -161,7 +162,7 @@ func (l *loop) heardHead(c *chore, it *Item) {
 	if len(ln.queue) == 0 || ln.queue[0].asked != c.no { // the head left while it was out
 		l.waits.reschedule(ln, at) // the next, at the same instant
 		if granted {
-			l.refund(ln.key, at, c.item.N, it.By)
+			l.refund(ln.key, at, c.item.N, it.By, it.Grant)
 		}
 		return
 	}
@@ -188,7 +189,7 @@ func (l *loop) heardHead(c *chore, it *Item) {
 			l.unpark(ln) // it waits: what came behind its head is served
 		}
 		if giveBack { // leaky_bucket: its turn is to come
-			l.refund(ln.key, at, c.item.N, it.By)
+			l.refund(ln.key, at, c.item.N, it.By, it.Grant)
 		}
 	}
 }
@@ -241,7 +242,7 @@ func (l *loop) grant(ln *line, at time.Duration, it *Item) {
 // quotaChore returns c, for a grant it on key at at, as the peek of one
 // more unit than the grant left.
 func (l *loop) quotaChore(key string, at time.Duration, it *Item, c chore) chore {
-	c.at, c.by = at, it.By
+	c.at, c.by, c.grant = at, it.By, it.Grant
 	c.item = Item{Key: key, N: it.D.Remaining + 1, Op: OpPeek}
 	if it.D.Remaining == math.MaxInt {
 		c.item.N = math.MaxInt // above any capacity: the peek fails, and the wait is 0

@@ -258,7 +258,7 @@ func (l *loop) deliver(req *request, now time.Duration, r *reply) {
 	switch req.op {
 	case opAllow:
 		if r.d.Allowed {
-			l.refund(req.key, now, req.n, l.inflight.by)
+			l.refund(req.key, now, req.n, l.inflight.by, l.inflight.grant)
 		}
 	case opBatch, opTry:
 		l.giveBack(now)
@@ -268,12 +268,12 @@ func (l *loop) deliver(req *request, now time.Duration, r *reply) {
 // refund gives back n units on key, granted at now, to where the grant
 // came from: the table, or for a remote one, its store (through a trip),
 // its local keys, or nowhere.
-func (l *loop) refund(key string, now time.Duration, n int, by From) {
+func (l *loop) refund(key string, now time.Duration, n int, by From, grant uint64) {
 	switch {
 	case l.remote == nil || by == FromLocal:
 		l.decideOne(OpGiveBack, key, n, now)
 	case by == FromStore:
-		l.chores = append(l.chores, chore{at: now, item: Item{Key: key, N: n, Op: OpGiveBack}})
+		l.chores = append(l.chores, chore{at: now, item: Item{Key: key, N: n, Op: OpGiveBack, Grant: grant}})
 	}
 }
 
@@ -287,7 +287,7 @@ func (l *loop) giveBack(now time.Duration) {
 	for l.inflight.refund > 0 {
 		l.inflight.refund--
 		if it := &items[l.inflight.refund]; it.D.Allowed && !it.Gone {
-			l.refund(it.Key, now, it.N, it.By)
+			l.refund(it.Key, now, it.N, it.By, it.Grant)
 		}
 	}
 }

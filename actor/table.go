@@ -208,6 +208,12 @@ type Item struct {
 	// it came from.
 	By From
 
+	// Grant is, for a grant of the store's, the store's name of the state
+	// it was taken from, set by Finish with By: the partition hands it
+	// back with the grant's OpGiveBack, so that the store gives the units
+	// back to that state alone. 0: none.
+	Grant uint64
+
 	// Hashed says that Hash is the table's own hash of Key, set by the
 	// caller (a router, which hashed the key to find its partition) so
 	// that the table need not hash the key again. Any other Hash would
@@ -265,13 +271,17 @@ type PolicyQuota struct {
 // a table's Ahead foresees them by it): granted now if d is allowed with no Delay;
 // otherwise not, and its request is asked again after wait: d's Delay if
 // d is allowed (leaky_bucket: its turn is to come, so the grant is given
-// back, and giveBack says so), else d's RetryAfter.
+// back, and giveBack says so), or if d is denied with no RetryAfter but a
+// Delay (a store's turn that must wait, which takes nothing), else d's
+// RetryAfter.
 func Turn(d *algorithms.Decision) (granted, giveBack bool, wait time.Duration) {
 	switch {
 	case d.Allowed && d.Delay <= 0:
 		return true, false, 0
 	case d.Allowed:
 		return false, true, d.Delay
+	case d.RetryAfter <= 0 && d.Delay > 0:
+		return false, false, d.Delay
 	}
 	return false, false, d.RetryAfter
 }

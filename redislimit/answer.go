@@ -54,7 +54,11 @@ func (s *Store) answer(ops []chanlimit.StoreOp, c call) {
 			continue
 		}
 		if op.Kind != chanlimit.StoreRefund {
-			op.Decision = combine(op.Policies, vals[1:size])
+			op.Decision = combine(op.Policies, vals[2:size])
+			op.Grant = uint64(vals[1])
+			if op.Kind == chanlimit.StoreTurn && op.Decision.Delay > 0 {
+				op.Decision.Allowed = false // its turn is to come: the script took nothing
+			}
 		}
 		vals = vals[size:]
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"time"
@@ -92,7 +93,7 @@ const maxAnswers = 4096
 func answers(op *chanlimit.StoreOp) int {
 	switch op.Kind {
 	case chanlimit.StoreAllow, chanlimit.StorePeek, chanlimit.StoreTurn, chanlimit.StoreDryRun:
-		return 1 + perPolicy*len(op.Policies)
+		return 2 + perPolicy*len(op.Policies) // allowed, the key's generation, then each policy's
 	case chanlimit.StoreRefund:
 		return 1 // 0, or -1 for a corrupt key, which fails it
 	}
@@ -176,6 +177,20 @@ func (s *Store) calls(ops []chanlimit.StoreOp) []call {
 	return calls
 }
 
+// generation returns the generation op carries to the script: for a
+// give-back, its grant's (StoreOp.Grant); for any other request, a number
+// drawn for its key, which the script keeps if the request makes the
+// key's states afresh (a new key, or one Reset since). Drawn at random,
+// from 2^52 (a double holds it exactly), so that no two stores, nor a
+// store before and after a restart, draw the same for one key but by a
+// chance of about one in 2^52.
+func generation(op *chanlimit.StoreOp) uint64 {
+	if op.Kind == chanlimit.StoreGiveBack {
+		return op.Grant
+	}
+	return 1 + rand.Uint64N(1<<52-1)
+}
+
 // build numbers calls, and writes into each the script's arguments: the numbers, packed as little-endian doubles in one string
 // (every one is an integer below 2^53, exact in a double), then the
 // store's id, the call's number and its sets of policies (policyArgs).
@@ -184,7 +199,7 @@ func (s *Store) build(ops []chanlimit.StoreOp, calls []call) {
 	for k := range calls {
 		c := &calls[k]
 		c.seq = first + uint64(k)
-		blob := make([]byte, 0, 8*(7+len(keep)+4*len(c.ops)))
+		blob := make([]byte, 0, 8*(7+len(keep)+5*len(c.ops)))
 		put := func(v float64) { blob = binary.LittleEndian.AppendUint64(blob, math.Float64bits(v)) }
 		put(float64(Grace.Milliseconds()))
 		put(float64(ClockGrace.Milliseconds()))
@@ -219,6 +234,7 @@ func (s *Store) build(ops []chanlimit.StoreOp, calls []call) {
 			put(float64(op.N))
 			put(float64(set + 1))
 			put(float64(now))
+			put(float64(generation(op)))
 		}
 		args[0] = blob
 		c.args = args

@@ -4,7 +4,8 @@
 --
 -- KEYS     one per request: the key's Redis key, a string holding the
 --          states of its policies (field "algorithm|name", numbers
---          {limit, window, capacity, the state's numbers...}) and the
+--          {limit, window, capacity, the state's numbers...}), the key's
+--          own entry (field "@": see META_NUMS) and the
 --          records of calls that changed it (field "#store:call", numbers
 --          {expiry on Redis's clock in ms, the call's number, its
 --          answers...}): a byte
@@ -20,14 +21,20 @@
 --          number; the number of calls below that lowest that Redis may
 --          yet run, then those; then for
 --          each request: kind (1 allow, 2 peek, 3 refund, 4 reset, 5 turn,
---          6 give back, 7 dry run), n, its set (1 for ARGV[4], ...), now
---          in microseconds (-1: Redis's own clock, TIME).
+--          6 give back, 7 dry run), n, its set (1 for ARGV[4], ...), its
+--          own time in microseconds (-1: Redis's own clock, TIME), and a
+--          generation: for a give back, its grant's; for any other, one
+--          drawn for the key, if it makes its states afresh. Each is
+--          decided at the later of its own time and the key's last write,
+--          and tells each wait from its own time.
 --          A dry-run policy decides each allow, peek and granted turn
 --          alone, as if it were the key's only policy, taking if it allows
 --          (not on a peek); the others decide together. A turn is a
---          waiter's: the dry-run policies decide it only if the others
---          grant it with no delay. A give back is a refund to the policies
---          that are not dry-run. A dry run is decided by the dry-run
+--          waiter's: it takes only if the others grant it with no delay,
+--          and only then do the dry-run policies decide it. A give back is a refund to the policies
+--          that are not dry-run, if the key's generation is still the
+--          grant's and its policies have the params it names; else it
+--          gives nothing back. A dry run is decided by the dry-run
 --          policies alone, as an allow is: a request callers waiting on
 --          its key refused.
 --          2: the store's id; 3: the call's number; then the sets of
@@ -50,7 +57,8 @@
 -- the key holds a value
 -- the script did not write (the key is corrupt: its requests fail, the
 -- others are decided), or allowed (by the policies that are not dry-run),
--- then for each policy: allowed, remaining, retry after, reset after,
+-- the key's generation (the one a grant given back names), then for each
+-- policy: allowed, remaining, retry after, reset after,
 -- delay (us), and by how many ns its retry after was rounded up (a
 -- dry-run policy that did not decide says allowed); for a refund, 0;
 -- nothing for a reset or a give back.
@@ -85,12 +93,16 @@ local floor, max, min
 local sub, byte, find, match, rep, format
 local spack, sunpack
 local rcall
+local META_HEAD -- the bytes of a key's own entry before its numbers (see META_NUMS), made by bind
+local META_ZEROS -- its last three numbers, 0, as bytes: made by bind
 
 local function bind()
   floor, max, min = math.floor, math.max, math.min
   sub, byte, find, match, rep, format = string.sub, string.byte, string.find, string.match, string.rep, string.format
   spack, sunpack = struct.pack, struct.unpack
   rcall = redis.call
+  META_HEAD = spack('<Hc0I4', 1, '@', 5)
+  META_ZEROS = rep('\0', 24)
 end
 
 -- floor(a / b) for integers 0 <= a < 2^53, 0 < b.
@@ -679,6 +691,24 @@ end
 -- each a little-endian double). struct packs and unpacks them in C.
 local MARK = '\194' -- 0xC2
 
+-- A key's value holds, after its states, an entry of the key's own,
+-- field "@", numbers {the instant the key was last written at (us), its
+-- generation, 0, 0, 0}. A request is decided at the later of its own time
+-- and that instant, so that a key's time never goes back (a request sent
+-- before another was decided may come after it). The generation is a
+-- number the write that made the key's states afresh drew (the store
+-- sends one with each request), kept while the key holds them: a grant
+-- given back names it, and goes back only to the states it was taken
+-- from, never across a Reset (which drops the entry) or a change of the
+-- key's policies (a write that carries a state over to other params draws
+-- another). Its three zeros make five numbers, so that a script of
+-- v0.2.0, which keeps the states of policies it does not know, keeps it.
+local META_NUMS = 5
+
+local function metaEntry(ts, gen)
+  return spack('<c0ddc0', META_HEAD, ts, gen, META_ZEROS)
+end
+
 -- packNums returns the n first numbers of t as doubles, and unpackNums the k
 -- doubles of blob from pos on, as a table, and the position after them:
 -- by chunks, since Lua moves at most about 8,000 values at once (a log
@@ -763,7 +793,7 @@ end
 
 -- parseNew parses blob, or raises an error if it ends short.
 local function parseNew(blob)
-  local states, records = {}, {}
+  local states, records, meta = {}, {}, nil
   local n, pos = #blob, 2
   while pos <= n do
     local start = pos
@@ -785,6 +815,13 @@ local function parseNew(blob)
       end
       pos = pos + 8 * k
       records[field] = {expiry, sub(blob, start, pos - 1)}
+    elseif field == '@' then -- the key's own: when it was last written, and its generation
+      local t
+      t, pos = unpackNums(blob, pos, k)
+      if k ~= META_NUMS or not whole(t[1]) or not whole(t[2]) then
+        return nil
+      end
+      meta = {ts = t[1], gen = t[2]}
     else
       local t
       t, pos = unpackNums(blob, pos, k)
@@ -794,7 +831,7 @@ local function parseNew(blob)
       states[field] = t
     end
   end
-  return {states = states, records = records}
+  return {states = states, records = records, meta = meta}
 end
 
 -- parse returns the fields of a key's value, blob: states by field, and
@@ -912,7 +949,7 @@ local function value(key)
   local f = fast[key]
   if v == nil and f then -- serveFast's write, as serve keeps it
     local p = f[6][1]
-    v = {states = {[p.field] = {p.limit, p.window, p.cap, f[1], f[2]}}, records = {}, rest = f[3]}
+    v = {states = {[p.field] = {p.limit, p.window, p.cap, f[1], f[2]}}, records = {}, rest = f[3], meta = {ts = f[8], gen = f[9]}}
     vals[key], fast[key] = v, nil
     wrote[key] = {set = f[6], now = 0, grace = f[4], longest = f[5]}
     return v
@@ -1023,11 +1060,13 @@ end
 
 -- fastState reads blob, a key's value (false: none), for serveFast and
 -- decideEveryFast: if it is a value the script wrote holding, first, a
--- state under the set whose bytes start head (set.fast), then records or
--- nothing, it returns true, the state's two numbers (a bucket's used and
--- last, a window's start and count; nil for a key that holds nothing),
--- the records after it that stay, as bytes, and when the last of them
--- expires. For any other value it returns false: serve's.
+-- state under the set whose bytes start head (set.fast), then the key's
+-- own entry (or none, in a value an earlier script wrote), then records
+-- or nothing, it returns true, the state's two numbers (a bucket's used
+-- and last, a window's start and count; nil for a key that holds
+-- nothing), the records after it that stay, as bytes, when the last of
+-- them expires, and the key's last write and generation (nil: none). For
+-- any other value it returns false: serve's.
 local function fastState(blob, head)
   if not blob then
     return true, nil, nil, '', 0
@@ -1039,14 +1078,25 @@ local function fastState(blob, head)
   if not (x >= 0 and x % 1 == 0 and y >= 0 and y % 1 == 0 and x < 9007199254740992 and y < 9007199254740992) then
     return false
   end
-  if #blob == #head + 16 then
-    return true, x, y, '', 0
+  local pos, ts, gen = #head + 17, nil, nil
+  if find(blob, META_HEAD, pos, true) == pos then
+    if #blob < pos + #META_HEAD + 8 * META_NUMS - 1 then
+      return false
+    end
+    ts, gen = sunpack('<dd', blob, pos + #META_HEAD)
+    if not (ts >= 0 and ts % 1 == 0 and gen >= 0 and gen % 1 == 0 and ts < 9007199254740992 and gen < 9007199254740992) then -- whole, written out
+      return false
+    end
+    pos = pos + #META_HEAD + 8 * META_NUMS
   end
-  local rest, latest = keptRecords(blob, #head + 17)
+  if pos > #blob then
+    return true, x, y, '', 0, ts, gen
+  end
+  local rest, latest = keptRecords(blob, pos)
   if not rest then -- another entry than a record follows, or a broken one
     return false
   end
-  return true, x, y, rest, latest
+  return true, x, y, rest, latest, ts, gen
 end
 
 -- fastDecide decides n units at now under p, a bucket or a fixed window
@@ -1063,49 +1113,62 @@ local function fastDecide(p, x, y, now, n)
 end
 
 -- serveFast serves an allow or a peek on key under set, a single bucket
--- or fixed window, whose value holds its state alone, first, then
--- records or nothing (fastState), or which serveFast wrote earlier in
--- this call: as serve would, reading the two numbers of its state in
--- place. It returns nil for any other value, for serve.
-local function serveFast(key, kind, n, set, now)
-  local x, y, rest, latest -- the state's numbers; the records after it that stay, and when the last of them expires
+-- or fixed window, whose value holds its state alone, first, then the
+-- key's own entry, then records or nothing (fastState), or which
+-- serveFast wrote earlier in this call: as serve would, reading the two
+-- numbers of its state in place. It returns nil for any other value, for
+-- serve.
+local function serveFast(key, kind, n, set, now, gen)
+  local x, y, rest, latest, ts, kgen -- the state's numbers; the records after it that stay, and when the last of them expires; the key's last write and generation
   local f = fast[key]
   if f then -- written earlier in this call
-    x, y, rest, latest = f[1], f[2], f[3], f[7]
+    x, y, rest, latest, ts, kgen = f[1], f[2], f[3], f[7], f[8], f[9]
   else
     local ok
-    ok, x, y, rest, latest = fastState(raw[key], set.fast)
+    ok, x, y, rest, latest, ts, kgen = fastState(raw[key], set.fast)
     if not ok then
       return nil
     end
   end
-  local grace
+  local grace, at
   now, grace = requestTime(now)
+  at = now
+  if ts and ts > at then
+    at = ts
+  end
+  local ahead = at - now
   local allowed, remaining, retry, reset, delay, rounded
-  allowed, remaining, retry, reset, delay, rounded, x, y = fastDecide(set[1], x, y, now, n)
+  allowed, remaining, retry, reset, delay, rounded, x, y = fastDecide(set[1], x, y, at, n)
+  if not kgen or x == nil then -- a key without states: a write makes them afresh
+    kgen = gen
+  end
   if allowed and kind == 1 then
     if not fast[key] then
       written[#written + 1] = key
     end
     taking = true
-    fast[key] = {x, y, rest, grace, reset, set, latest}
+    fast[key] = {x, y, rest, grace, reset, set, latest, at, kgen}
   end
   local a = allowed and 1 or 0
   local o = nout
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] = a, a, remaining, retry, reset, delay, rounded
-  nout = o + 7
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7], out[o + 8] =
+    a, kgen, a, remaining, extend(retry, ahead), extend(reset, ahead), extend(delay, ahead), rounded
+  nout = o + 8
   return true -- answered, in out
 end
 
 -- serve serves one request on key, and returns its answer:
 -- nil for a refund or a reset; {-1} if the key holds a value the script
--- did not write; otherwise allowed, then for each policy allowed,
--- remaining, retry after, reset after, delay.
-local function serve(key, kind, n, set, now)
+-- did not write; otherwise allowed, the key's generation, then for each
+-- policy allowed, remaining, retry after, reset after, delay. gen is the
+-- request's: for a give back, the generation of the grant it gives back;
+-- for any other, a number drawn for the key, if it makes its states
+-- afresh.
+local function serve(key, kind, n, set, now, gen)
   local v = value(key)
   if kind == 4 then
-    -- The states go, a corrupt value too; the records stay: they are
-    -- about calls, not the key.
+    -- The states go, a corrupt value too, and the key's own entry; the
+    -- records stay: they are about calls, not the key.
     vals[key] = {states = {}, records = v and v.records or {}, rest = v and v.rest}
     note(key, set, 0, 0, 0)
     return nil
@@ -1113,17 +1176,28 @@ local function serve(key, kind, n, set, now)
   if not v then
     return answering(kind) and {-1} or nil -- a refund finds nothing of its own to give back
   end
-  local grace
+  local grace, at
   now, grace = requestTime(now)
+  at = now -- the instant it is decided at: its own time, or the key's last write if later
+  if v.meta and v.meta.ts > at then
+    at = v.meta.ts
+  end
+  local ahead = at - now
   local ss = {}
+  local changed = false -- a policy's state was kept under other params: the key's policies changed
   for j, p in ipairs(set) do
-    local s = load(p, v.states[p.field], now)
+    local t = v.states[p.field]
+    changed = changed or (t ~= nil and not (t[1] == p.limit and t[2] == p.window and t[3] == p.cap))
+    local s = load(p, t, at)
     if s.fresh then
-      s.last = now -- a fresh bucket is full, whenever it was made
+      s.last = at -- a fresh bucket is full, whenever it was made
     end
     ss[j] = s
   end
 
+  if kind == 6 and gen ~= 0 and (changed or not v.meta or v.meta.gen ~= gen) then
+    return nil -- a grant given back to states it was not taken from: the key was Reset, or its policies changed, since
+  end
   if kind == 3 or kind == 6 then -- refund: a policy without a state is left without one; a grant given back (6) leaves the dry-run ones
     local gave = false
     for j, p in ipairs(set) do
@@ -1132,16 +1206,16 @@ local function serve(key, kind, n, set, now)
         if p.alg <= 3 then
           bucketRefund(p, s, n)
         elseif p.alg == 4 then
-          logRefund(p, s, now, n)
-        elseif p.alg == 5 then -- the current window's units, once rolled on to now
-          local w = roll(p, s, now)
+          logRefund(p, s, at, n)
+        elseif p.alg == 5 then -- the current window's units, once rolled on to at
+          local w = roll(p, s, at)
           if w.cur > 0 then
             s.start, s.prev, s.cur = w.start, w.prev, w.cur - min(n, w.cur)
           end
-        elseif fixedResetAfter(p, s, now) > 0 then -- a window open at now
+        elseif fixedResetAfter(p, s, at) > 0 then -- a window open at at
           s.count = s.count - min(n, s.count)
         end
-        if resetAfter(p, s, now) > 0 then
+        if resetAfter(p, s, at) > 0 then
           v.states[p.field] = pack(p, s)
         else
           v.states[p.field] = nil -- untouched again: no state, as for a key never seen
@@ -1150,8 +1224,9 @@ local function serve(key, kind, n, set, now)
       end
     end
     if gave then
-      note(key, set, now, grace, nil)
+      note(key, set, at, grace, nil)
       taking = true
+      v.meta = {ts = at, gen = (v.meta and not changed) and v.meta.gen or gen}
     end
     if kind == 3 then
       return {0} -- made: a refund is answered, so that one on a corrupt key can fail
@@ -1170,7 +1245,7 @@ local function serve(key, kind, n, set, now)
       ds[j] = {allowed = true, remaining = 0, retry = 0, reset = 0, delay = 0}
     else
       local d = {}
-      decide(p, ss[j], now, n, d)
+      decide(p, ss[j], at, n, d)
       ds[j] = d
       allowed, delay = allowed and d.allowed, max(delay, d.delay)
     end
@@ -1184,40 +1259,46 @@ local function serve(key, kind, n, set, now)
         ds[j] = {allowed = false, remaining = 0, retry = 0, reset = 0, delay = 0} -- it would deny, and takes nothing
       else
         local d = {}
-        decide(p, ss[j], now, n, d)
+        decide(p, ss[j], at, n, d)
         d.take = d.allowed and kind ~= 2
         ds[j] = d
       end
     end
   end
-  local r = {allowed and 1 or 0}
+  -- Last: a key the rules fail on is left as it was.
+  local took, longest = false, 0
   for j, p in ipairs(set) do
     local d = ds[j]
     if not allowed and d.allowed and not p.dry then
       -- A policy that would have allowed reports its state as it is.
       d.remaining = d.remaining + n
-      d.reset = resetAfter(p, ss[j], now)
+      d.reset = resetAfter(p, ss[j], at)
       d.delay = 0
     end
-    r[#r + 1] = d.allowed and 1 or 0
-    r[#r + 1] = d.remaining
-    r[#r + 1] = d.retry
-    r[#r + 1] = d.reset
-    r[#r + 1] = d.delay
-    r[#r + 1] = d.sub or 0
-  end
-  -- Last: a key the rules fail on is left as it was.
-  local took, longest = false, 0
-  for j, p in ipairs(set) do
-    local d = ds[j]
-    if (p.dry and d.take) or (not p.dry and allowed and (kind == 1 or kind == 5)) then
-      v.states[p.field] = pack(p, d.commit)
+    if (p.dry and d.take) or (not p.dry and allowed and (kind == 1 or (kind == 5 and delay == 0))) then
       took, longest = true, max(longest, d.reset)
     end
   end
   if took then
-    note(key, set, now, grace, longest)
+    for j, p in ipairs(set) do
+      local d = ds[j]
+      if (p.dry and d.take) or (not p.dry and allowed and (kind == 1 or (kind == 5 and delay == 0))) then
+        v.states[p.field] = pack(p, d.commit)
+      end
+    end
+    note(key, set, at, grace, longest)
     taking = true
+    v.meta = {ts = at, gen = (v.meta and not changed) and v.meta.gen or gen}
+  end
+  local r = {allowed and 1 or 0, v.meta and v.meta.gen or gen}
+  for j = 1, #set do -- each wait told from the request's own time
+    local d = ds[j]
+    r[#r + 1] = d.allowed and 1 or 0
+    r[#r + 1] = d.remaining
+    r[#r + 1] = extend(d.retry, ahead)
+    r[#r + 1] = extend(d.reset, ahead)
+    r[#r + 1] = extend(d.delay, ahead)
+    r[#r + 1] = d.sub or 0
   end
   return r
 end
@@ -1278,12 +1359,13 @@ local function ttl(px)
 end
 
 -- fastValue returns the value that holds, under set, the state whose
--- numbers are x and y, then rest, records that stay, the last of them
+-- numbers are x and y, then the key's own entry (its last write ts and
+-- generation gen), then rest, records that stay, the last of them
 -- expiring at latest (ms, Redis's clock), and the call's record if this
 -- value is the one to hold it (recordOf); and how long to keep it (ms):
 -- ResetAfter, reset (us), rounded up, and grace after, and as long as the
 -- records it holds may be asked for.
-local function fastValue(set, x, y, rest, latest, grace, reset)
+local function fastValue(set, x, y, rest, latest, grace, reset, ts, gen)
   local ms = reset / 1000
   ms = ms - ms % 1 -- floor, rounded up below: exact, as reset < 2^53
   if ms * 1000 < reset then
@@ -1300,9 +1382,9 @@ local function fastValue(set, x, y, rest, latest, grace, reset)
     end
     -- Made by one pack ('c0': a string whole), with no piece of it a
     -- string of its own, which Redis's Lua would hash.
-    return spack('<c0ddc0Hc0I4ddc0', set.fast, x, y, rest, #record, record, nout + 2, clock + replay, seq, packed), px
+    return spack('<c0ddc0ddc0c0Hc0I4ddc0', set.fast, x, y, META_HEAD, ts, gen, META_ZEROS, rest, #record, record, nout + 2, clock + replay, seq, packed), px
   end
-  return set.fast .. spack('<dd', x, y) .. rest, px
+  return spack('<c0ddc0ddc0c0', set.fast, x, y, META_HEAD, ts, gen, META_ZEROS, rest), px
 end
 
 -- The common case, a call of allows and peeks under sets serveFast
@@ -1315,22 +1397,23 @@ end
 -- numbers each, under sets.
 
 -- decideEveryFast decides the call into out, and returns what
--- storeEveryFast stores: for each request that takes, six numbers (its
+-- storeEveryFast stores: for each request that takes, eight numbers (its
 -- index, its state's two, the latest expiry of the records that stay
--- after it, its grace, its ResetAfter), their count, and those records by
--- the request's index, where there are any. It returns nil for any other
--- call, for decideCall to serve request by request, having changed
--- nothing but out and takes, which it sets again.
+-- after it, its grace, its ResetAfter, the instant it was decided at, the
+-- key's generation), their count, and those records by the request's
+-- index, where there are any. It returns nil for any other call, for
+-- decideCall to serve request by request, having changed nothing but out
+-- and takes, which it sets again.
 local function decideEveryFast(KEYS, args, a, sets)
   local nt, rests = 0, nil
   local o = 1 -- out's length
   for i = 1, #KEYS do
-    local b = a + (i - 1) * 4
-    local kind, n, set, now = args[b], args[b + 1], sets[args[b + 2]], args[b + 3]
+    local b = a + (i - 1) * 5
+    local kind, n, set, now, gen = args[b], args[b + 1], sets[args[b + 2]], args[b + 3], args[b + 4]
     if kind > 2 or not set.fast then
       return nil
     end
-    local ok, x, y, rest, latest = fastState(got[i], set.fast)
+    local ok, x, y, rest, latest, ts, kgen = fastState(got[i], set.fast)
     if not ok then
       return nil
     end
@@ -1342,20 +1425,32 @@ local function decideEveryFast(KEYS, args, a, sets)
     if now < 0 then -- requestTime
       now, grace = redisNow or timeNow(), ownGrace
     end
+    local at = now -- the instant it is decided at: its own time, or the key's last write if later
+    if ts and ts > at then
+      at = ts
+    end
+    if not kgen or x == nil then
+      kgen = gen
+    end
     local p = set[1]
     local allowed, remaining, retry, reset, delay, rounded
     if p.alg <= 3 then -- fastDecide
-      allowed, remaining, retry, reset, delay, rounded, x, y = bucketDecision(p, x or 0, y or now, now, n)
+      allowed, remaining, retry, reset, delay, rounded, x, y = bucketDecision(p, x or 0, y or at, at, n)
     else
-      allowed, remaining, retry, reset, x, y = fixedDecision(p, x or 0, y or 0, now, n)
+      allowed, remaining, retry, reset, x, y = fixedDecision(p, x or 0, y or 0, at, n)
       delay, rounded = 0, 0
     end
-    local v = allowed and 1 or 0
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] = v, v, remaining, retry, reset, delay, rounded
-    o = o + 7
+    local v, ahead = allowed and 1 or 0, at - now
+    if ahead == 0 then
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7], out[o + 8] = v, kgen, v, remaining, retry, reset, delay, rounded
+    else -- each wait told from the request's own time
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7], out[o + 8] =
+        v, kgen, v, remaining, extend(retry, ahead), extend(reset, ahead), extend(delay, ahead), rounded
+    end
+    o = o + 8
     if allowed and kind == 1 then
-      takes[nt + 1], takes[nt + 2], takes[nt + 3], takes[nt + 4], takes[nt + 5], takes[nt + 6] = i, x, y, latest, grace, reset
-      nt = nt + 6
+      takes[nt + 1], takes[nt + 2], takes[nt + 3], takes[nt + 4], takes[nt + 5], takes[nt + 6], takes[nt + 7], takes[nt + 8] = i, x, y, latest, grace, reset, at, kgen
+      nt = nt + 8
     end
   end
   nout = o
@@ -1372,9 +1467,9 @@ local function storeEveryFast(KEYS, args, a, sets, takes, nt, rests)
   packed = packNums(out, nout)
   clockMs()
   recorded = false
-  for k = 1, nt, 6 do
+  for k = 1, nt, 8 do
     local i = takes[k]
-    local value, px = fastValue(sets[args[a + (i - 1) * 4 + 2]], takes[k + 1], takes[k + 2], rests and rests[i] or '', takes[k + 3], takes[k + 4], takes[k + 5])
+    local value, px = fastValue(sets[args[a + (i - 1) * 5 + 2]], takes[k + 1], takes[k + 2], rests and rests[i] or '', takes[k + 3], takes[k + 4], takes[k + 5], takes[k + 6], takes[k + 7])
     rcall('PSETEX', KEYS[i], ttl(px), value)
   end
   return packed
@@ -1461,19 +1556,19 @@ local function decideCall(KEYS, ARGV)
 
   local decides = false -- an op of the call is not a reset
   for i = 1, #KEYS do
-    local b = a + (i - 1) * 4
+    local b = a + (i - 1) * 5
     local kind = args[b]
     if kind ~= 4 then
       decides = true
     end
-    local key, n, set, now = KEYS[i], args[b + 1], sets[args[b + 2]], args[b + 3]
+    local key, n, set, now, gen = KEYS[i], args[b + 1], sets[args[b + 2]], args[b + 3], args[b + 4]
     local ok, r = false, nil
     if kind <= 2 and set.fast and vals[key] == nil and (not fast[key] or fast[key][6] == set) then
-      ok, r = pcall(serveFast, key, kind, n, set, now) -- nil: a value serveFast leaves to serve
+      ok, r = pcall(serveFast, key, kind, n, set, now, gen) -- nil: a value serveFast leaves to serve
       fastFailed = fastFailed or not ok
     end
     if not (ok and r) then
-      ok, r = pcall(serve, key, kind, n, set, now)
+      ok, r = pcall(serve, key, kind, n, set, now, gen)
     end
     if not ok then -- the key's value made the rules fail: it is corrupt
       r = answering(kind) and {-1} or nil
@@ -1513,7 +1608,7 @@ local function decideCall(KEYS, ARGV)
   for _, key in ipairs(written) do
     local f = fast[key]
     if f then -- serveFast's: its state, then the records that stay, as bytes
-      local value, px = fastValue(f[6], f[1], f[2], f[3], f[7], f[4], f[5])
+      local value, px = fastValue(f[6], f[1], f[2], f[3], f[7], f[4], f[5], f[8], f[9])
       rcall('PSETEX', key, ttl(px), value)
     end
     local v, w = vals[key], wrote[key]
@@ -1544,6 +1639,9 @@ local function decideCall(KEYS, ARGV)
             states = states + 1
           end
         end
+      end
+      if v.meta then -- after the states, as fastState reads it
+        parts[#parts + 1] = metaEntry(v.meta.ts, v.meta.gen)
       end
       for name, r in pairs(v.records) do
         if keeps(name, r) then

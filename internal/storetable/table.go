@@ -33,6 +33,7 @@ type Op struct {
 	Set      *keytable.Set
 	Now      time.Time
 	Decision algorithms.Decision
+	Grant    uint64 // chanlimit.StoreOp's
 	Err      error
 }
 
@@ -143,7 +144,7 @@ func (t *Table) Prepare(items []keytable.Item, now time.Duration) keytable.Trip 
 			switch {
 			case it.Op == keytable.OpPeek:
 				op.Kind = Peek
-			case it.Op == keytable.OpTurn && set.HasDryRun(): // without one, a turn is an allow
+			case it.Op == keytable.OpTurn:
 				op.Kind = Turn
 			default:
 				op.Kind = Allow
@@ -153,10 +154,7 @@ func (t *Table) Prepare(items []keytable.Item, now time.Duration) keytable.Trip 
 		case keytable.OpRefund:
 			op.Kind = Refund
 		case keytable.OpGiveBack:
-			op.Kind = Refund
-			if set.HasDryRun() { // without one, a grant given back is a refund
-				op.Kind = GiveBack
-			}
+			op.Kind, op.Grant = GiveBack, it.Grant
 		case keytable.OpDryRun:
 			op.Kind = DryRun
 		case keytable.OpDryPeek:
@@ -200,7 +198,7 @@ func (t *Table) Finish(trip keytable.Trip, items []keytable.Item, now time.Durat
 			}
 			continue
 		}
-		it.D, it.Err, it.By = op.Decision, nil, keytable.FromStore
+		it.D, it.Err, it.By, it.Grant = op.Decision, nil, keytable.FromStore, op.Grant
 		if op.Kind == Reset {
 			t.local.Reset(it.Key) // its local state, if FailLocal decided on it
 		}
