@@ -1,0 +1,893 @@
+package lincheck
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/algorithms"
+)
+
+// The sequential specification: one key of a router, as a router that
+// serves one call at a time answers it (DESIGN.md, "Semantics"). Its
+// state is the key's policies' states, the fake clock's reading, the
+// key's line of waiters, and, through a Store, what the store keeps of
+// time and of the grants of callers who left.
+//
+// In memory, every call is decided at the clock's reading where it is
+// linearized, but a waiter, which is granted at the instant its turn
+// comes (its line's own schedule, the first instant its request is
+// allowed with no Delay); a line that is due is served before anything
+// after it, but a waiter's leaving, which is let go first. A call whose
+// caller left took nothing: it was never decided, or decided and given
+// back at once (its dry-run policies keep what they took).
+//
+// Through a Store, each request carries its own time: the router's
+// reading of the clock when it sent it, or for a waiter's turn the
+// instant its line was due (Input.Times holds the candidates); the
+// clock's moves are no operations of the store's, and the checker leaves
+// them out. The store decides a request at the later of its own time and
+// the latest time a write decided the key at (a grant, a refund, a
+// dry-run policy's take; a Peek or a denial writes nothing, so a request
+// sent earlier may be decided after it, at its own time), and tells each
+// wait from the request's own time, rounded up to the microsecond. A
+// waiter's turn takes only if it is granted. A caller who left before its
+// answer counts as decided or not; if granted, its units are held until
+// its give-back (an operation of its own, GiveBack) lands, which gives
+// them back only to the state the grant was taken from, never across a
+// Reset; under faults (Options.Lossy) it may never land. A call that
+// failed counts as decided or not. Lines are their router's own: a
+// Workload has a router whose callers wait asked nothing its line would
+// refuse, and the model does not state them.
+
+// Kind is what an operation is.
+type Kind uint8
+
+const (
+	Advance  Kind = iota + 1 // the fake clock moved to At
+	Allow                    // AllowN(Key, N)
+	Peek                     // Peek(Key, N)
+	Refund                   // Refund(Key, N)
+	Reset                    // Reset(Key)
+	Batch                    // AllowBatch's items on Key, N units each of Ns
+	Join                     // WaitN call ID joins Key's line (in memory)
+	Done                     // WaitN call ID's outcome (in memory)
+	Wait                     // WaitN(Key, N), call ID, through a Store: granted at its turn
+	GiveBack                 // the give-back of caller ID's grant, who left (through a Store)
+)
+
+var kindNames = [...]string{"?", "Advance", "AllowN", "Peek", "Refund", "Reset", "Batch", "Join", "Done", "WaitN", "GiveBack"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Input is an operation's call.
+type Input struct {
+	Kind   Kind
+	Key    string
+	N      int
+	Ns     []int // Batch
+	ID     int   // the call's number: a WaitN's (Join, Done, Wait), or a leaver's (Allow, GiveBack)
+	Router int   // the router it went to
+	At     time.Duration
+
+	// Times are, through a Store, the own times the call may have been
+	// sent with (see History.Operations).
+	Times []time.Duration
+}
+
+// Outcome is how a call ended.
+type Outcome uint8
+
+const (
+	Answered Outcome = iota // it returned its answer
+	Left                    // its ctx ended before the answer came
+	Unknown                 // it failed with an error whose effect is unknown (ErrStoreUnavailable)
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Answered:
+		return "answered"
+	case Left:
+		return "left"
+	}
+	return "unknown"
+}
+
+// Output is an operation's return.
+type Output struct {
+	Outcome Outcome
+	D       chanlimit.Decision   // Allow, Peek, Done, Wait
+	Ds      []chanlimit.Decision // Batch
+	Err     error                // the call's error, for the story
+}
+
+// Model is the specification of one key under policies.
+type Model struct {
+	policies []chanlimit.Policy
+	rules    []rule
+	enforced []int // the policies that are not dry-run, in order
+	dry      []int // the dry-run ones
+	store    bool
+	lossy    bool
+}
+
+// Options say which specification a Model is.
+type Options struct {
+	// Store: a router with a Store (FailClosed): its requests' own
+	// times, whole microseconds, leavers held until their give-back.
+	Store bool
+
+	// Lossy: a give-back may never land (the store did not answer it).
+	Lossy bool
+}
+
+// NewModel returns the specification of a key under policies, valid and of
+// the built-in algorithms.
+func NewModel(policies []chanlimit.Policy, opts Options) (*Model, error) {
+	m := &Model{policies: slices.Clone(policies), store: opts.Store, lossy: opts.Lossy}
+	for j, p := range policies {
+		r, err := ruleOf(p)
+		if err != nil {
+			return nil, err
+		}
+		m.rules = append(m.rules, r)
+		if p.DryRun {
+			m.dry = append(m.dry, j)
+		} else {
+			m.enforced = append(m.enforced, j)
+		}
+	}
+	return m, nil
+}
+
+// state is a key's, as the specification has it. A state is never
+// changed once made (next copies it): the checker keeps them.
+type state struct {
+	now   time.Duration // the fake clock's reading
+	ss    []saved       // each policy's state
+	ts    time.Duration // Store: the latest time a write decided the key at; -1: none
+	gen   int           // Resets so far
+	from  time.Duration // in memory: the instant the line's head is asked from
+	waits []wait        // in memory: WaitN calls that joined, oldest first; granted ones until Done
+	never []int         // in memory: WaitN calls, cancelled, that never joined
+	held  []held        // Store: grants of callers who left, until given back
+	left  []int         // Store: callers who left, decided (or not), whose GiveBack is to come
+	id    string        // the state, written out: equal states have equal ids
+	hash  uint64        // id's
+}
+
+type wait struct {
+	id, n   int
+	granted bool
+	d       algorithms.Decision
+
+	// What its call returned, known from the history: Done must find it,
+	// so a grant that differs, or any grant of a call that left, is a
+	// dead end at once (which spares the checker the search of every
+	// order of the calls until its Done).
+	want algorithms.Decision
+	left bool
+}
+
+type held struct {
+	id, n, gen int
+	own        time.Duration // the request's own time, which its give-back is sent with
+}
+
+func (m *Model) init() *state {
+	s := &state{ss: make([]saved, len(m.rules)), ts: -1}
+	s.seal()
+	return s
+}
+
+// next returns a copy of s to change.
+func (s *state) next() *state {
+	c := *s
+	c.ss = slices.Clone(s.ss)
+	c.waits = slices.Clone(s.waits)
+	c.never = slices.Clone(s.never)
+	c.held = slices.Clone(s.held)
+	c.left = slices.Clone(s.left)
+	c.id, c.hash = "", 0
+	return &c
+}
+
+// seal writes s's id and its hash, once it is made: the search compares
+// and hashes states by the million, so the id is bytes, not text.
+func (s *state) seal() *state {
+	b := make([]byte, 0, 64)
+	b = binary.AppendVarint(b, int64(s.now))
+	b = binary.AppendVarint(b, int64(s.ts))
+	b = binary.AppendVarint(b, int64(s.gen))
+	b = binary.AppendVarint(b, int64(s.from))
+	for _, st := range s.ss {
+		b = binary.AppendVarint(b, int64(st.at))
+		b = binary.AppendUvarint(b, uint64(len(st.bytes)))
+		b = append(b, st.bytes...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(s.waits)))
+	for _, w := range s.waits {
+		// want and left are the call's own, known from its id.
+		b = binary.AppendVarint(b, int64(w.id))
+		b = binary.AppendVarint(b, int64(w.n))
+		if w.granted {
+			b = appendDecision(append(b, 1), w.d)
+		} else {
+			b = append(b, 0)
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(s.never)))
+	for _, id := range s.never {
+		b = binary.AppendVarint(b, int64(id))
+	}
+	b = binary.AppendUvarint(b, uint64(len(s.held)))
+	for _, h := range s.held {
+		b = binary.AppendVarint(b, int64(h.id))
+		b = binary.AppendVarint(b, int64(h.n))
+		b = binary.AppendVarint(b, int64(h.gen))
+		b = binary.AppendVarint(b, int64(h.own))
+	}
+	b = binary.AppendUvarint(b, uint64(len(s.left)))
+	for _, id := range s.left {
+		b = binary.AppendVarint(b, int64(id))
+	}
+	s.id = string(b)
+	h := fnv.New64a()
+	h.Write(b)
+	s.hash = h.Sum64()
+	return s
+}
+
+func appendDecision(b []byte, d algorithms.Decision) []byte {
+	var flags byte
+	if d.Allowed {
+		flags |= 1
+	}
+	if d.WouldDeny {
+		flags |= 2
+	}
+	b = append(b, flags)
+	for _, v := range []int64{int64(d.Limit), int64(d.Remaining), int64(d.RetryAfter), int64(d.ResetAfter), int64(d.Delay)} {
+		b = binary.AppendVarint(b, v)
+	}
+	b = binary.AppendUvarint(b, uint64(len(d.Policy)))
+	return append(b, d.Policy...)
+}
+
+// String writes s out, as the story tells it.
+func (s *state) String() string {
+	var b strings.Builder
+	if s.now != 0 {
+		fmt.Fprintf(&b, "clock %v; ", s.now)
+	}
+	if s.ts >= 0 {
+		fmt.Fprintf(&b, "written at %v; ", s.ts)
+	}
+	fmt.Fprintf(&b, "Resets %d; policies:", s.gen)
+	for _, st := range s.ss {
+		if st.bytes == "" {
+			b.WriteString(" untouched")
+		} else {
+			fmt.Fprintf(&b, " [%x at %v]", st.bytes, st.at)
+		}
+	}
+	if len(s.waits) > 0 {
+		fmt.Fprintf(&b, "; line from %v:", s.from)
+		for _, w := range s.waits {
+			fmt.Fprintf(&b, " #%d(%d", w.id, w.n)
+			if w.granted {
+				b.WriteString(" granted")
+			}
+			b.WriteString(")")
+		}
+	}
+	if len(s.never) > 0 {
+		fmt.Fprintf(&b, "; never joined %v", s.never)
+	}
+	for _, h := range s.held {
+		fmt.Fprintf(&b, "; #%d holds %d (sent at %v, after %d Resets)", h.id, h.n, h.own, h.gen)
+	}
+	if len(s.left) > 0 {
+		fmt.Fprintf(&b, "; give-backs to come %v", s.left)
+	}
+	return b.String()
+}
+
+// Deciding a request on a key, at an instant: its enforced policies
+// together, its dry-run ones each alone.
+
+type mode uint8
+
+const (
+	modeAllow   mode = iota // AllowN: the enforced take if all allow; each dry-run one takes if it allows
+	modePeek                // Peek: nothing taken
+	modeTurn                // a waiter's turn: granted only with no Delay, and then the dry-run ones decide and take
+	modeLine                // the line foreseen: the enforced alone, taking
+	modeAsk                 // a line's head asked: the enforced alone, taking nothing
+	modeDry                 // a request a line refused: the dry-run ones alone, taking
+	modeDryPeek             // a Peek a line refused: the dry-run ones alone
+)
+
+// decide decides n units on ss at now as mode says, and returns the
+// decision and the states after (ss itself if nothing changed).
+func (m *Model) decide(ss []saved, now time.Duration, n int, md mode) (algorithms.Decision, []saved) {
+	var d algorithms.Decision
+	out := ss
+	changed := func() {
+		if &out[0] == &ss[0] {
+			out = slices.Clone(ss)
+		}
+	}
+	if md != modeDry && md != modeDryPeek {
+		var buf [4]algorithms.Decision
+		ds := buf[:0]
+		if len(m.enforced) > len(buf) {
+			ds = make([]algorithms.Decision, 0, len(m.enforced))
+		}
+		ds = ds[:len(m.enforced)]
+		allowed := true
+		for k, j := range m.enforced {
+			ds[k], _ = m.rules[j].decide(ss[j], now, n, false)
+			ds[k].Policy = m.policies[j].Name
+			allowed = allowed && ds[k].Allowed
+		}
+		if !allowed {
+			// A policy that would have allowed reports its state as it is.
+			for k, j := range m.enforced {
+				if ds[k].Allowed && len(ds) > 1 {
+					ds[k].Remaining += n
+					ds[k].ResetAfter = m.rules[j].resetAfter(ss[j], now)
+				}
+			}
+		}
+		d = combine(ds)
+		take := allowed && (md == modeAllow || md == modeLine || (md == modeTurn && d.Delay == 0))
+		if md == modeAsk {
+			return d, out
+		}
+		if take {
+			changed()
+			for _, j := range m.enforced {
+				var e algorithms.Decision
+				e, out[j] = m.rules[j].decide(out[j], now, n, true)
+				if !e.Allowed {
+					panic("lincheck: a rule denied what its peek allowed")
+				}
+			}
+		}
+		if md == modeLine || md == modeTurn && !(allowed && d.Delay == 0) {
+			return d, out
+		}
+	}
+	take := md == modeAllow || md == modeTurn || md == modeDry
+	for _, j := range m.dry {
+		if n > m.rules[j].capacity() {
+			d.WouldDeny = true
+			continue
+		}
+		e, st := m.rules[j].decide(out[j], now, n, take)
+		if !e.Allowed {
+			d.WouldDeny = true
+		} else if take {
+			changed()
+			out[j] = st
+		}
+	}
+	return d, out
+}
+
+// combine is the decision of the enforced policies, each of whose
+// decisions is in ds, named: allowed if all allow; Remaining the least,
+// ResetAfter the most, Delay the most if allowed; RetryAfter the longest
+// wait of those that deny; the deciding policy the denying one with the
+// longest wait, or the one with the fewest Remaining, the first on a tie.
+func combine(ds []algorithms.Decision) algorithms.Decision {
+	if len(ds) == 0 {
+		return algorithms.Decision{Allowed: true}
+	}
+	allowed := true
+	for _, e := range ds {
+		allowed = allowed && e.Allowed
+	}
+	d := algorithms.Decision{Allowed: allowed, Remaining: ds[0].Remaining}
+	by := -1
+	for i, e := range ds {
+		d.Remaining = min(d.Remaining, e.Remaining)
+		d.ResetAfter = max(d.ResetAfter, e.ResetAfter)
+		if allowed {
+			d.Delay = max(d.Delay, e.Delay)
+			if by < 0 || e.Remaining < ds[by].Remaining {
+				by = i
+			}
+		} else if !e.Allowed && (by < 0 || e.RetryAfter > ds[by].RetryAfter) {
+			by = i
+		}
+	}
+	if !allowed {
+		d.RetryAfter = ds[by].RetryAfter
+	}
+	d.Limit, d.Policy = ds[by].Limit, ds[by].Policy
+	return d
+}
+
+// enforcedResetAfter is the time from now until the enforced policies'
+// states are untouched.
+func (m *Model) enforcedResetAfter(ss []saved, now time.Duration) time.Duration {
+	var wait time.Duration
+	for _, j := range m.enforced {
+		wait = max(wait, m.rules[j].resetAfter(ss[j], now))
+	}
+	return wait
+}
+
+// maxAsks bounds the asks of a waiter's turn, as a partition's does.
+const maxAsks = 8
+
+// turnAt returns the first instant from from on at which a turn for n on
+// ss is granted (leaky_bucket: with no Delay), as a line finds it: ask,
+// and ask again after the wait told.
+func (m *Model) turnAt(ss []saved, from time.Duration, n int) (time.Duration, bool) {
+	asks, ok := m.asks(ss, from, n)
+	if !ok {
+		return 0, false
+	}
+	return asks[len(asks)-1], true
+}
+
+// asks returns the instants a line asks about a turn for n on ss from
+// from on, the last the one it is granted at.
+func (m *Model) asks(ss []saved, from time.Duration, n int) ([]time.Duration, bool) {
+	at := from
+	var asks []time.Duration
+	for range maxAsks {
+		asks = append(asks, at)
+		d, _ := m.decide(ss, at, n, modeAsk)
+		switch {
+		case d.Allowed && d.Delay == 0:
+			return asks, true
+		case d.Allowed:
+			at += d.Delay
+		default:
+			at += max(d.RetryAfter, 1)
+		}
+	}
+	return nil, false
+}
+
+// The line of waiters, in memory.
+
+// head returns the index of s's line's head, the oldest wait not
+// granted, or -1.
+func (s *state) head() int {
+	return slices.IndexFunc(s.waits, func(w wait) bool { return !w.granted })
+}
+
+// serveDue grants the heads of s's line whose turn has come by s.now, each
+// at its instant, and returns s itself if none has.
+func (m *Model) serveDue(s *state) (*state, bool) {
+	out := s
+	for {
+		h := out.head()
+		if h < 0 {
+			return out, true
+		}
+		w := out.waits[h]
+		at, ok := m.turnAt(out.ss, out.from, w.n)
+		if !ok {
+			return nil, false // a rule no line could serve: no step
+		}
+		if at > out.now {
+			return out, true
+		}
+		if out == s {
+			out = s.next()
+		}
+		var d algorithms.Decision
+		d, out.ss = m.decide(out.ss, at, w.n, modeTurn)
+		if w.left || d != w.want {
+			return nil, false // its Done cannot follow
+		}
+		out.waits[h].granted, out.waits[h].d = true, d
+		out.from = at
+	}
+}
+
+// lineDenial returns the answer to a request of n units that s's line
+// refuses (no barging): denied, with the wait it would have in the line
+// (the line granted in turn, then it), the time until the key is
+// untouched once those ahead are granted, the Limit and Policy of the
+// request alone, and nothing left.
+func (m *Model) lineDenial(s *state, n int) (algorithms.Decision, bool) {
+	alone, _ := m.decide(s.ss, s.now, n, modePeek)
+	ss := s.ss
+	at := s.now
+	free := at + m.enforcedResetAfter(ss, at)
+	var ns []int
+	for _, w := range s.waits {
+		if !w.granted {
+			ns = append(ns, w.n)
+		}
+	}
+	ns = append(ns, n)
+	for k, wn := range ns {
+		var ok bool
+		if at, ok = m.turnAt(ss, at, wn); !ok {
+			return algorithms.Decision{}, false
+		}
+		var d algorithms.Decision
+		d, ss = m.decide(ss, at, wn, modeLine)
+		if k < len(ns)-1 {
+			free = at + d.ResetAfter
+		}
+	}
+	return algorithms.Decision{
+		Limit:      alone.Limit,
+		RetryAfter: max(at-s.now, 1),
+		ResetAfter: max(free-s.now, 0),
+		Policy:     alone.Policy,
+	}, true
+}
+
+// Step returns the states s may be in after the operation in/out, none if
+// it cannot be linearized at s.
+func (m *Model) Step(s *state, in Input, out Output) []*state {
+	if in.Kind == Advance {
+		if in.At < s.now {
+			return nil
+		}
+		c := s.next()
+		c.now = in.At
+		return []*state{c.seal()}
+	}
+	if !m.store {
+		if in.Kind == Done && out.Outcome == Left {
+			// A caller who leaves is let go before the line is served,
+			// even if its own turn is due.
+			return m.stepMemory(s, in, out)
+		}
+		s, ok := m.serveDue(s)
+		if !ok {
+			return nil
+		}
+		return m.stepMemory(s, in, out)
+	}
+	return m.stepStore(s, in, out)
+}
+
+// stepMemory is Step in memory, once the line due is served.
+func (m *Model) stepMemory(s *state, in Input, out Output) []*state {
+	lined := s.head() >= 0
+	switch in.Kind {
+	case Allow, Peek:
+		var d algorithms.Decision
+		var ss []saved
+		if lined {
+			var ok bool
+			if d, ok = m.lineDenial(s, in.N); !ok {
+				return nil
+			}
+			md := modeDry
+			if in.Kind == Peek {
+				md = modeDryPeek
+			}
+			e, after := m.decide(s.ss, s.now, in.N, md)
+			d.WouldDeny, ss = e.WouldDeny, after
+		} else {
+			md := modeAllow
+			if in.Kind == Peek {
+				md = modePeek
+			}
+			d, ss = m.decide(s.ss, s.now, in.N, md)
+		}
+		switch out.Outcome {
+		case Answered:
+			if d != out.D {
+				return nil
+			}
+			return m.with(s, ss)
+		case Left: // decided and given back (the dry-run policies keep theirs), or never decided
+			if in.Kind == Allow && d.Allowed {
+				ss = m.dryOnly(s.ss, ss)
+			}
+			return append(m.with(s, ss), s)
+		}
+		return nil
+	case Refund, Reset:
+		c := s.next()
+		if in.Kind == Reset {
+			clear(c.ss)
+			c.gen++
+		} else {
+			for j, r := range m.rules {
+				c.ss[j] = r.refund(c.ss[j], c.now, in.N)
+			}
+		}
+		if lined {
+			c.from = c.now // its head may be granted now
+		}
+		c.seal()
+		if out.Outcome == Answered {
+			return []*state{c}
+		}
+		return []*state{c, s}
+	case Batch:
+		ss := s.ss
+		ds := make([]algorithms.Decision, len(in.Ns))
+		for i, n := range in.Ns {
+			ds[i], ss = m.batchItem(s, ss, n, lined)
+			if ds[i] == (algorithms.Decision{}) {
+				return nil
+			}
+		}
+		if out.Outcome == Answered {
+			if !slices.Equal(ds, out.Ds) {
+				return nil
+			}
+			return m.with(s, ss)
+		}
+		return append(m.with(s, m.dryOnly(s.ss, ss)), s) // given back, latest first: the dry-run policies keep theirs
+	case Join:
+		var next []*state
+		if out.Outcome != Answered { // a cancelled call may never have reached the line
+			c := s.next()
+			c.never = append(c.never, in.ID)
+			slices.Sort(c.never)
+			next = append(next, c.seal())
+		}
+		c := s.next()
+		w := wait{id: in.ID, n: in.N, want: out.D, left: out.Outcome != Answered}
+		if !lined {
+			if d, ss := m.decide(s.ss, s.now, in.N, modeTurn); d.Allowed && d.Delay == 0 {
+				if w.left || d != w.want {
+					return next // granted at once: not what its call returned
+				}
+				c.ss, w.granted, w.d = ss, true, d
+			} else {
+				c.from = s.now
+			}
+		}
+		c.waits = append(c.waits, w)
+		return append(next, c.seal())
+	case Done:
+		if out.Outcome == Answered {
+			k := slices.IndexFunc(s.waits, func(w wait) bool { return w.id == in.ID && w.granted })
+			if k < 0 || s.waits[k].d != out.D {
+				return nil
+			}
+			c := s.next()
+			c.waits = slices.Delete(c.waits, k, k+1)
+			return []*state{c.seal()}
+		}
+		if k := slices.Index(s.never, in.ID); k >= 0 {
+			c := s.next()
+			c.never = slices.Delete(c.never, k, k+1)
+			return []*state{c.seal()}
+		}
+		k := slices.IndexFunc(s.waits, func(w wait) bool { return w.id == in.ID })
+		if k < 0 || s.waits[k].granted {
+			return nil // a waiter granted returns its grant
+		}
+		if k != s.head() {
+			c := s.next()
+			c.waits = slices.Delete(c.waits, k, k+1)
+			return []*state{c.seal()}
+		}
+		// The head left: the next is asked at once, or at the instant
+		// the head was to be asked next, if that has passed: one of the
+		// instants its line asks at (the first after the line was last
+		// served, or the one it was set due at since, unserved yet).
+		asks, ok := m.asks(s.ss, s.from, s.waits[k].n)
+		if !ok {
+			return nil
+		}
+		var next []*state
+		for _, at := range asks {
+			c := s.next()
+			c.waits = slices.Delete(c.waits, k, k+1)
+			c.from = min(at, c.now)
+			next = append(next, c.seal())
+		}
+		return next
+	}
+	return nil
+}
+
+// batchItem decides one item of a batch, n units, on ss at s.now, as in
+// line if lined. A zero Decision says it could not.
+func (m *Model) batchItem(s *state, ss []saved, n int, lined bool) (algorithms.Decision, []saved) {
+	if !lined {
+		return m.decide(ss, s.now, n, modeAllow)
+	}
+	d, ok := m.lineDenial(s, n)
+	if !ok {
+		return algorithms.Decision{}, nil
+	}
+	e, after := m.decide(ss, s.now, n, modeDry)
+	d.WouldDeny = e.WouldDeny
+	return d, after
+}
+
+// dryOnly returns before with the dry-run policies' states of after.
+func (m *Model) dryOnly(before, after []saved) []saved {
+	if len(m.dry) == 0 {
+		return before
+	}
+	out := slices.Clone(before)
+	for _, j := range m.dry {
+		out[j] = after[j]
+	}
+	return out
+}
+
+// with returns s with the policies' states ss.
+func (m *Model) with(s *state, ss []saved) []*state {
+	if slices.Equal(ss, s.ss) {
+		return []*state{s}
+	}
+	c := s.next()
+	c.ss = ss
+	return []*state{c.seal()}
+}
+
+// Through a Store.
+
+// owns returns the own times in may have been sent with.
+func owns(in Input) []time.Duration { return in.Times }
+
+// at returns the instant a request of own time own is decided at, at s.
+func (s *state) at(own time.Duration) time.Duration { return max(own, s.ts) }
+
+// report returns d, decided at at for a request of own time own, as the
+// store answers it: each wait told from own, rounded up to the next
+// microsecond.
+func report(d algorithms.Decision, own, at time.Duration) algorithms.Decision {
+	ahead := at - own
+	for _, w := range []*time.Duration{&d.RetryAfter, &d.ResetAfter, &d.Delay} {
+		if *w > 0 {
+			*w = ceilMicro(*w + ahead)
+		}
+	}
+	return d
+}
+
+func ceilMicro(d time.Duration) time.Duration {
+	return (d + time.Microsecond - 1) / time.Microsecond * time.Microsecond
+}
+
+// written returns s with the policies' states ss, written at at.
+func (m *Model) written(s *state, ss []saved, at time.Duration) *state {
+	if slices.Equal(ss, s.ss) {
+		return s
+	}
+	c := s.next()
+	c.ss, c.ts = ss, at
+	return c.seal()
+}
+
+// stepStore is Step through a Store.
+func (m *Model) stepStore(s *state, in Input, out Output) []*state {
+	var next []*state
+	switch in.Kind {
+	case Allow, Peek, Wait:
+		md := modeAllow
+		switch in.Kind {
+		case Peek:
+			md = modePeek
+		case Wait:
+			md = modeTurn
+		}
+		if out.Outcome != Answered && in.Kind != Peek {
+			if out.Outcome == Unknown {
+				next = append(next, s)
+			} else {
+				c := s.next()
+				c.left = append(c.left, in.ID)
+				next = append(next, c.seal())
+			}
+		}
+		for _, own := range owns(in) {
+			at := s.at(own)
+			d, ss := m.decide(s.ss, at, in.N, md)
+			granted := d.Allowed && (in.Kind != Wait || d.Delay == 0)
+			switch {
+			case out.Outcome == Answered:
+				if report(d, own, at) != out.D || (in.Kind == Wait && !granted) {
+					continue
+				}
+				next = append(next, m.written(s, ss, at))
+			case in.Kind == Peek:
+				next = append(next, s)
+			case out.Outcome == Unknown:
+				next = append(next, m.written(s, ss, at))
+			default: // Left: decided, and if granted held until its give-back lands
+				c := m.written(s, ss, at).next()
+				c.left = append(c.left, in.ID)
+				if granted {
+					c.held = append(c.held, held{id: in.ID, n: in.N, gen: s.gen, own: own})
+				}
+				next = append(next, c.seal())
+			}
+		}
+		if in.Kind == Peek && out.Outcome != Answered {
+			next = append(next, s)
+		}
+	case Refund:
+		if out.Outcome != Answered {
+			next = append(next, s)
+		}
+		for _, own := range owns(in) {
+			next = append(next, m.refundAt(s, s.at(own), in.N, m.rules))
+		}
+	case Reset:
+		c := s.next()
+		clear(c.ss)
+		c.ts = -1
+		c.gen++
+		next = append(next, c.seal())
+		if out.Outcome != Answered {
+			next = append(next, s)
+		}
+	case GiveBack:
+		k := slices.Index(s.left, in.ID)
+		if k < 0 {
+			return nil // its request is not linearized yet
+		}
+		c := s.next()
+		c.left = slices.Delete(c.left, k, k+1)
+		h := slices.IndexFunc(c.held, func(h held) bool { return h.id == in.ID })
+		if h < 0 {
+			return []*state{c.seal()} // not granted: nothing to give back
+		}
+		g := c.held[h]
+		c.held = slices.Delete(c.held, h, h+1)
+		c.seal()
+		if g.gen != c.gen {
+			return []*state{c} // the key was Reset since: never given back to another state
+		}
+		next = append(next, m.refundAt(c, c.at(g.own), g.n, m.enforcedRules()))
+		if m.lossy {
+			next = append(next, c) // the store never took it
+		}
+	}
+	return next
+}
+
+// enforcedRules returns the rules with the dry-run ones as nil: a grant
+// given back is given back to the enforced policies alone.
+func (m *Model) enforcedRules() []rule {
+	rs := slices.Clone(m.rules)
+	for _, j := range m.dry {
+		rs[j] = nil
+	}
+	return rs
+}
+
+// refundAt returns s with n units given back at at to the policies of rs
+// (nil: not to that one) that have a state, written if any has.
+func (m *Model) refundAt(s *state, at time.Duration, n int, rs []rule) *state {
+	ss := slices.Clone(s.ss)
+	gave := false
+	for j, r := range rs {
+		if r != nil && ss[j].bytes != "" {
+			ss[j] = r.refund(ss[j], at, n)
+			gave = true
+		}
+	}
+	if !gave {
+		return s
+	}
+	c := s.next()
+	c.ss, c.ts = ss, at
+	return c.seal()
+}

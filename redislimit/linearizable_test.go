@@ -1,0 +1,218 @@
+package redislimit_test
+
+import (
+	"context"
+	"flag"
+	"math/rand/v2"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/clock"
+	"github.com/chanlimit/chanlimit/internal/lincheck"
+	"github.com/chanlimit/chanlimit/redislimit"
+)
+
+// The checks' size: CI's by default; .ci/lincheck-soak asks for more.
+var (
+	linearSeeds = flag.Int("lincheck.seeds", 4, "histories recorded and checked for each set of policies and setting")
+	linearOps   = flag.Int("lincheck.ops", 20, "calls each goroutine makes in a history")
+)
+
+// linearTimeout bounds porcupine's search for one history: one it does
+// not finish fails the test.
+var linearTimeout = time.Minute
+
+// linearRun is one history: routers, each with a client of its own from
+// newClient, sharing one quota in Redis and one fake clock, FailClosed.
+type linearRun struct {
+	policies  []chanlimit.Policy
+	newClient func(t testing.TB) redis.UniversalClient
+	routers   int
+	clients   int // goroutines per router
+	ops       int // calls per goroutine
+	seed      uint64
+	leave     float64       // the share of calls whose caller leaves
+	pause     time.Duration // the stores' Options.Pause
+	lossy     bool          // give-backs may be lost (faults)
+
+	// during, if set, starts what goes on while the calls run (a fault),
+	// and after stops it.
+	during, after func()
+}
+
+// linearResult is what run checked.
+type linearResult struct {
+	lincheck.Result
+	failed, left int // calls that failed (their effect unknown), and calls whose callers left
+}
+
+// run records the history and checks it.
+func (lr linearRun) run(t *testing.T) linearResult {
+	t.Helper()
+	origin := time.Unix(1_800_000_000, 0)
+	clk := clock.NewFake(origin)
+	pre := prefix(t)
+	h := lincheck.NewHistory(clk, origin, true)
+	var targets []lincheck.Target
+	for range lr.routers {
+		st, err := redislimit.NewStore(lr.newClient(t), redislimit.Options{Prefix: pre, Pause: lr.pause})
+		require.NoError(t, err)
+		r, err := chanlimit.New(chanlimit.Config{Policies: lr.policies, Clock: clk, Partitions: 2, Store: h.ObserveStore(st, len(targets))})
+		require.NoError(t, err)
+		t.Cleanup(func() { r.Close() })
+		targets = append(targets, r)
+	}
+	w := lincheck.Workload{
+		Routers: targets, Waiters: []int{lr.routers - 1}, Clock: clk, Origin: origin,
+		Keys: []string{"a", "b", "c"}, Capacity: 3, Clients: lr.clients, Ops: lr.ops,
+		Step: 60 * time.Millisecond, Quantum: time.Microsecond, Leave: lr.leave, Store: true, Seed: lr.seed,
+		Pace: 12, History: h,
+	}
+	if lr.during != nil {
+		lr.during()
+	}
+	w.Run(t)
+	if lr.after != nil {
+		lr.after()
+	}
+	m, err := lincheck.NewModel(lr.policies, lincheck.Options{Store: true, Lossy: lr.lossy})
+	require.NoError(t, err)
+	ops := h.Operations()
+	res := linearResult{Result: lincheck.Check(t, m, ops, linearTimeout)}
+	for _, op := range ops {
+		switch op.Output.(lincheck.Output).Outcome {
+		case lincheck.Unknown:
+			res.failed++
+		case lincheck.Left:
+			res.left++
+		}
+	}
+	return res
+}
+
+// TestLinearizableThroughRedis checks, as TestLinearizableInMemory does in
+// the root module, that histories of three routers sharing one quota in
+// Redis are linearizable (DESIGN.md, property 10), on the single node and
+// on the Cluster, for each algorithm and for several policies.
+func TestLinearizableThroughRedis(t *testing.T) {
+	for _, where := range []string{"single", "cluster"} {
+		for name, policies := range lincheck.PolicySets() {
+			t.Run(where+"/"+name, func(t *testing.T) {
+				ops := 0
+				for seed := range uint64(*linearSeeds) {
+					lr := linearRun{policies: policies, newClient: func(t testing.TB) redis.UniversalClient { return clientOf(t, where) },
+						routers: 3, clients: 3, ops: *linearOps, seed: seed, leave: 0.08}
+					ops += lr.run(t).Ops
+				}
+				t.Logf("%d histories, %d operations checked", *linearSeeds, ops)
+			})
+		}
+	}
+}
+
+// faults are what TestLinearizableUnderFaults does to Redis, or to the
+// network between the routers and it, again and again while the calls
+// run: each returns once the fault is over.
+var faults = map[string]func(t *testing.T, srv *server, admin *redis.Client, pxs []*proxy, rng *rand.Rand){
+	// Redis runs no command for a while (CLIENT PAUSE ALL), then all of
+	// them.
+	"client-pause": func(t *testing.T, srv *server, admin *redis.Client, pxs []*proxy, rng *rand.Rand) {
+		ms := 10 + rng.IntN(90)
+		assert.NoError(t, admin.Do(context.Background(), "CLIENT", "PAUSE", ms, "ALL").Err())
+		time.Sleep(time.Duration(ms) * time.Millisecond) // the fault's own span, on the wall clock
+	},
+	// redis-server is stopped (SIGSTOP) and goes on (SIGCONT): if long
+	// enough, its clients' reads time out (3 s), and go-redis sends their
+	// calls again, every attempt of which it runs once it goes on.
+	"sigstop": func(t *testing.T, srv *server, admin *redis.Client, pxs []*proxy, rng *rand.Rand) {
+		assert.NoError(t, srv.cmd.Process.Signal(syscall.SIGSTOP))
+		time.Sleep(time.Duration(100+rng.IntN(4000)) * time.Millisecond)
+		assert.NoError(t, srv.cmd.Process.Signal(syscall.SIGCONT))
+	},
+	// Replies come late.
+	"delay": func(t *testing.T, srv *server, admin *redis.Client, pxs []*proxy, rng *rand.Rand) {
+		px := pxs[rng.IntN(len(pxs))]
+		px.delay.Store(int64(time.Duration(1+rng.IntN(20)) * time.Millisecond))
+		time.Sleep(time.Duration(10+rng.IntN(90)) * time.Millisecond)
+		px.delay.Store(0)
+	},
+	// Replies are lost on their way: the client's read times out, and it
+	// sends the call again.
+	"swallow": func(t *testing.T, srv *server, admin *redis.Client, pxs []*proxy, rng *rand.Rand) {
+		px := pxs[rng.IntN(len(pxs))]
+		px.swallow.Store(true)
+		time.Sleep(time.Duration(1+rng.IntN(10)) * time.Millisecond)
+		px.swallow.Store(false)
+		time.Sleep(time.Second) // one at a time: each costs its calls a read timeout
+	},
+	// Connections are cut, whatever was on them, and for a while no new
+	// one is taken: a call the client cannot send again fails, whether or
+	// not Redis ran it.
+	"cut": func(t *testing.T, srv *server, admin *redis.Client, pxs []*proxy, rng *rand.Rand) {
+		px := pxs[rng.IntN(len(pxs))]
+		px.refuse.Store(true)
+		px.cut()
+		time.Sleep(time.Duration(1200+rng.IntN(800)) * time.Millisecond) // past go-redis's retries: calls fail
+		px.refuse.Store(false)
+	},
+}
+
+// TestLinearizableUnderFaults checks histories of three routers sharing
+// a redis-server of the test's own, FailClosed, with go-redis's default
+// client options, while a fault comes and goes: a call that failed counts
+// as decided or not, a caller who left as granted and given back later
+// or never, and the histories are linearizable all the same.
+func TestLinearizableUnderFaults(t *testing.T) {
+	runs := max(1, *linearSeeds/2)
+	for name, fault := range faults {
+		for _, set := range []string{"token_bucket", "several"} {
+			t.Run(name+"/"+set, func(t *testing.T) {
+				srv := newServer(t)
+				admin := redis.NewClient(&redis.Options{Addr: srv.addr()})
+				t.Cleanup(func() { admin.Close() })
+				var faulted, ops, failed, left int
+				for seed := range uint64(runs) {
+					var pxs []*proxy
+					// Every request tries Redis (no Pause): a call fails
+					// only once it went out and its answer never came, so
+					// that each failure is one whose effect is unknown.
+					lr := linearRun{policies: lincheck.PolicySets()[set], routers: 3, clients: 3, ops: *linearOps, seed: seed, leave: 0.08, lossy: true, pause: -1,
+						newClient: func(t testing.TB) redis.UniversalClient {
+							px := newProxy(t, srv.addr())
+							pxs = append(pxs, px)
+							c := redis.NewClient(&redis.Options{Addr: px.addr()})
+							t.Cleanup(func() { c.Close() })
+							return c
+						}}
+					stop := make(chan struct{})
+					var wg sync.WaitGroup
+					lr.during = func() {
+						wg.Go(func() {
+							rng := rand.New(rand.NewPCG(seed, uint64(len(name))))
+							for {
+								select {
+								case <-stop:
+									return
+								case <-time.After(time.Duration(5+rng.IntN(30)) * time.Millisecond):
+								}
+								fault(t, srv, admin, pxs, rng)
+								faulted++
+							}
+						})
+					}
+					lr.after = func() { close(stop); wg.Wait() }
+					res := lr.run(t)
+					ops, failed, left = ops+res.Ops, failed+res.failed, left+res.left
+				}
+				t.Logf("%d histories, %d operations checked, %d faults: %d calls failed, %d callers left", runs, ops, faulted, failed, left)
+			})
+		}
+	}
+}
