@@ -84,6 +84,7 @@ func (lr linearRun) run(t *testing.T) linearResult {
 	}
 	m, err := lincheck.NewModel(lr.policies, lincheck.Options{Store: true, Lossy: lr.lossy})
 	require.NoError(t, err)
+	require.Zero(t, h.Lost(), "requests the history had no room to keep")
 	ops := h.Operations()
 	res := linearResult{Result: lincheck.Check(t, m, ops, linearTimeout)}
 	for _, op := range ops {

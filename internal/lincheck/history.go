@@ -29,8 +29,9 @@ type History struct {
 	ids     atomic.Int64
 	clients []*Client
 	store   bool
-	sent    chan sent // the requests Stores were handed (ObserveStore)
-	sentLog []sent    // the same, once Operations reads them
+	sent    chan sent    // the requests Stores were handed (ObserveStore)
+	lost    atomic.Int64 // those sent had no room for
+	sentLog []sent       // the same, once Operations reads them
 }
 
 // NewHistory returns a history of calls to routers on clk, whose
@@ -219,10 +220,16 @@ func (s loggingStore) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 		}
 		select {
 		case s.h.sent <- e:
-		default: // full: the calls after it are given the clock's readings
+		default: // full: Lost tells
+			s.h.lost.Add(1)
 		}
 	}
 }
+
+// Lost returns how many requests the Stores observed were handed that h
+// had no room to keep (maxSent): a history that lost any tells the search
+// too little to be checked.
+func (h *History) Lost() int { return int(h.lost.Load()) }
 
 // log returns the requests h's Stores were handed, once they are all in.
 func (h *History) log() []sent {

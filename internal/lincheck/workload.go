@@ -234,10 +234,10 @@ func outcome(err error) (Outcome, bool) {
 	switch {
 	case err == nil:
 		return Answered, true
+	case errors.Is(err, chanlimit.ErrStoreUnavailable): // first: it may wrap a trip's ended ctx
+		return Unknown, true
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return Left, true
-	case errors.Is(err, chanlimit.ErrStoreUnavailable):
-		return Unknown, true
 	}
 	return 0, false
 }
