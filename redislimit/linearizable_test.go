@@ -134,14 +134,14 @@ var faults = map[string]func(t *testing.T, srv *server, admin *redis.Client, pxs
 	// calls again, every attempt of which it runs once it goes on.
 	"sigstop": func(t *testing.T, srv *server, admin *redis.Client, pxs []*proxy, rng *rand.Rand) {
 		assert.NoError(t, srv.cmd.Process.Signal(syscall.SIGSTOP))
-		time.Sleep(time.Duration(100+rng.IntN(4000)) * time.Millisecond)
+		time.Sleep(time.Duration(100+rng.IntN(4000)) * time.Millisecond) // the fault's own span, on the wall clock
 		assert.NoError(t, srv.cmd.Process.Signal(syscall.SIGCONT))
 	},
 	// Replies come late.
 	"delay": func(t *testing.T, srv *server, admin *redis.Client, pxs []*proxy, rng *rand.Rand) {
 		px := pxs[rng.IntN(len(pxs))]
 		px.delay.Store(int64(time.Duration(1+rng.IntN(20)) * time.Millisecond))
-		time.Sleep(time.Duration(10+rng.IntN(90)) * time.Millisecond)
+		time.Sleep(time.Duration(10+rng.IntN(90)) * time.Millisecond) // the fault's own span, on the wall clock
 		px.delay.Store(0)
 	},
 	// Replies are lost on their way: the client's read times out, and it
@@ -149,7 +149,7 @@ var faults = map[string]func(t *testing.T, srv *server, admin *redis.Client, pxs
 	"swallow": func(t *testing.T, srv *server, admin *redis.Client, pxs []*proxy, rng *rand.Rand) {
 		px := pxs[rng.IntN(len(pxs))]
 		px.swallow.Store(true)
-		time.Sleep(time.Duration(1+rng.IntN(10)) * time.Millisecond)
+		time.Sleep(time.Duration(1+rng.IntN(10)) * time.Millisecond) // the fault's own span, on the wall clock
 		px.swallow.Store(false)
 		time.Sleep(time.Second) // one at a time: each costs its calls a read timeout
 	},
