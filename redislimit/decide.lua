@@ -64,7 +64,7 @@
 -- nothing for a reset or a give back.
 --
 -- A call that changes a key leaves its answers in the first key it
--- leaves a state in, which lives as long as the client may send the call
+-- writes, which lives as long as the client may send the call
 -- again: a call the client sends again (go-redis retries a pipeline after
 -- a read timeout, and a stalled Redis runs every attempt once it wakes)
 -- finds them and answers as the first time, deciding nothing twice. The
@@ -921,7 +921,6 @@ local out, nout = {}, 0
 local takes = {}
 local packed -- out, packed as the call answers it, once it is whole: the call's record holds it too
 local fastFailed -- serveFast raised an error on a key of the call, which serve then served: a fault of serveFast's, told to the client
-local taking -- the call took or gave back units, or decided beside a reset: its answers are kept (recordOf)
 local clock -- Redis's clock in ms, read once the requests are decided
 local recorded -- the call's record is written, or needs none
 
@@ -1146,7 +1145,6 @@ local function serveFast(key, kind, n, set, now, gen)
     if not fast[key] then
       written[#written + 1] = key
     end
-    taking = true
     fast[key] = {x, y, rest, grace, reset, set, latest, at, kgen}
   end
   local a = allowed and 1 or 0
@@ -1225,7 +1223,6 @@ local function serve(key, kind, n, set, now, gen)
     end
     if gave then
       note(key, set, at, grace, nil)
-      taking = true
       v.meta = {ts = at, gen = (v.meta and not changed) and v.meta.gen or gen}
     end
     if kind == 3 then
@@ -1287,7 +1284,6 @@ local function serve(key, kind, n, set, now, gen)
       end
     end
     note(key, set, at, grace, longest)
-    taking = true
     v.meta = {ts = at, gen = (v.meta and not changed) and v.meta.gen or gen}
   end
   local r = {allowed and 1 or 0, v.meta and v.meta.gen or gen}
@@ -1552,15 +1548,10 @@ local function decideCall(KEYS, ARGV)
   written, wrote = {}, {}
   fast = {}
   out[1], nout = 0, 1
-  taking = false
 
-  local decides = false -- an op of the call is not a reset
   for i = 1, #KEYS do
     local b = a + (i - 1) * 5
     local kind = args[b]
-    if kind ~= 4 then
-      decides = true
-    end
     local key, n, set, now, gen = KEYS[i], args[b + 1], sets[args[b + 2]], args[b + 3], args[b + 4]
     local ok, r = false, nil
     if kind <= 2 and set.fast and vals[key] == nil and (not fast[key] or fast[key][6] == set) then
@@ -1597,11 +1588,9 @@ local function decideCall(KEYS, ARGV)
   -- that serveFast reads the next), those of policies the call does not
   -- name (another instance's) while they last, and the records that may
   -- still be asked for. The first key written also holds this call's
-  -- record (recordOf), if the call took or gave back units, or decided
-  -- anything beside a reset (a request denied before a reset would be
-  -- allowed after it); a call of resets alone needs none, since dropping a
-  -- key again is harmless.
-  recorded = not (taking or decides)
+  -- record (recordOf), whatever the call did, a reset alone included: a
+  -- reset run again would drop what other calls took since the first.
+  recorded = false
 
   -- Each key is kept no sooner than its ResetAfter, and grace after, and
   -- as long as the records it keeps may be asked for.

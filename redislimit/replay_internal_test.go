@@ -98,6 +98,37 @@ func TestRecordOutlivesItsAttempts(t *testing.T) {
 	assert.Greater(t, replayWindow(def), time.Duration(o.MaxRetries+1)*o.ReadTimeout, "go-redis's defaults: every attempt's read timeout, and more")
 }
 
+// TestResetSentAgainDropsNothingTakenSince: a Reset whose answer was
+// lost, and that the client sends again after another call took units
+// on its key, drops nothing the second time: a retry is one request,
+// decided once. Before, a call of resets alone left no record, and its
+// retry dropped the key again, units taken since and all: 5 more of a
+// Burst of 5 were allowed at once.
+func TestResetSentAgainDropsNothingTakenSince(t *testing.T) {
+	s := newTestStore(t, singleNode(t))
+	ctx := context.Background()
+	p := []chanlimit.Policy{{Name: "default", Algorithm: "token_bucket", Limit: 5, Window: time.Minute}}
+	take := func(n int) chanlimit.StoreOp {
+		op := []chanlimit.StoreOp{{Kind: chanlimit.StoreAllow, Key: "k", N: n, Policies: p}}
+		s.Decide(ctx, op)
+		require.NoError(t, op[0].Err)
+		return op[0]
+	}
+	require.True(t, take(5).Decision.Allowed)
+
+	reset := []chanlimit.StoreOp{{Kind: chanlimit.StoreReset, Key: "k", Policies: p}}
+	calls := s.calls(reset)
+	s.build(reset, calls)
+	s.send(ctx, calls, byScript)
+	require.NoError(t, calls[0].cmd.Err())
+	require.True(t, take(5).Decision.Allowed, "the bucket was Reset")
+
+	s.send(ctx, calls, byScript) // the client's retry of the Reset
+	require.NoError(t, calls[0].cmd.Err())
+	d := take(1).Decision
+	assert.False(t, d.Allowed, "the 5 taken after the Reset stay taken: %+v", d)
+}
+
 // missingOnce answers the second call of the first pipeline as a Cluster
 // node whose scripts (NOSCRIPT) or functions (Function not found) were
 // flushed would.

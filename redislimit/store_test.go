@@ -273,7 +273,8 @@ func TestCheck(t *testing.T) {
 
 // TestExpiry: a key's state lives in Redis at least its ResetAfter, and
 // not much more (Grace); the key that holds a call's answers, as long as
-// the client may send the call again. Reset deletes the state.
+// the client may send the call again. Reset drops the state, and the key
+// lives on only for the Reset's own retries.
 func TestExpiry(t *testing.T) {
 	client := single(t)
 	st, err := redislimit.NewStore(client, redislimit.Options{Prefix: prefix(t)})
@@ -293,9 +294,14 @@ func TestExpiry(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, ttl, 20*time.Second, "the call's answers, kept for the client's retries")
 	require.NoError(t, r.Reset(ctx, "k"))
-	n, err := client.Exists(ctx, st.Key("k")).Result()
+	after, err := r.Peek(ctx, "k", 1)
 	require.NoError(t, err)
-	assert.Zero(t, n, "Reset deletes the key's state")
+	fresh, err := r.Peek(ctx, "never", 1)
+	require.NoError(t, err)
+	assert.Equal(t, fresh, after, "Reset drops the key's state")
+	ttl, err = client.PTTL(ctx, st.Key("k")).Result()
+	require.NoError(t, err)
+	assert.LessOrEqual(t, ttl, redislimit.ReplayWindow, "what is left, the Reset's answers, is kept for its retries alone")
 }
 
 // TestWaitThroughRedis: WaitN on a Redis-backed router grants the waiters
