@@ -61,13 +61,14 @@ func (lr linearRun) run(t *testing.T) linearResult {
 	pre := prefix(t)
 	h := lincheck.NewHistory(clk, origin, true)
 	var targets []lincheck.Target
+	var routers []*chanlimit.Router
 	for range lr.routers {
 		st, err := redislimit.NewStore(lr.newClient(t), redislimit.Options{Prefix: pre, Pause: lr.pause})
 		require.NoError(t, err)
 		r, err := chanlimit.New(chanlimit.Config{Policies: lr.policies, Clock: clk, Partitions: 2, Store: h.ObserveStore(st, len(targets))})
 		require.NoError(t, err)
 		t.Cleanup(func() { r.Close() })
-		targets = append(targets, r)
+		targets, routers = append(targets, r), append(routers, r)
 	}
 	w := lincheck.Workload{
 		Routers: targets, Waiters: []int{lr.routers - 1}, Clock: clk, Origin: origin,
@@ -81,6 +82,11 @@ func (lr linearRun) run(t *testing.T) linearResult {
 	w.Run(t)
 	if lr.after != nil {
 		lr.after()
+	}
+	// Closed, a router has no round trip out: every request and give-back
+	// Redis may have run is in the history.
+	for _, r := range routers {
+		r.Close()
 	}
 	m, err := lincheck.NewModel(lr.policies, lincheck.Options{Store: true, Lossy: lr.lossy})
 	require.NoError(t, err)
@@ -144,8 +150,9 @@ var faults = map[string]func(t *testing.T, srv *server, admin *redis.Client, pxs
 		time.Sleep(time.Duration(10+rng.IntN(90)) * time.Millisecond) // the fault's own span, on the wall clock
 		px.delay.Store(0)
 	},
-	// Replies are lost on their way: the client's read times out, and it
-	// sends the call again.
+	// Replies are lost on their way, and what follows them on their
+	// connections: the client's read times out, and it sends the call
+	// again on a new one.
 	"swallow": func(t *testing.T, srv *server, admin *redis.Client, pxs []*proxy, rng *rand.Rand) {
 		px := pxs[rng.IntN(len(pxs))]
 		px.swallow.Store(true)

@@ -1,6 +1,7 @@
 package redislimit_test
 
 import (
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -26,10 +27,11 @@ type proxy struct {
 
 	requests, replies gate          // while held, the bytes going that way wait
 	delay             atomic.Int64  // each reply waits this long (ns)
-	swallow           atomic.Bool   // replies are dropped
+	swallow           atomic.Bool   // replies are lost, with all that follows them on their connection
 	refuse            atomic.Bool   // new connections are closed at once
 	asked             chan struct{} // a token each time bytes of a request come from a client
 	replied           chan struct{} // a token each time bytes of a reply come from the server
+	dropped           chan struct{} // a token each time bytes of a reply are swallowed
 }
 
 // gate holds bytes while it is shut.
@@ -63,7 +65,7 @@ func newProxy(t testing.TB, upstream string) *proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	p := &proxy{t: t, ln: ln, upstream: upstream, done: make(chan struct{}), conns: map[net.Conn]bool{}, asked: make(chan struct{}, 1), replied: make(chan struct{}, 1)}
+	p := &proxy{t: t, ln: ln, upstream: upstream, done: make(chan struct{}), conns: map[net.Conn]bool{}, asked: make(chan struct{}, 1), replied: make(chan struct{}, 1), dropped: make(chan struct{}, 1)}
 	p.wg.Go(p.accept)
 	t.Cleanup(p.stop)
 	return p
@@ -110,11 +112,15 @@ func (p *proxy) track(c, u net.Conn) bool {
 }
 
 // pump copies from to to, through g; replies may be delayed or
-// swallowed. It closes both once either ends.
+// swallowed. A connection a reply was swallowed on delivers no reply
+// after it, as a real one would not: TCP delivers its bytes in order or
+// not at all, so that a client whose reply was lost times out, and never
+// reads a later reply as the lost one's. It closes both once either ends.
 func (p *proxy) pump(to, from net.Conn, g *gate, reply bool) {
 	defer to.Close()
 	defer from.Close()
 	buf := make([]byte, 32<<10)
+	lost := false // a reply was swallowed: the rest of the stream is lost too
 	for {
 		n, err := from.Read(buf)
 		if n > 0 {
@@ -135,7 +141,11 @@ func (p *proxy) pump(to, from net.Conn, g *gate, reply bool) {
 						return
 					}
 				}
-				if p.swallow.Load() {
+				if lost = lost || p.swallow.Load(); lost {
+					select {
+					case p.dropped <- struct{}{}:
+					default:
+					}
 					continue
 				}
 			}
@@ -183,4 +193,43 @@ func (p *proxy) stop() {
 	p.replies.open()
 	p.cut()
 	p.wg.Wait()
+}
+
+// TestProxySwallowLosesTheRestOfTheConnection checks that the proxy's
+// lost replies are a network's: on the connection one was lost on, no
+// later reply comes, so that a client never reads it as the lost one's;
+// a new connection works.
+func TestProxySwallowLosesTheRestOfTheConnection(t *testing.T) {
+	px := newProxy(t, env(t, "REDIS_ADDR"))
+	echo := func(s string) []byte { return []byte("*2\r\n$4\r\nECHO\r\n$1\r\n" + s + "\r\n") }
+	c, err := net.Dial("tcp", px.addr())
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+
+	px.swallow.Store(true)
+	_, err = c.Write(echo("a"))
+	require.NoError(t, err)
+	<-px.dropped
+	px.swallow.Store(false)
+	_, err = c.Write(echo("b"))
+	require.NoError(t, err)
+	// What comes on c, if anything: b's reply would be read as a's.
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(200*time.Millisecond)))
+	buf := make([]byte, 64)
+	n, err := c.Read(buf)
+	require.Error(t, err, "read %q on the connection a reply was lost on", buf[:n])
+	var ne net.Error
+	require.ErrorAs(t, err, &ne)
+	require.True(t, ne.Timeout(), "the read ends by its deadline: %v", err)
+
+	d, err := net.Dial("tcp", px.addr())
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	_, err = d.Write(echo("c"))
+	require.NoError(t, err)
+	require.NoError(t, d.SetReadDeadline(time.Now().Add(10*time.Second)))
+	got := make([]byte, len("$1\r\nc\r\n"))
+	_, err = io.ReadFull(d, got)
+	require.NoError(t, err)
+	require.Equal(t, "$1\r\nc\r\n", string(got))
 }
