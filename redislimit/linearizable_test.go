@@ -93,6 +93,12 @@ func (lr linearRun) run(t *testing.T) linearResult {
 	require.Zero(t, h.Lost(), "requests the history had no room to keep")
 	ops := h.Operations()
 	res := linearResult{Result: lincheck.Check(t, m, ops, linearTimeout)}
+	if res.Key != "" {
+		// What a reader needs to find the cause: every call on the key,
+		// and what Redis was asked and answered.
+		t.Logf("the calls on %q:\n%s\nthe requests on %q the stores were handed, and their answers:\n%s",
+			res.Key, lincheck.Listing(ops, res.Key), res.Key, h.StoreLog(res.Key))
+	}
 	for _, op := range ops {
 		switch op.Output.(lincheck.Output).Outcome {
 		case lincheck.Unknown:

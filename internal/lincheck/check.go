@@ -145,6 +145,7 @@ type Result struct {
 	Ops   int           // the operations checked
 	Took  time.Duration // the search's time
 	Story string        // on a violation: how the longest explanation found ends
+	Key   string        // on a violation: the key the story is of
 	info  porcupine.LinearizationInfo
 	model porcupine.Model
 }
@@ -156,7 +157,7 @@ func Verdict(m *Model, history []porcupine.Operation, timeout time.Duration) Res
 	res, info := porcupine.CheckOperationsVerbose(pm, history, timeout)
 	r := Result{CheckResult: res, Ops: len(history), Took: time.Since(start), info: info, model: pm}
 	if res != porcupine.Ok {
-		r.Story = story(pm, m.partition(history), info)
+		r.Story, r.Key = story(pm, m.partition(history), info)
 	}
 	return r
 }
@@ -201,8 +202,9 @@ func savedTo(history []porcupine.Operation) string {
 }
 
 // story tells, for the first part that no order explains, the longest
-// order found, and the calls none of which can come next.
-func story(m porcupine.Model, parts [][]porcupine.Operation, info porcupine.LinearizationInfo) string {
+// order found, and the calls none of which can come next; and returns
+// that part's key.
+func story(m porcupine.Model, parts [][]porcupine.Operation, info porcupine.LinearizationInfo) (string, string) {
 	partials := info.PartialLinearizations()
 	for p, lins := range partials {
 		if p >= len(parts) || len(lins) == 0 {
@@ -257,9 +259,9 @@ func story(m porcupine.Model, parts [][]porcupine.Operation, info porcupine.Line
 				shown++
 			}
 		}
-		return b.String()
+		return b.String(), key
 	}
-	return "(porcupine found no partial order to tell)"
+	return "(porcupine found no partial order to tell)", ""
 }
 
 // Describe writes an operation out, as the story tells it.

@@ -1,9 +1,13 @@
 package lincheck
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -174,6 +178,11 @@ type sent struct {
 	n           int
 	at          time.Duration
 	start, done int64
+
+	// What the store answered, for the story of a violation (StoreLog).
+	d     chanlimit.Decision
+	err   error
+	grant uint64
 }
 
 // open is the Return of an operation whose effect may come at any time
@@ -214,7 +223,7 @@ func (s loggingStore) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 		if op.Now.IsZero() {
 			continue
 		}
-		e := sent{router: s.router, key: op.Key, kind: op.Kind, n: op.N, at: op.Now.Sub(s.h.origin), start: start, done: done}
+		e := sent{router: s.router, key: op.Key, kind: op.Kind, n: op.N, at: op.Now.Sub(s.h.origin), start: start, done: done, d: op.Decision, err: op.Err, grant: op.Grant}
 		if op.Err != nil {
 			e.done = open
 		}
@@ -230,6 +239,83 @@ func (s loggingStore) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 // had no room to keep (maxSent): a history that lost any tells the search
 // too little to be checked.
 func (h *History) Lost() int { return int(h.lost.Load()) }
+
+// StoreLog tells, for the story of a violation through a Store, the
+// requests h's Stores were handed on key, in the order their calls began,
+// with the stamps between which each call ran ("open": it failed, and
+// Redis may run it yet) and what the store answered. Called once every
+// router is closed, as Operations is.
+func (h *History) StoreLog(key string) string {
+	var reqs []sent
+	for _, s := range h.log() {
+		if s.key == key {
+			reqs = append(reqs, s)
+		}
+	}
+	slices.SortStableFunc(reqs, func(a, b sent) int { return cmp.Compare(a.start, b.start) })
+	var b strings.Builder
+	for _, s := range reqs {
+		fmt.Fprintf(&b, "  [%d..%s] r%d %v(%q, %d) sent at %v → ", s.start, stamp(s.done), s.router, storeKind(s.kind), s.key, s.n, s.at)
+		switch {
+		case s.err != nil:
+			fmt.Fprintf(&b, "error: %v\n", s.err)
+		case s.kind == chanlimit.StoreAllow || s.kind == chanlimit.StorePeek || s.kind == chanlimit.StoreTurn:
+			fmt.Fprintf(&b, "%s (grant %d)\n", decision(s.d), s.grant)
+		case s.kind == chanlimit.StoreGiveBack:
+			fmt.Fprintf(&b, "ok (grant %d)\n", s.grant)
+		default:
+			b.WriteString("ok\n")
+		}
+	}
+	return b.String()
+}
+
+// Listing tells the operations of history on key, in the order they
+// began, with the stamps between which each may take effect ("open": at
+// any time after it began), for the story of a violation.
+func Listing(history []porcupine.Operation, key string) string {
+	var ops []porcupine.Operation
+	for _, op := range history {
+		if in := op.Input.(Input); in.Kind != Advance && in.Key == key {
+			ops = append(ops, op)
+		}
+	}
+	slices.SortStableFunc(ops, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+	var b strings.Builder
+	for _, op := range ops {
+		fmt.Fprintf(&b, "  [%d..%s] %s\n", op.Call, stamp(op.Return), describe(op.Input.(Input), op.Output.(Output)))
+	}
+	return b.String()
+}
+
+// storeKind names k as the store's API does.
+func storeKind(k chanlimit.StoreOpKind) string {
+	switch k {
+	case chanlimit.StoreAllow:
+		return "StoreAllow"
+	case chanlimit.StorePeek:
+		return "StorePeek"
+	case chanlimit.StoreRefund:
+		return "StoreRefund"
+	case chanlimit.StoreReset:
+		return "StoreReset"
+	case chanlimit.StoreTurn:
+		return "StoreTurn"
+	case chanlimit.StoreGiveBack:
+		return "StoreGiveBack"
+	case chanlimit.StoreDryRun:
+		return "StoreDryRun"
+	}
+	return "StoreOpKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// stamp writes a stamp out: "open" for open.
+func stamp(s int64) string {
+	if s >= open {
+		return "open"
+	}
+	return strconv.FormatInt(s, 10)
+}
 
 // log returns the requests h's Stores were handed, once they are all in.
 func (h *History) log() []sent {

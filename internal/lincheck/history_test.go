@@ -98,3 +98,34 @@ func TestSaveLoad(t *testing.T) {
 	assert.Equal(t, ops[1].Return, got[1].Return)
 	assert.EqualError(t, got[1].Output.(Output).Err, chanlimit.ErrStoreUnavailable.Error())
 }
+
+// A violation's story through a Store lists the key's calls and what the
+// stores were asked and answered on it, in the order the calls began,
+// with the stamps between which each ran.
+func TestStoreLogAndListing(t *testing.T) {
+	origin := time.Unix(1_800_000_000, 0)
+	clk := clock.NewFake(origin)
+	h := NewHistory(clk, origin, true)
+	st := h.ObserveStore(answering{}, 1)
+	clk.Advance(5 * time.Millisecond)
+	st.Decide(context.Background(), []chanlimit.StoreOp{
+		{Kind: chanlimit.StoreAllow, Key: "k", N: 2, Now: clk.Now()},
+		{Kind: chanlimit.StoreReset, Key: "other", Now: clk.Now()},
+	})
+	st.Decide(context.Background(), []chanlimit.StoreOp{{Kind: chanlimit.StoreGiveBack, Key: "k", N: 2, Now: clk.Now(), Grant: 7}})
+	assert.Equal(t,
+		"  [0..1] r1 StoreAllow(\"k\", 2) sent at 5ms → allowed /0 left 0 (grant 0)\n"+
+			"  [1..2] r1 StoreGiveBack(\"k\", 2) sent at 5ms → ok (grant 7)\n",
+		h.StoreLog("k"))
+
+	ops := []porcupine.Operation{
+		{Input: Input{Kind: Reset, Key: "k", Router: 2}, Output: Output{}, Call: 4, Return: open},
+		{Input: Input{Kind: Advance, At: time.Second}, Call: 1, Return: 2},
+		{Input: Input{Kind: Allow, Key: "other", N: 1}, Output: Output{D: chanlimit.Decision{Allowed: true}}, Call: 0, Return: 3},
+		{Input: Input{Kind: Allow, Key: "k", N: 1, Times: []time.Duration{time.Millisecond}}, Output: Output{D: chanlimit.Decision{Allowed: true, Limit: 5, Remaining: 4, Policy: "p"}}, Call: 2, Return: 3},
+	}
+	assert.Equal(t,
+		"  [2..3] r0 AllowN(\"k\", 1) sent at one of [1ms] → allowed p/5 left 4\n"+
+			"  [4..open] r2 Reset(\"k\") → ok\n",
+		Listing(ops, "k"))
+}
