@@ -196,10 +196,11 @@ func (s *Store) lead(d *decide, batch []*decide) {
 	c.answer(batch[1:], all[len(d.ops):], nil)
 }
 
-// answerInto writes the answers of from's first len(ops) ops into ops.
+// answerInto writes the answers of from's first len(ops) ops into ops:
+// each one's Decision, Err and Grant, all that the store answers.
 func answerInto(ops, from []chanlimit.StoreOp) {
 	for i := range ops {
-		ops[i].Decision, ops[i].Err = from[i].Decision, from[i].Err
+		ops[i].Decision, ops[i].Err, ops[i].Grant = from[i].Decision, from[i].Err, from[i].Grant
 	}
 }
 

@@ -144,6 +144,48 @@ func TestWaitingDecidesGoTogether(t *testing.T) {
 	assert.Len(t, h.sent(), 1+len(ops), "alone, while a round trip has room")
 }
 
+// TestCarriedDecidesKeepTheirGrants: a Decide carried in another's
+// round trip is answered with its grants, as one sent alone is, so that
+// a grant given back after a Reset gives nothing back. Before, carried
+// Decides (the leader's too) came back with Grant 0, which names no
+// state, and a give-back of one crossed a Reset: 10 units went back to a
+// bucket of 10 that had just granted them again.
+func TestCarriedDecidesKeepTheirGrants(t *testing.T) {
+	s, _ := combineStore(t, 1)
+	s.combiner.lanes <- struct{}{} // the one round trip is out
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	ops := make([][]chanlimit.StoreOp, 3)
+	for i := range ops {
+		ops[i] = allowOf(fmt.Sprint("k", i))
+		ops[i][0].N = 10
+		wg.Go(func() { s.Decide(ctx, ops[i]) })
+	}
+	waitQueued(t, s, len(ops))
+	<-s.combiner.lanes // back: the three go together
+	wg.Wait()
+	for i := range ops {
+		op := ops[i][0]
+		require.NoError(t, op.Err)
+		require.True(t, op.Decision.Allowed)
+		assert.NotZero(t, op.Grant, "%s: the grant names the state it came from", op.Key)
+	}
+
+	k := ops[0][0]
+	again := []chanlimit.StoreOp{{Kind: chanlimit.StoreReset, Key: k.Key, Policies: combinePolicies}, {Kind: chanlimit.StoreAllow, Key: k.Key, N: 10, Policies: combinePolicies}}
+	s.Decide(ctx, again[:1])
+	s.Decide(ctx, again[1:])
+	require.NoError(t, again[1].Err)
+	require.True(t, again[1].Decision.Allowed, "Reset: the 10 again")
+	back := []chanlimit.StoreOp{{Kind: chanlimit.StoreGiveBack, Key: k.Key, N: 10, Policies: combinePolicies, Grant: k.Grant}}
+	s.Decide(ctx, back)
+	require.NoError(t, back[0].Err)
+	peek := []chanlimit.StoreOp{{Kind: chanlimit.StorePeek, Key: k.Key, N: 1, Policies: combinePolicies}}
+	s.Decide(ctx, peek)
+	require.NoError(t, peek[0].Err)
+	assert.False(t, peek[0].Decision.Allowed, "the grant from before the Reset gives nothing back after it")
+}
+
 // TestAWaitingDecideLeaves: a Decide whose ctx ends while it waits for a
 // round trip returns at once, its ops failed with ctx's error, and is not
 // sent.
