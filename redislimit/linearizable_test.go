@@ -142,8 +142,9 @@ var faults = map[string]func(t *testing.T, srv *server, admin *redis.Client, pxs
 		time.Sleep(time.Duration(ms) * time.Millisecond) // the fault's own span, on the wall clock
 	},
 	// redis-server is stopped (SIGSTOP) and goes on (SIGCONT): if long
-	// enough, its clients' reads time out (3 s), and go-redis sends their
-	// calls again, every attempt of which it runs once it goes on.
+	// enough, its clients' reads time out (5 s, go-redis's default), and
+	// go-redis sends their calls again, every attempt of which it runs
+	// once it goes on.
 	"sigstop": func(t *testing.T, srv *server, admin *redis.Client, pxs []*proxy, rng *rand.Rand) {
 		assert.NoError(t, srv.cmd.Process.Signal(syscall.SIGSTOP))
 		time.Sleep(time.Duration(100+rng.IntN(4000)) * time.Millisecond) // the fault's own span, on the wall clock

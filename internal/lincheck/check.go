@@ -207,11 +207,11 @@ func savedTo(history []porcupine.Operation) string {
 func story(m porcupine.Model, parts [][]porcupine.Operation, info porcupine.LinearizationInfo) (string, string) {
 	partials := info.PartialLinearizations()
 	for p, lins := range partials {
-		if p >= len(parts) || len(lins) == 0 {
+		if p >= len(parts) {
 			continue
 		}
 		ops := parts[p]
-		longest := lins[0]
+		var longest []int // none: no call of the part can come first
 		for _, l := range lins {
 			if len(l) > len(longest) {
 				longest = l

@@ -259,6 +259,8 @@ func (h *History) StoreLog(key string) string {
 		switch {
 		case s.err != nil:
 			fmt.Fprintf(&b, "error: %v\n", s.err)
+		case s.kind == chanlimit.StoreDryRun:
+			fmt.Fprintf(&b, "would deny: %v\n", s.d.WouldDeny)
 		case s.kind == chanlimit.StoreAllow || s.kind == chanlimit.StorePeek || s.kind == chanlimit.StoreTurn:
 			fmt.Fprintf(&b, "%s (grant %d)\n", decision(s.d), s.grant)
 		case s.kind == chanlimit.StoreGiveBack:
