@@ -20,31 +20,40 @@ import (
 // read timeout, and a stalled Redis runs every attempt once it wakes),
 // for a client whose options the store cannot read. For a redis.Client
 // or redis.ClusterClient it is as long as the client could send a call
-// again after it first sent it: its attempts' timeouts and the backoffs
-// between them (58 s with go-redis's defaults). The key that holds a
-// call's answers lives at least that long; the answers go with the
-// store's next call on the key once no attempt of theirs can come.
-const ReplayWindow = time.Minute
+// again after it first sent it: for each attempt, the wait for a
+// connection (a dial's attempts and their backoffs, or the pool's
+// timeout, the longer) and its write and read timeouts, and the backoffs
+// between attempts (about 145 s with go-redis's defaults, on a Client
+// or a ClusterClient). The key that holds a call's answers lives at least
+// that long; the answers go with the store's next call on the key once no
+// attempt of theirs can come.
+const ReplayWindow = 150 * time.Second
 
 // replayWindow returns how long client may send a call again after it
-// first sent it: its first attempt's write and read timeouts, then for
-// each retry a backoff and a dial, write and read; at least a second.
+// first sent it (see ReplayWindow); at least a second. A ClusterClient
+// sends a call again up to MaxRedirects times, each through a node's
+// client, which sends it again up to MaxRetries times (none by default).
 func replayWindow(client redis.UniversalClient) time.Duration {
-	var retries int
-	var dial, write, read, backoff time.Duration
+	var attempts, dials int
+	var dial, dialBackoff, pool, write, read, backoff time.Duration
 	switch c := client.(type) {
 	case *redis.Client:
 		o := c.Options()
-		retries, dial, write, read, backoff = o.MaxRetries, o.DialTimeout, o.WriteTimeout, o.ReadTimeout, o.MaxRetryBackoff
+		attempts, dials, dial, dialBackoff, pool = max(o.MaxRetries, 0)+1, o.DialerRetries, o.DialTimeout, o.DialerRetryTimeout, o.PoolTimeout
+		write, read, backoff = o.WriteTimeout, o.ReadTimeout, o.MaxRetryBackoff
 	case *redis.ClusterClient:
 		o := c.Options()
-		retries, dial, write, read, backoff = o.MaxRetries, o.DialTimeout, o.WriteTimeout, o.ReadTimeout, o.MaxRetryBackoff
+		attempts, dials, dial, dialBackoff, pool = (max(o.MaxRetries, 0)+1)*(max(o.MaxRedirects, 0)+1), o.DialerRetries, o.DialTimeout, o.DialerRetryTimeout, o.PoolTimeout
+		write, read, backoff = o.WriteTimeout, o.ReadTimeout, o.MaxRetryBackoff
 	default:
 		return ReplayWindow
 	}
-	dial, write, read, backoff = max(dial, 0), max(write, 0), max(read, 0), max(backoff, 0)
-	retries = max(retries, 0)
-	window := write + read + time.Duration(retries)*(backoff+dial+write+read)
+	dial, dialBackoff, pool = max(dial, 0), max(dialBackoff, 0), max(pool, 0)
+	write, read, backoff = max(write, 0), max(read, 0), max(backoff, 0)
+	dials = max(dials, 1)
+	conn := max(pool, time.Duration(dials)*dial+time.Duration(dials-1)*dialBackoff) // the wait for a connection
+	attempt := conn + write + read
+	window := time.Duration(attempts)*attempt + time.Duration(attempts-1)*backoff
 	return max(window, time.Second)
 }
 

@@ -95,7 +95,13 @@ func TestRecordOutlivesItsAttempts(t *testing.T) {
 	def := redis.NewClient(&redis.Options{})
 	defer def.Close()
 	o := def.Options()
-	assert.Greater(t, replayWindow(def), time.Duration(o.MaxRetries+1)*o.ReadTimeout, "go-redis's defaults: every attempt's read timeout, and more")
+	attempt := time.Duration(o.DialerRetries)*o.DialTimeout + o.WriteTimeout + o.ReadTimeout
+	assert.Greater(t, replayWindow(def), time.Duration(o.MaxRetries+1)*attempt, "go-redis's defaults: every attempt's dials, write and read, and more")
+	cl := redis.NewClusterClient(&redis.ClusterOptions{})
+	defer cl.Close()
+	co := cl.Options()
+	assert.Greater(t, replayWindow(cl), time.Duration(co.MaxRedirects+1)*attempt, "a Cluster's: each redirect's attempt")
+	assert.GreaterOrEqual(t, ReplayWindow, replayWindow(def), "a client the store cannot read is given as long as the defaults take")
 }
 
 // TestResetSentAgainDropsNothingTakenSince: a Reset whose answer was
