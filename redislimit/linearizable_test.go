@@ -3,7 +3,10 @@ package redislimit_test
 import (
 	"context"
 	"flag"
+	"fmt"
 	"math/rand/v2"
+	"net"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -183,51 +186,87 @@ var faults = map[string]func(t *testing.T, srv *server, admin *redis.Client, pxs
 // a redis-server of the test's own, FailClosed, with go-redis's default
 // client options, while a fault comes and goes: a call that failed counts
 // as decided or not, a caller who left as granted and given back later
-// or never, and the histories are linearizable all the same.
+// or never, and the histories are linearizable all the same. The faults
+// of the network come to the Cluster's clients too, each of which
+// reaches each master through a proxy of its own (the Cluster is shared
+// with the other tests: nothing stops or pauses it).
 func TestLinearizableUnderFaults(t *testing.T) {
-	runs := max(1, *linearSeeds/2)
 	for name, fault := range faults {
 		for _, set := range []string{"token_bucket", "several"} {
 			t.Run(name+"/"+set, func(t *testing.T) {
 				srv := newServer(t)
 				admin := redis.NewClient(&redis.Options{Addr: srv.addr()})
 				t.Cleanup(func() { admin.Close() })
-				var faulted, ops, failed, left int
-				for seed := range uint64(runs) {
-					var pxs []*proxy
-					// Every request tries Redis (no Pause): a call fails
-					// only once it went out and its answer never came, so
-					// that each failure is one whose effect is unknown.
-					lr := linearRun{policies: lincheck.PolicySets()[set], routers: 3, clients: 3, ops: *linearOps, seed: seed, leave: 0.08, lossy: true, pause: -1,
-						newClient: func(t testing.TB) redis.UniversalClient {
-							px := newProxy(t, srv.addr())
-							pxs = append(pxs, px)
-							c := redis.NewClient(&redis.Options{Addr: px.addr()})
-							t.Cleanup(func() { c.Close() })
-							return c
-						}}
-					stop := make(chan struct{})
-					var wg sync.WaitGroup
-					lr.during = func() {
-						wg.Go(func() {
-							rng := rand.New(rand.NewPCG(seed, uint64(len(name))))
-							for {
-								select {
-								case <-stop:
-									return
-								case <-time.After(time.Duration(5+rng.IntN(30)) * time.Millisecond):
-								}
-								fault(t, srv, admin, pxs, rng)
-								faulted++
+				linearFaults(t, set, name, func(t *testing.T, pxs *[]*proxy, rng *rand.Rand) { fault(t, srv, admin, *pxs, rng) },
+					func(t testing.TB, pxs *[]*proxy) redis.UniversalClient {
+						px := newProxy(t, srv.addr())
+						*pxs = append(*pxs, px)
+						c := redis.NewClient(&redis.Options{Addr: px.addr()})
+						t.Cleanup(func() { c.Close() })
+						return c
+					})
+			})
+			if name == "client-pause" || name == "sigstop" {
+				continue
+			}
+			t.Run("cluster/"+name+"/"+set, func(t *testing.T) {
+				masters := strings.Split(env(t, "REDIS_CLUSTER_ADDRS"), ",")
+				linearFaults(t, set, name, func(t *testing.T, pxs *[]*proxy, rng *rand.Rand) { fault(t, nil, nil, *pxs, rng) },
+					func(t testing.TB, pxs *[]*proxy) redis.UniversalClient {
+						via := map[string]string{} // each master's proxy, for this client
+						for _, m := range masters {
+							px := newProxy(t, m)
+							*pxs = append(*pxs, px)
+							via[m] = px.addr()
+						}
+						c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: masters, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+							to, ok := via[addr]
+							if !ok {
+								return nil, fmt.Errorf("a node the test has no proxy for: %s", addr)
 							}
-						})
-					}
-					lr.after = func() { close(stop); wg.Wait() }
-					res := lr.run(t)
-					ops, failed, left = ops+res.Ops, failed+res.failed, left+res.left
-				}
-				t.Logf("%d histories, %d operations checked, %d faults: %d calls failed, %d callers left", runs, ops, faulted, failed, left)
+							var d net.Dialer
+							return d.DialContext(ctx, network, to)
+						}})
+						t.Cleanup(func() { c.Close() })
+						return c
+					})
 			})
 		}
 	}
+}
+
+// linearFaults records and checks histories under set's policies, with
+// clients from newClient (each adding its proxies to pxs), while fault
+// comes and goes.
+func linearFaults(t *testing.T, set, name string, fault func(t *testing.T, pxs *[]*proxy, rng *rand.Rand), newClient func(t testing.TB, pxs *[]*proxy) redis.UniversalClient) {
+	runs := max(1, *linearSeeds/2)
+	var faulted, ops, failed, left int
+	for seed := range uint64(runs) {
+		var pxs []*proxy
+		// Every request tries Redis (no Pause): a call fails only once it
+		// went out and its answer never came, so that each failure is one
+		// whose effect is unknown.
+		lr := linearRun{policies: lincheck.PolicySets()[set], routers: 3, clients: 3, ops: *linearOps, seed: seed, leave: 0.08, lossy: true, pause: -1,
+			newClient: func(t testing.TB) redis.UniversalClient { return newClient(t, &pxs) }}
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		lr.during = func() {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(seed, uint64(len(name))))
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(time.Duration(5+rng.IntN(30)) * time.Millisecond):
+					}
+					fault(t, &pxs, rng)
+					faulted++
+				}
+			})
+		}
+		lr.after = func() { close(stop); wg.Wait() }
+		res := lr.run(t)
+		ops, failed, left = ops+res.Ops, failed+res.failed, left+res.left
+	}
+	t.Logf("%d histories, %d operations checked, %d faults: %d calls failed, %d callers left", runs, ops, faulted, failed, left)
 }
