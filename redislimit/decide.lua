@@ -922,7 +922,7 @@ local takes = {}
 local packed -- out, packed as the call answers it, once it is whole: the call's record holds it too
 local fastFailed -- serveFast raised an error on a key of the call, which serve then served: a fault of serveFast's, told to the client
 local clock -- Redis's clock in ms, read once the requests are decided
-local recorded -- the call's record is written, or needs none
+local recorded -- the call's record is written (in the first key the call writes)
 
 local function timeNow()
   if not redisNow then

@@ -133,13 +133,13 @@ func TestLinearizableThroughRedis(t *testing.T) {
 	}
 }
 
-// faults are what TestLinearizableUnderFaults does to Redis, or to the
-// network between the routers and it, again and again while the calls
-// run: each returns once the fault is over.
-var faults = map[string]func(t *testing.T, srv *server, admin *redis.Client, pxs []*proxy, rng *rand.Rand){
+// serverFaults are what TestLinearizableUnderFaults does to a
+// redis-server of its own, again and again while the calls run: each
+// returns once the fault is over.
+var serverFaults = map[string]func(t *testing.T, srv *server, admin *redis.Client, rng *rand.Rand){
 	// Redis runs no command for a while (CLIENT PAUSE ALL), then all of
 	// them.
-	"client-pause": func(t *testing.T, srv *server, admin *redis.Client, pxs []*proxy, rng *rand.Rand) {
+	"client-pause": func(t *testing.T, srv *server, admin *redis.Client, rng *rand.Rand) {
 		ms := 10 + rng.IntN(90)
 		assert.NoError(t, admin.Do(context.Background(), "CLIENT", "PAUSE", ms, "ALL").Err())
 		time.Sleep(time.Duration(ms) * time.Millisecond) // the fault's own span, on the wall clock
@@ -148,13 +148,20 @@ var faults = map[string]func(t *testing.T, srv *server, admin *redis.Client, pxs
 	// enough, its clients' reads time out (5 s, go-redis's default), and
 	// go-redis sends their calls again, every attempt of which it runs
 	// once it goes on.
-	"sigstop": func(t *testing.T, srv *server, admin *redis.Client, pxs []*proxy, rng *rand.Rand) {
+	"sigstop": func(t *testing.T, srv *server, admin *redis.Client, rng *rand.Rand) {
 		assert.NoError(t, srv.cmd.Process.Signal(syscall.SIGSTOP))
 		time.Sleep(time.Duration(100+rng.IntN(4000)) * time.Millisecond) // the fault's own span, on the wall clock
 		assert.NoError(t, srv.cmd.Process.Signal(syscall.SIGCONT))
 	},
+}
+
+// networkFaults are what TestLinearizableUnderFaults does to the network
+// between the routers and Redis, through the proxies of the routers'
+// clients, again and again while the calls run: each returns once the
+// fault is over.
+var networkFaults = map[string]func(t *testing.T, pxs []*proxy, rng *rand.Rand){
 	// Replies come late.
-	"delay": func(t *testing.T, srv *server, admin *redis.Client, pxs []*proxy, rng *rand.Rand) {
+	"delay": func(t *testing.T, pxs []*proxy, rng *rand.Rand) {
 		px := pxs[rng.IntN(len(pxs))]
 		px.delay.Store(int64(time.Duration(1+rng.IntN(20)) * time.Millisecond))
 		time.Sleep(time.Duration(10+rng.IntN(90)) * time.Millisecond) // the fault's own span, on the wall clock
@@ -163,7 +170,7 @@ var faults = map[string]func(t *testing.T, srv *server, admin *redis.Client, pxs
 	// Replies are lost on their way, and what follows them on their
 	// connections: the client's read times out, and it sends the call
 	// again on a new one.
-	"swallow": func(t *testing.T, srv *server, admin *redis.Client, pxs []*proxy, rng *rand.Rand) {
+	"swallow": func(t *testing.T, pxs []*proxy, rng *rand.Rand) {
 		px := pxs[rng.IntN(len(pxs))]
 		px.swallow.Store(true)
 		time.Sleep(time.Duration(1+rng.IntN(10)) * time.Millisecond) // the fault's own span, on the wall clock
@@ -173,7 +180,7 @@ var faults = map[string]func(t *testing.T, srv *server, admin *redis.Client, pxs
 	// Connections are cut, whatever was on them, and for a while no new
 	// one is taken: a call the client cannot send again fails, whether or
 	// not Redis ran it.
-	"cut": func(t *testing.T, srv *server, admin *redis.Client, pxs []*proxy, rng *rand.Rand) {
+	"cut": func(t *testing.T, pxs []*proxy, rng *rand.Rand) {
 		px := pxs[rng.IntN(len(pxs))]
 		px.refuse.Store(true)
 		px.cut()
@@ -191,54 +198,65 @@ var faults = map[string]func(t *testing.T, srv *server, admin *redis.Client, pxs
 // reaches each master through a proxy of its own (the Cluster is shared
 // with the other tests: nothing stops or pauses it).
 func TestLinearizableUnderFaults(t *testing.T) {
-	for name, fault := range faults {
-		for _, set := range []string{"token_bucket", "several"} {
+	for _, set := range []string{"token_bucket", "several"} {
+		for name, fault := range serverFaults {
 			t.Run(name+"/"+set, func(t *testing.T) {
 				srv := newServer(t)
 				admin := redis.NewClient(&redis.Options{Addr: srv.addr()})
 				t.Cleanup(func() { admin.Close() })
-				linearFaults(t, set, name, func(t *testing.T, pxs *[]*proxy, rng *rand.Rand) { fault(t, srv, admin, *pxs, rng) },
-					func(t testing.TB, pxs *[]*proxy) redis.UniversalClient {
-						px := newProxy(t, srv.addr())
-						*pxs = append(*pxs, px)
-						c := redis.NewClient(&redis.Options{Addr: px.addr()})
-						t.Cleanup(func() { c.Close() })
-						return c
-					})
-			})
-			if name == "client-pause" || name == "sigstop" {
-				continue
-			}
-			t.Run("cluster/"+name+"/"+set, func(t *testing.T) {
-				masters := strings.Split(env(t, "REDIS_CLUSTER_ADDRS"), ",")
-				linearFaults(t, set, name, func(t *testing.T, pxs *[]*proxy, rng *rand.Rand) { fault(t, nil, nil, *pxs, rng) },
-					func(t testing.TB, pxs *[]*proxy) redis.UniversalClient {
-						via := map[string]string{} // each master's proxy, for this client
-						for _, m := range masters {
-							px := newProxy(t, m)
-							*pxs = append(*pxs, px)
-							via[m] = px.addr()
-						}
-						c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: masters, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-							to, ok := via[addr]
-							if !ok {
-								return nil, fmt.Errorf("a node the test has no proxy for: %s", addr)
-							}
-							var d net.Dialer
-							return d.DialContext(ctx, network, to)
-						}})
-						t.Cleanup(func() { c.Close() })
-						return c
-					})
+				linearFaults(t, set, name, func(t *testing.T, _ []*proxy, rng *rand.Rand) { fault(t, srv, admin, rng) }, singleVia(srv))
 			})
 		}
+		for name, fault := range networkFaults {
+			t.Run(name+"/"+set, func(t *testing.T) {
+				linearFaults(t, set, name, fault, singleVia(newServer(t)))
+			})
+			t.Run("cluster/"+name+"/"+set, func(t *testing.T) {
+				linearFaults(t, set, name, fault, clusterVia(strings.Split(env(t, "REDIS_CLUSTER_ADDRS"), ",")))
+			})
+		}
+	}
+}
+
+// singleVia returns what makes a client of srv through a proxy of its
+// own, which it adds to pxs.
+func singleVia(srv *server) func(t testing.TB, pxs *[]*proxy) redis.UniversalClient {
+	return func(t testing.TB, pxs *[]*proxy) redis.UniversalClient {
+		px := newProxy(t, srv.addr())
+		*pxs = append(*pxs, px)
+		c := redis.NewClient(&redis.Options{Addr: px.addr()})
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+}
+
+// clusterVia returns what makes a client of the Cluster of masters that
+// reaches each master through a proxy of its own, which it adds to pxs.
+func clusterVia(masters []string) func(t testing.TB, pxs *[]*proxy) redis.UniversalClient {
+	return func(t testing.TB, pxs *[]*proxy) redis.UniversalClient {
+		via := map[string]string{} // each master's proxy, for this client
+		for _, m := range masters {
+			px := newProxy(t, m)
+			*pxs = append(*pxs, px)
+			via[m] = px.addr()
+		}
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: masters, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			to, ok := via[addr]
+			if !ok {
+				return nil, fmt.Errorf("a node the test has no proxy for: %s", addr)
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, to)
+		}})
+		t.Cleanup(func() { c.Close() })
+		return c
 	}
 }
 
 // linearFaults records and checks histories under set's policies, with
 // clients from newClient (each adding its proxies to pxs), while fault
 // comes and goes.
-func linearFaults(t *testing.T, set, name string, fault func(t *testing.T, pxs *[]*proxy, rng *rand.Rand), newClient func(t testing.TB, pxs *[]*proxy) redis.UniversalClient) {
+func linearFaults(t *testing.T, set, name string, fault func(t *testing.T, pxs []*proxy, rng *rand.Rand), newClient func(t testing.TB, pxs *[]*proxy) redis.UniversalClient) {
 	runs := max(1, *linearSeeds/2)
 	var faulted, ops, failed, left int
 	for seed := range uint64(runs) {
@@ -259,7 +277,7 @@ func linearFaults(t *testing.T, set, name string, fault func(t *testing.T, pxs *
 						return
 					case <-time.After(time.Duration(5+rng.IntN(30)) * time.Millisecond):
 					}
-					fault(t, &pxs, rng)
+					fault(t, pxs, rng)
 					faulted++
 				}
 			})
