@@ -3,7 +3,9 @@ package chanlimit
 import (
 	"errors"
 
-	"github.com/chanlimit/chanlimit/internal/errs"
+	"github.com/chanlimit/chanlimit/actor"
+	"github.com/chanlimit/chanlimit/internal/keytable"
+	"github.com/chanlimit/chanlimit/internal/storetable"
 )
 
 // The errors of a Router. Those that carry details wrap them: match them
@@ -11,7 +13,7 @@ import (
 var (
 	// ErrClosed is returned by every call on a closed Router, and by calls
 	// that raced with Close and were not answered.
-	ErrClosed = errs.ErrClosed
+	ErrClosed = actor.ErrClosed
 
 	// ErrInvalidCount is returned for a request of n <= 0 units.
 	ErrInvalidCount = errors.New("chanlimit: n must be at least 1")
@@ -21,7 +23,7 @@ var (
 	// that no wait would let it through: the smallest capacity of the
 	// key's policies (Burst for the bucket algorithms, Limit for the
 	// others).
-	ErrExceedsCapacity = errs.ErrExceedsCapacity
+	ErrExceedsCapacity = actor.ErrExceedsCapacity
 
 	// ErrInvalidConfig is returned by New, wrapped with the field and the
 	// reason, for a Config it cannot honour.
@@ -41,12 +43,12 @@ var (
 	// keys is idle (without EvictLRU), or when the bytes of the
 	// partition's keys fill the space a partition has for them (docs/keys.md).
 	// No key held is dropped to make room, and the request takes nothing.
-	ErrTooManyKeys = errs.ErrTooManyKeys
+	ErrTooManyKeys = actor.ErrTooManyKeys
 
 	// ErrStoreUnavailable is returned, wrapping the store's error, for a
 	// request that Config.Store could not answer (Redis down, a timeout),
 	// when the Store's FailMode is FailClosed.
-	ErrStoreUnavailable = errs.ErrStoreUnavailable
+	ErrStoreUnavailable = storetable.ErrStoreUnavailable
 
 	// ErrKeyTooLong is returned, wrapped with the lengths, for a key longer
 	// than Config.MaxKeyBytes.
@@ -58,7 +60,7 @@ var (
 	// half-written, is dropped; the router and its other keys go on. If
 	// the value is an error, errors.Is and errors.As find it too; chanlimit
 	// itself never calls its methods.
-	ErrAlgorithmPanic = errs.ErrAlgorithmPanic
+	ErrAlgorithmPanic = actor.ErrAlgorithmPanic
 
 	// ErrClockPanic is returned, wrapped with the panic's value, by the
 	// requests that need the time (AllowN, Peek, each request of
@@ -67,11 +69,11 @@ var (
 	// reading that works. Reset and Stats need no reading and go on;
 	// Snapshot and Restore read the time of day themselves, and return
 	// ErrClockPanic if that reading panics, having changed nothing.
-	ErrClockPanic = errs.ErrClockPanic
+	ErrClockPanic = actor.ErrClockPanic
 
 	// ErrBadSnapshot is returned by Restore, wrapped with the reason, for
 	// a snapshot it refuses; nothing is loaded then.
-	ErrBadSnapshot = errs.ErrBadSnapshot
+	ErrBadSnapshot = keytable.ErrBadSnapshot
 
 	// ErrTooManyOverrides is returned by SetOverride for a key without an
 	// override when Config.MaxOverrides keys already have one, and by
@@ -84,5 +86,5 @@ var (
 
 	// ErrTooManyWaiters is returned, wrapped with the figures, by a WaitN
 	// on a key that already has MaxWaiters callers waiting.
-	ErrTooManyWaiters = errs.ErrTooManyWaiters
+	ErrTooManyWaiters = actor.ErrTooManyWaiters
 )

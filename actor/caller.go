@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/chanlimit/chanlimit/algorithms"
-	"github.com/chanlimit/chanlimit/internal/errs"
 )
 
 // The caller's side of the protocol: each method sends one message on
@@ -137,7 +136,7 @@ func (p *Partition) send(ctx context.Context, req request) (ch chan reply, stopp
 	// select picks at random among ready cases: look at stop first, so that
 	// a stopped partition takes no more requests.
 	if closed(p.stop) {
-		return nil, false, errs.ErrClosed
+		return nil, false, ErrClosed
 	}
 	if req.reply == nil { // a Ticket comes with its own
 		req.reply = p.replies.Get().(chan reply)
@@ -150,7 +149,7 @@ func (p *Partition) send(ctx context.Context, req request) (ch chan reply, stopp
 		case p.mailbox <- req:
 		case <-p.stop:
 			p.replies.Put(req.reply)
-			return nil, false, errs.ErrClosed
+			return nil, false, ErrClosed
 		case <-ctx.Done():
 			p.replies.Put(req.reply)
 			return nil, false, ctx.Err()
@@ -191,7 +190,7 @@ func (p *Partition) wait(ctx context.Context, ch chan reply, stopping bool) repl
 		case r := <-ch:
 			return r
 		default:
-			return reply{err: errs.ErrClosed}
+			return reply{err: ErrClosed}
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package actor
 
 import (
-	"github.com/chanlimit/chanlimit/internal/errs"
 	"github.com/chanlimit/chanlimit/internal/supervise"
 )
 
@@ -35,10 +34,10 @@ func (p *Partition) carryOn() {
 		l.stopping = l.stopping || l.unfinished.first.op == opStop
 	case callingClock:
 		l.state.Counts.ClockPanics++
-		l.unfinished.answer = supervise.Exited(errs.ErrClockPanic)
+		l.unfinished.answer = supervise.Exited(ErrClockPanic)
 	default:
 		l.state.Table.Abandoned() // the key the rule was on, if any, as for a panic
-		l.unfinished.answer = supervise.Exited(errs.ErrAlgorithmPanic)
+		l.unfinished.answer = supervise.Exited(ErrAlgorithmPanic)
 	}
 	l.state.calling = callingNone
 	l.unfinished.first = request{}
@@ -69,7 +68,7 @@ func (p *Partition) takeOver() {
 	if req := l.unfinished.resume; req.op != 0 {
 		l.unfinished.resume = request{}
 		if req.op != opStop { // carryOn noted the stop message: run drains
-			l.serve(&req, l.state.Now, supervise.Exited(errs.ErrClockPanic))
+			l.serve(&req, l.state.Now, supervise.Exited(ErrClockPanic))
 		}
 	}
 	l.answerInflight()

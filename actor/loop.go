@@ -4,7 +4,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/chanlimit/chanlimit/internal/errs"
 	"github.com/chanlimit/chanlimit/internal/supervise"
 )
 
@@ -163,7 +162,7 @@ func (p *Partition) drain(now time.Duration, clockErr error) {
 			continue // a remote table's work went out, or requests were unparked
 		}
 		lines := len(l.waits.due) > 0
-		l.closeLines(errs.ErrClosed) // a remote table's requests held behind the lines are unparked, to serve
+		l.closeLines(ErrClosed) // a remote table's requests held behind the lines are unparked, to serve
 		if !lines {
 			return
 		}
@@ -190,7 +189,7 @@ func (l *loop) tick() (time.Duration, error) {
 		reading = l.state.clock.Since(l.origin)
 	} else {
 		l.state.calling = callingTick
-		err := supervise.Call(errs.ErrClockPanic, func() { reading = l.state.clock.Since(l.origin) })
+		err := supervise.Call(ErrClockPanic, func() { reading = l.state.clock.Since(l.origin) })
 		l.state.calling = callingNone
 		if err != nil {
 			l.state.Counts.ClockPanics++

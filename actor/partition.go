@@ -7,8 +7,8 @@
 // defines and documents, naming only its own types and those of
 // algorithms and clock: a router's tables in memory and its Store's
 // tables both implement it, and so can any other. Its API is otherwise
-// the router's, and so are its errors: ErrClosed, ErrTooManyWaiters,
-// ErrClockPanic and the others named here are package chanlimit's.
+// the router's. Its errors are its own (errors.go): package chanlimit
+// returns them under the same names.
 //
 // The protocol, and the property each part keeps:
 //
@@ -71,7 +71,6 @@ import (
 
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/clock"
-	"github.com/chanlimit/chanlimit/internal/errs"
 	"github.com/chanlimit/chanlimit/internal/supervise"
 )
 
@@ -162,7 +161,7 @@ type State struct {
 func (s *State) ReadClock() (time.Time, error) {
 	var t time.Time
 	s.calling = callingClock
-	err := supervise.Call(errs.ErrClockPanic, func() { t = s.clock.Now() })
+	err := supervise.Call(ErrClockPanic, func() { t = s.clock.Now() })
 	s.calling = callingNone
 	if err != nil {
 		s.Counts.ClockPanics++

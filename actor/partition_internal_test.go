@@ -11,7 +11,6 @@ import (
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/clock"
 	"github.com/chanlimit/chanlimit/internal/clocktest"
-	"github.com/chanlimit/chanlimit/internal/errs"
 )
 
 // These tests take the protocol's race branches one at a time, on a
@@ -54,7 +53,7 @@ var answer = reply{d: algorithms.Decision{Allowed: true, Limit: 2, Remaining: 1}
 func TestWaitAfterExitUnanswered(t *testing.T) {
 	p, _ := parked(t)
 	close(p.done)
-	assert.ErrorIs(t, p.wait(context.Background(), make(chan reply, 1), true).err, errs.ErrClosed)
+	assert.ErrorIs(t, p.wait(context.Background(), make(chan reply, 1), true).err, ErrClosed)
 }
 
 // TestWaitAfterExitAnswered: the goroutine answered, then exited; whichever
@@ -83,7 +82,7 @@ func TestSendAfterStop(t *testing.T) {
 	p, _ := parked(t)
 	close(p.stop)
 	_, _, err := p.send(context.Background(), request{op: opAllow, key: "k", n: 1})
-	assert.ErrorIs(t, err, errs.ErrClosed)
+	assert.ErrorIs(t, err, ErrClosed)
 	assert.Empty(t, p.mailbox)
 }
 
@@ -154,7 +153,7 @@ func TestAClockThatPanicsFailsOnlyItsBurst(t *testing.T) {
 	clk.Rig(func() { panic("the clock is broken") })
 	clk.Advance(time.Second)
 	now, err = p.loop.tick()
-	require.ErrorIs(t, err, errs.ErrClockPanic)
+	require.ErrorIs(t, err, ErrClockPanic)
 	assert.Equal(t, "chanlimit: clock panicked: the clock is broken", err.Error())
 	assert.Equal(t, time.Second, now, "the timeline stays")
 
@@ -166,10 +165,10 @@ func TestAClockThatPanicsFailsOnlyItsBurst(t *testing.T) {
 	p.loop.serve(&request{op: opReset, key: "r", reply: resetReply}, now, err)
 	var seen State
 	p.loop.serve(&request{op: opDo, do: func(s *State) error { seen = *s; return nil }, reply: doReply}, now, err)
-	assert.ErrorIs(t, (<-allowReply).err, errs.ErrClockPanic)
-	assert.ErrorIs(t, (<-peekReply).err, errs.ErrClockPanic)
+	assert.ErrorIs(t, (<-allowReply).err, ErrClockPanic)
+	assert.ErrorIs(t, (<-peekReply).err, ErrClockPanic)
 	for _, it := range items {
-		assert.ErrorIs(t, it.Err, errs.ErrClockPanic)
+		assert.ErrorIs(t, it.Err, ErrClockPanic)
 	}
 	assert.NoError(t, (<-resetReply).err)
 	assert.NoError(t, (<-doReply).err)
@@ -193,7 +192,7 @@ func TestTicketAfterExitUnanswered(t *testing.T) {
 	p.settle(tk)
 	require.Same(t, tk, <-ready)
 	_, err := tk.Answer()
-	assert.ErrorIs(t, err, errs.ErrClosed)
+	assert.ErrorIs(t, err, ErrClosed)
 }
 
 // TestTicketAfterExitAnswered: a Ticket the goroutine answered before it

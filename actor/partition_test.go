@@ -17,7 +17,6 @@ import (
 	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/clock"
-	"github.com/chanlimit/chanlimit/internal/errs"
 	"github.com/chanlimit/chanlimit/internal/keytable"
 )
 
@@ -161,9 +160,9 @@ func TestErrorsComeBack(t *testing.T) {
 	_, err := p.AllowN(ctx, "k", 1)
 	require.NoError(t, err)
 	_, err = p.AllowN(ctx, "new", 1)
-	assert.ErrorIs(t, err, errs.ErrTooManyKeys)
+	assert.ErrorIs(t, err, actor.ErrTooManyKeys)
 	_, err = p.AllowN(ctx, "k", 3)
-	assert.ErrorIs(t, err, errs.ErrExceedsCapacity, "n beyond the capacity: the table checks it before the rule")
+	assert.ErrorIs(t, err, actor.ErrExceedsCapacity, "n beyond the capacity: the table checks it before the rule")
 }
 
 func TestContextDoneBeforeTheCall(t *testing.T) {
@@ -268,7 +267,7 @@ func TestMailboxFullHonoursContext(t *testing.T) {
 }
 
 // TestStopAnswersWhatIsQueued: requests in the mailbox when Stop comes are
-// answered with decisions; calls after Stop get ErrClosed.
+// answered with decisions; calls after Stop get actor.ErrClosed.
 func TestStopAnswersWhatIsQueued(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pt := newProbe(t, "slow")
@@ -287,7 +286,7 @@ func TestStopAnswersWhatIsQueued(t *testing.T) {
 		p.Stop()
 		p.Stop() // idempotent
 		_, err := p.AllowN(bg, "c", 1)
-		assert.ErrorIs(t, err, errs.ErrClosed)
+		assert.ErrorIs(t, err, actor.ErrClosed)
 
 		release(pt, "slow")
 		for _, o := range append(queued, slow) {
@@ -297,13 +296,13 @@ func TestStopAnswersWhatIsQueued(t *testing.T) {
 		}
 		<-p.Done()
 		_, err = p.AllowN(bg, "c", 1)
-		assert.ErrorIs(t, err, errs.ErrClosed)
+		assert.ErrorIs(t, err, actor.ErrClosed)
 		assert.Equal(t, []string{"slow", "a", "b"}, keys(pt.calls))
 	})
 }
 
 // TestStopRacingCallers: hundreds of callers hammer a partition while it
-// stops; every call returns, with a decision or ErrClosed.
+// stops; every call returns, with a decision or actor.ErrClosed.
 func TestStopRacingCallers(t *testing.T) {
 	p := start(newProbe(t), clock.NewFake(epoch), 8)
 	var (
@@ -333,8 +332,8 @@ func TestStopRacingCallers(t *testing.T) {
 	wg.Wait()
 	close(failures)
 	for err := range failures {
-		if !errors.Is(err, errs.ErrClosed) {
-			t.Errorf("a call racing Stop returned %v, want ErrClosed", err)
+		if !errors.Is(err, actor.ErrClosed) {
+			t.Errorf("a call racing Stop returned %v, want actor.ErrClosed", err)
 		}
 	}
 }
@@ -374,9 +373,9 @@ func TestPeekAndReset(t *testing.T) {
 	assert.True(t, d.Allowed, "k was dropped")
 
 	stop(p)
-	assert.ErrorIs(t, p.Reset(ctx, "k"), errs.ErrClosed)
+	assert.ErrorIs(t, p.Reset(ctx, "k"), actor.ErrClosed)
 	_, err = p.PeekN(ctx, "k", 1)
-	assert.ErrorIs(t, err, errs.ErrClosed)
+	assert.ErrorIs(t, err, actor.ErrClosed)
 	assert.Equal(t, 1, pt.Len(), "only k is held")
 }
 
@@ -513,7 +512,7 @@ func (g goexitTable) Decide(items []keytable.Item, now time.Duration) {
 
 // TestAGoexitInTheTableAnswersAndCarriesOn: code the partition calls ends
 // its goroutine with runtime.Goexit; the request in flight is answered with
-// ErrAlgorithmPanic, a batch gives back what it was granted, and another
+// actor.ErrAlgorithmPanic, a batch gives back what it was granted, and another
 // goroutine serves the rest: every call returns, and Stop still works.
 func TestAGoexitInTheTableAnswersAndCarriesOn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -522,7 +521,7 @@ func TestAGoexitInTheTableAnswersAndCarriesOn(t *testing.T) {
 		bg := context.Background()
 
 		_, err := p.AllowN(bg, "exits", 1)
-		require.ErrorIs(t, err, errs.ErrAlgorithmPanic)
+		require.ErrorIs(t, err, actor.ErrAlgorithmPanic)
 		assert.ErrorContains(t, err, "runtime.Goexit")
 		d, err := p.AllowN(bg, "k", 1)
 		require.NoError(t, err, "the partition goes on")
@@ -531,7 +530,7 @@ func TestAGoexitInTheTableAnswersAndCarriesOn(t *testing.T) {
 		items := []keytable.Item{{Key: "a", N: 2}, {Key: "exits", N: 1}, {Key: "b", N: 1}}
 		pending, err := p.SendBatch(bg, &items)
 		require.NoError(t, err)
-		require.ErrorIs(t, pending.Wait(bg), errs.ErrAlgorithmPanic)
+		require.ErrorIs(t, pending.Wait(bg), actor.ErrAlgorithmPanic)
 		d, err = p.AllowN(bg, "a", 2)
 		require.NoError(t, err)
 		assert.True(t, d.Allowed, "the batch's grant to a was given back")
@@ -549,7 +548,7 @@ func TestAGoexitInTheTableAnswersAndCarriesOn(t *testing.T) {
 		release(pt, "slow")
 		<-p.Done()
 		assert.NoError(t, (<-slow).err)
-		assert.ErrorIs(t, (<-exits).err, errs.ErrAlgorithmPanic)
+		assert.ErrorIs(t, (<-exits).err, actor.ErrAlgorithmPanic)
 		assert.NoError(t, (<-after).err, "answered by the goroutine that carried on")
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/chanlimit/chanlimit/internal/errs"
 	"github.com/chanlimit/chanlimit/internal/supervise"
 )
 
@@ -294,7 +293,7 @@ func (l *loop) answerLanding() {
 		return
 	}
 	l.landing = nil
-	exited := reply{err: supervise.Exited(errs.ErrAlgorithmPanic)}
+	exited := reply{err: supervise.Exited(ErrAlgorithmPanic)}
 	for _, req := range tr.run[l.landingAt:] {
 		select {
 		case req.reply <- exited:

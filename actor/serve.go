@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/chanlimit/chanlimit/algorithms"
-	"github.com/chanlimit/chanlimit/internal/errs"
 	"github.com/chanlimit/chanlimit/internal/supervise"
 )
 
@@ -331,7 +330,7 @@ func (c *Counts) note(d *algorithms.Decision, err error) {
 	case err == nil:
 		c.Denied++
 	case supervise.Panicked(err):
-	case errors.Is(err, errs.ErrTooManyKeys):
+	case errors.Is(err, ErrTooManyKeys):
 		c.Refused++
 	}
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/clock"
-	"github.com/chanlimit/chanlimit/internal/errs"
 )
 
 // nearRemote is a remote table whose store is a table in memory: a trip
@@ -59,7 +58,7 @@ func TestStopInABurstSurvivesAGoexit(t *testing.T) {
 		r := <-allowed
 		require.NoError(t, r.err)
 		assert.True(t, r.d.Allowed)
-		assert.ErrorIs(t, (<-exited).err, errs.ErrAlgorithmPanic)
+		assert.ErrorIs(t, (<-exited).err, ErrAlgorithmPanic)
 		r = <-after
 		require.NoError(t, r.err, "answered by the drain")
 		assert.True(t, r.d.Allowed)

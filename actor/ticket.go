@@ -6,7 +6,6 @@ import (
 	"errors"
 
 	"github.com/chanlimit/chanlimit/algorithms"
-	"github.com/chanlimit/chanlimit/internal/errs"
 )
 
 // A Ticket is a wait that StartWait put in its key's line: a WaitN whose
@@ -75,7 +74,7 @@ func (p *Partition) StartWait(ctx context.Context, key string, n int, ready chan
 func (p *Partition) settle(t *Ticket) {
 	<-p.done
 	if !t.rung {
-		t.ch <- reply{err: errs.ErrClosed}
+		t.ch <- reply{err: ErrClosed}
 		ring(t)
 	}
 }

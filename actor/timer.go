@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/chanlimit/chanlimit/clock"
-	"github.com/chanlimit/chanlimit/internal/errs"
 	"github.com/chanlimit/chanlimit/internal/supervise"
 )
 
@@ -81,7 +80,7 @@ func (l *loop) stopTimer() {
 // timerCall runs f, which calls the Clock's timer, under supervision.
 func (l *loop) timerCall(f func()) error {
 	l.state.calling = callingClock
-	err := supervise.Call(errs.ErrClockPanic, f)
+	err := supervise.Call(ErrClockPanic, f)
 	l.state.calling = callingNone
 	if err != nil {
 		l.state.Counts.ClockPanics++

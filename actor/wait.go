@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/chanlimit/chanlimit/algorithms"
-	"github.com/chanlimit/chanlimit/internal/errs"
 )
 
 // errLeft answers a leave message: the waiter left its line, taking
@@ -75,7 +74,7 @@ func (p *Partition) waitN(ctx context.Context, key string, n int, q *Quota) (alg
 	case <-ctx.Done():
 		return p.leave(ctx, key, ch)
 	case <-exited:
-		return answered(ch, errs.ErrClosed)
+		return answered(ch, ErrClosed)
 	}
 }
 

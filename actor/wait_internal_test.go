@@ -6,8 +6,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/chanlimit/chanlimit/internal/errs"
 )
 
 // The race branches of WaitN's leaving, forced one at a time on a parked
@@ -88,10 +86,10 @@ func TestLeaveAfterExit(t *testing.T) {
 	p, _ := parked(t)
 	close(p.done)
 	ch := make(chan reply, 1)
-	ch <- reply{err: errs.ErrClosed}
+	ch <- reply{err: ErrClosed}
 	p.mailbox <- request{} // full: the leave cannot be sent
 	_, err := p.leave(cancelled(), "k", ch)
-	assert.ErrorIs(t, err, errs.ErrClosed)
+	assert.ErrorIs(t, err, ErrClosed)
 
 	// A wait sent after the goroutine's last look was never answered.
 	_, err = p.leave(cancelled(), "k", make(chan reply, 1))
@@ -105,7 +103,7 @@ func TestWaitSentWhileStoppingUnanswered(t *testing.T) {
 	close(p.stop)
 	close(p.done)
 	_, err := p.WaitN(context.Background(), "k", 1)
-	assert.ErrorIs(t, err, errs.ErrClosed)
+	assert.ErrorIs(t, err, ErrClosed)
 }
 
 // TestTryEachGrantsWhatNeedNotWait: a batch of tries grants what WaitN
@@ -126,7 +124,7 @@ func TestTryEachGrantsWhatNeedNotWait(t *testing.T) {
 	assert.NoError(t, items[1].Err)
 	assert.False(t, items[2].D.Allowed, "denied: left to wait")
 	assert.NoError(t, items[2].Err)
-	assert.ErrorIs(t, items[3].Err, errs.ErrExceedsCapacity)
+	assert.ErrorIs(t, items[3].Err, ErrExceedsCapacity)
 	assert.Equal(t, uint64(1), l.state.Counts.Allowed)
 	assert.Zero(t, l.state.Counts.Denied, "one left to wait is no answer")
 	assert.Equal(t, 1, l.state.Waiting)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/clock"
-	"github.com/chanlimit/chanlimit/internal/errs"
 )
 
 // Waiting (WaitN). The partition keeps the callers waiting on a key in a
@@ -177,5 +176,5 @@ func (w *waiting) full(ln *line) error {
 	if ln == nil || w.max <= 0 || len(ln.queue) < w.max {
 		return nil
 	}
-	return fmt.Errorf("%w: %d callers wait on this key, MaxWaiters is %d", errs.ErrTooManyWaiters, len(ln.queue), w.max)
+	return fmt.Errorf("%w: %d callers wait on this key, MaxWaiters is %d", ErrTooManyWaiters, len(ln.queue), w.max)
 }

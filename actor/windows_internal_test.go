@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/chanlimit/chanlimit/algorithms"
-	"github.com/chanlimit/chanlimit/internal/errs"
 )
 
 // windows is a Table of fixed windows of 2 units a second a key, for the
@@ -37,7 +36,7 @@ func (w *windows) at(key string, now time.Duration) (used int, start time.Durati
 func (w *windows) PeekN(key string, now time.Duration, n int, d *algorithms.Decision) error {
 	*d = algorithms.Decision{}
 	if n > windowLimit {
-		return errs.ErrExceedsCapacity
+		return ErrExceedsCapacity
 	}
 	used, start := w.at(key, now)
 	*d = algorithms.Decision{Allowed: used+n <= windowLimit, Limit: windowLimit, Remaining: windowLimit - used}

@@ -32,7 +32,6 @@ import (
 
 	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/algorithms"
-	"github.com/chanlimit/chanlimit/internal/errs"
 )
 
 // Table is the keys of one partition under their policies: an
@@ -44,7 +43,7 @@ import (
 // drops the key the rule was working on, whose state it may have left
 // half-written, and counts in Counts.Panicked; when the rule was deciding
 // a request on that key (an item of Decide), that request fails with an
-// error wrapping errs.ErrAlgorithmPanic. Everything else goes on.
+// error wrapping actor.ErrAlgorithmPanic. Everything else goes on.
 type Table interface {
 	actor.Table
 	kept
@@ -97,7 +96,7 @@ type kept interface {
 
 	// Load adds key, with a state that AppendSnapshot saved age before now,
 	// unless by now it is untouched. It ignores the cap. Its error wraps
-	// errs.ErrBadSnapshot, and then the table is as it was.
+	// ErrBadSnapshot, and then the table is as it was.
 	Load(key string, state []byte, now, age time.Duration) error
 }
 
@@ -218,20 +217,25 @@ type Counts struct {
 // Limit caps the keys a table holds. When the table is full, a new key
 // takes the place of an idle key if the table holds one; otherwise, with
 // Evict, of the table's least recently used key, and without, it is
-// refused with errs.ErrTooManyKeys. Max 0 means no cap.
+// refused with actor.ErrTooManyKeys. Max 0 means no cap.
 type Limit struct {
 	Max   int
 	Evict bool
 	pins  pins // the partition's, set by Keys.Bound
 }
 
+// ErrBadSnapshot is wrapped, with the reason, by Load's and the
+// snapshot's errors for a snapshot the table refuses (package chanlimit
+// returns it as ErrBadSnapshot).
+var ErrBadSnapshot = errors.New("chanlimit: bad snapshot")
+
 var (
 	// errNoRoom refuses a new key when the table is full and can make no
 	// room.
-	errNoRoom = fmt.Errorf("%w: this partition's share of MaxKeys is held, and no key is idle", errs.ErrTooManyKeys)
+	errNoRoom = fmt.Errorf("%w: this partition's share of MaxKeys is held, and no key is idle", actor.ErrTooManyKeys)
 
 	// errKeysFull refuses a key whose bytes do not fit.
-	errKeysFull = fmt.Errorf("%w: this partition's keys fill the space it keeps their bytes in (4 GiB; 2 GiB on 32-bit platforms)", errs.ErrTooManyKeys)
+	errKeysFull = fmt.Errorf("%w: this partition's keys fill the space it keeps their bytes in (4 GiB; 2 GiB on 32-bit platforms)", actor.ErrTooManyKeys)
 
 	// errNoCodec is returned by the snapshot methods of a table whose rule
 	// cannot save its states.

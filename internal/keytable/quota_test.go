@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/chanlimit/chanlimit/internal/errs"
+	"github.com/chanlimit/chanlimit/actor"
 )
 
 // TestQuotaOfEachPolicy: Quota tells each policy's own quota, in the set's
@@ -45,7 +45,7 @@ func TestQuotaOfAPanickingRule(t *testing.T) {
 	allow(t, tab, "k", 0, 2) // marked
 	q := Quota{Policies: make([]PolicyQuota, 3)}
 	ok, err := tab.Quota("k", 0, &q)
-	require.ErrorIs(t, err, errs.ErrAlgorithmPanic)
+	require.ErrorIs(t, err, actor.ErrAlgorithmPanic)
 	assert.False(t, ok)
 	assert.Empty(t, q.Policies)
 	assert.False(t, held(tab, "k"))

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/algorithms"
-	"github.com/chanlimit/chanlimit/internal/errs"
 )
 
 // Policy is one policy of a set: a rule, with the name and the algorithm
@@ -142,9 +142,9 @@ func (s *Set) Smallest() int { return s.smallest }
 // exceeds returns the error for a request of n units above s's capacity.
 func (s *Set) exceeds(n int) error {
 	if len(s.policies) == 1 {
-		return fmt.Errorf("%w: n = %d, capacity %d", errs.ErrExceedsCapacity, n, s.capacity)
+		return fmt.Errorf("%w: n = %d, capacity %d", actor.ErrExceedsCapacity, n, s.capacity)
 	}
-	return fmt.Errorf("%w: n = %d, capacity %d (policy %q)", errs.ErrExceedsCapacity, n, s.capacity, s.policies[s.smallest].Name)
+	return fmt.Errorf("%w: n = %d, capacity %d (policy %q)", actor.ErrExceedsCapacity, n, s.capacity, s.policies[s.smallest].Name)
 }
 
 // index returns the index of the policy of s that a key's state under p

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/chanlimit/chanlimit/internal/errs"
 	"github.com/chanlimit/chanlimit/internal/supervise"
 	"github.com/chanlimit/chanlimit/internal/wire"
 )
@@ -80,10 +79,10 @@ func (t *table[S]) appendKey(dst []byte, i uint32, now time.Duration) []byte {
 
 func (t *table[S]) Load(key string, states []byte, now, age time.Duration) error {
 	if !t.canSave() {
-		return fmt.Errorf("%w: %w", errs.ErrBadSnapshot, errNoCodec)
+		return fmt.Errorf("%w: %w", ErrBadSnapshot, errNoCodec)
 	}
 	if _, ok := t.lookup(key); ok {
-		return fmt.Errorf("%w: key %q appears twice", errs.ErrBadSnapshot, key)
+		return fmt.Errorf("%w: key %q appears twice", ErrBadSnapshot, key)
 	}
 	var (
 		wait   time.Duration
@@ -113,17 +112,17 @@ func (t *table[S]) Load(key string, states []byte, now, age time.Duration) error
 	defer t.clearFresh()
 	switch {
 	case perr != nil:
-		return fmt.Errorf("%w: key %q: %w", errs.ErrBadSnapshot, key, perr)
+		return fmt.Errorf("%w: key %q: %w", ErrBadSnapshot, key, perr)
 	case bad != nil:
-		return fmt.Errorf("%w: key %q: %w", errs.ErrBadSnapshot, key, bad)
+		return fmt.Errorf("%w: key %q: %w", ErrBadSnapshot, key, bad)
 	case err != nil && !t.multi: // the rule's: read once, never asked anything
-		return fmt.Errorf("%w: key %q: %w", errs.ErrBadSnapshot, key, supervise.Wrap(err))
+		return fmt.Errorf("%w: key %q: %w", ErrBadSnapshot, key, supervise.Wrap(err))
 	case err != nil:
-		return fmt.Errorf("%w: key %q: policy %q: %w", errs.ErrBadSnapshot, key, t.set.policies[policy].Name, supervise.Wrap(err))
+		return fmt.Errorf("%w: key %q: policy %q: %w", ErrBadSnapshot, key, t.set.policies[policy].Name, supervise.Wrap(err))
 	case wait <= 0:
 		return nil // untouched by now
 	case !t.room(len(key)):
-		return fmt.Errorf("%w: key %q: %w", errs.ErrBadSnapshot, key, errKeysFull)
+		return fmt.Errorf("%w: key %q: %w", ErrBadSnapshot, key, errKeysFull)
 	}
 	t.insert(key, after(now, wait))
 	return nil

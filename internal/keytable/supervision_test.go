@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/algorithms"
-	"github.com/chanlimit/chanlimit/internal/errs"
 )
 
 // panicsOnMarked is a fixed window of 3 per second whose method named in
@@ -87,7 +87,7 @@ func TestTableAllowNOfAPanickingRuleFailsAndDropsTheKey(t *testing.T) {
 	allow(t, tab, "k", 0, 1)
 	allow(t, tab, "other", 0, 1)
 	d, err := tryAllow(tab, "k", 0, 3)
-	require.ErrorIs(t, err, errs.ErrAlgorithmPanic)
+	require.ErrorIs(t, err, actor.ErrAlgorithmPanic)
 	assert.Equal(t, "chanlimit: algorithm panicked: AllowN", err.Error())
 	assert.Zero(t, d, "no decision with the error")
 	assert.False(t, held(tab, "k"), "k's state may be half-written: dropped")
@@ -95,7 +95,7 @@ func TestTableAllowNOfAPanickingRuleFailsAndDropsTheKey(t *testing.T) {
 	assert.Equal(t, uint64(1), tab.Counts(0).Panicked)
 
 	_, err = tryAllow(tab, "new", 0, 3)
-	require.ErrorIs(t, err, errs.ErrAlgorithmPanic, "on a new key too")
+	require.ErrorIs(t, err, actor.ErrAlgorithmPanic, "on a new key too")
 	assert.False(t, held(tab, "new"))
 	assert.Equal(t, uint64(2), tab.Counts(0).Panicked)
 	checkWhole(t, tab, 0)
@@ -112,7 +112,7 @@ func TestTableAllowEachFailsOnlyTheItemItPanickedOn(t *testing.T) {
 		assert.Equal(t, want, items[k].D.Allowed, "item %d", k)
 	}
 	for _, k := range []int{1, 2} {
-		require.ErrorIs(t, items[k].Err, errs.ErrAlgorithmPanic, "item %d", k)
+		require.ErrorIs(t, items[k].Err, actor.ErrAlgorithmPanic, "item %d", k)
 		assert.Zero(t, items[k].D, "item %d", k)
 	}
 	assert.Equal(t, 1, items[3].D.Remaining, "a took its second unit")
@@ -125,7 +125,7 @@ func TestTablePeekOfAPanickingRuleFailsAndDropsTheKey(t *testing.T) {
 	tab := newPanicsOnMarked("PeekN")
 	allow(t, tab, "k", 0, 2)
 	_, err := peek(tab, "k", 0, 1)
-	require.ErrorIs(t, err, errs.ErrAlgorithmPanic)
+	require.ErrorIs(t, err, actor.ErrAlgorithmPanic)
 	assert.False(t, held(tab, "k"))
 	assert.Equal(t, uint64(1), tab.Counts(0).Panicked)
 	checkWhole(t, tab, 0)
@@ -209,8 +209,8 @@ func TestTableDropsAKeyItCannotSave(t *testing.T) {
 func TestTableLoadOfAPanickingCodecIsABadSnapshot(t *testing.T) {
 	tab := newPanicsOnMarked("ParseState")
 	err := tab.Load("k", []byte{2, 0, 1}, 0, 0) // one state, of 2 bytes
-	require.ErrorIs(t, err, errs.ErrBadSnapshot)
-	require.ErrorIs(t, err, errs.ErrAlgorithmPanic)
+	require.ErrorIs(t, err, ErrBadSnapshot)
+	require.ErrorIs(t, err, actor.ErrAlgorithmPanic)
 	assert.Zero(t, tab.Len())
 }
 
@@ -241,9 +241,9 @@ func TestTablePeekOnANewKeyAnswersAsAllowNWould(t *testing.T) {
 	implOf[algorithms.FixedWindowState](tab).keyRoom = 4
 	allow(t, tab, "abc", 0, 1) // 4 bytes, with its length
 	_, err := peek(tab, "de", 0, 1)
-	require.ErrorIs(t, err, errs.ErrTooManyKeys, "no room for the key's bytes")
+	require.ErrorIs(t, err, actor.ErrTooManyKeys, "no room for the key's bytes")
 	_, err = tryAllow(tab, "de", 0, 1)
-	require.ErrorIs(t, err, errs.ErrTooManyKeys)
+	require.ErrorIs(t, err, actor.ErrTooManyKeys)
 }
 
 // TestTableReplaceTakesTheOthersKeys: the table holds what the other held,

@@ -4,8 +4,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/algorithms"
-	"github.com/chanlimit/chanlimit/internal/errs"
 	"github.com/chanlimit/chanlimit/internal/supervise"
 )
 
@@ -162,7 +162,7 @@ func (t *table[S]) allowEach(items []Item, now time.Duration, pick []int32, want
 	for k := 0; k < len(items); k++ {
 		// One supervision covers the run of items: a panic fails the item
 		// it came on, and the run goes on after it.
-		err := supervise.Call(errs.ErrAlgorithmPanic, func() {
+		err := supervise.Call(actor.ErrAlgorithmPanic, func() {
 			for ; k < len(items); k++ {
 				if items[k].Skip || (pick != nil && pick[k] != want) {
 					continue
@@ -293,7 +293,7 @@ func (t *table[S]) clearFresh() {
 // the key is dropped, the panic counted, and ask returns its error.
 func (t *table[S]) ask(i uint32, f func()) error {
 	t.asking = i
-	err := supervise.Call(errs.ErrAlgorithmPanic, f)
+	err := supervise.Call(actor.ErrAlgorithmPanic, f)
 	if err != nil {
 		t.dropAsked()
 	}
@@ -308,7 +308,7 @@ func (t *table[S]) ask(i uint32, f func()) error {
 // afresh, until it returns.
 func (t *table[S]) supervised(work func()) {
 	for {
-		err := supervise.Call(errs.ErrAlgorithmPanic, work)
+		err := supervise.Call(actor.ErrAlgorithmPanic, work)
 		if err == nil {
 			return
 		}

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/algorithms"
-	"github.com/chanlimit/chanlimit/internal/errs"
 )
 
 const (
@@ -150,7 +150,7 @@ func TestTableKeyLimitRefusesNewKeysAndForgivesNothing(t *testing.T) {
 	allow(t, a, "x", 0, 1)
 	allow(t, a, "z", 500*ms, 1)
 	_, err := tryAllow(a, "new", 600*ms, 1)
-	assert.ErrorIs(t, err, errs.ErrTooManyKeys)
+	assert.ErrorIs(t, err, actor.ErrTooManyKeys)
 	assert.Equal(t, 2, a.Len())
 	for _, k := range []string{"x", "z"} {
 		d := allow(t, a, k, 600*ms, 1)
@@ -166,7 +166,7 @@ func TestTableKeyLimitRefusesNewKeysAndForgivesNothing(t *testing.T) {
 	assert.False(t, allow(t, a, "z", s, 1).Allowed, "z's window runs to 1.5s")
 
 	_, err = tryAllow(a, "newer", s, 1)
-	assert.ErrorIs(t, err, errs.ErrTooManyKeys)
+	assert.ErrorIs(t, err, actor.ErrTooManyKeys)
 	a.Reset("z")
 	assert.True(t, allow(t, a, "newer", s, 1).Allowed, "Reset frees a place")
 }
@@ -206,11 +206,11 @@ func TestTableLoadRefusesBadStatesAndChangesNothing(t *testing.T) {
 	}
 	for what, b := range bad {
 		err := fresh.Load("k", b, 0, 0)
-		assert.ErrorIs(t, err, errs.ErrBadSnapshot, what)
+		assert.ErrorIs(t, err, ErrBadSnapshot, what)
 		assert.Equal(t, 0, fresh.Len(), what)
 	}
 	require.NoError(t, fresh.Load("k", state, 0, 0))
-	assert.ErrorIs(t, fresh.Load("k", state, 0, 0), errs.ErrBadSnapshot, "a key twice")
+	assert.ErrorIs(t, fresh.Load("k", state, 0, 0), ErrBadSnapshot, "a key twice")
 	assert.False(t, allow(t, fresh, "k", 0, 2).Allowed, "one of two units is used")
 	require.NoError(t, fresh.Load("old", state, 0, 990*ms))
 	assert.Equal(t, 1, fresh.Len(), "a window that ended before the restore is not loaded")
@@ -257,7 +257,7 @@ func TestTableMatchesAMap(t *testing.T) {
 				s, held := ref[key]
 				if !held {
 					if len(ref) >= max && !evict {
-						require.ErrorIs(t, err, errs.ErrTooManyKeys, where)
+						require.ErrorIs(t, err, actor.ErrTooManyKeys, where)
 						continue
 					}
 					s = new(algorithms.FixedWindowState)
@@ -310,7 +310,7 @@ func TestTableWithoutCodec(t *testing.T) {
 	_, _, err := tab.AppendSnapshot(nil, 0)
 	assert.ErrorIs(t, err, errors.ErrUnsupported)
 	err = tab.Load("j", []byte{2, 0, 1}, 0, 0) // one state, of 2 bytes
-	assert.ErrorIs(t, err, errs.ErrBadSnapshot)
+	assert.ErrorIs(t, err, ErrBadSnapshot)
 	assert.ErrorIs(t, err, errors.ErrUnsupported)
 	assert.Equal(t, 1, tab.Len())
 }
@@ -417,7 +417,7 @@ func checkIndex[S any](t *testing.T, tab *table[S]) {
 }
 
 // TestTableKeysTakeAtMostKeyRoom: a table whose keys would pass keyRoom
-// refuses a new key with errs.ErrTooManyKeys, squeezes out the bytes of keys it
+// refuses a new key with actor.ErrTooManyKeys, squeezes out the bytes of keys it
 // dropped to make room, and refuses to load past it.
 func TestTableKeysTakeAtMostKeyRoom(t *testing.T) {
 	tab := fixedWindows(1)
@@ -428,7 +428,7 @@ func TestTableKeysTakeAtMostKeyRoom(t *testing.T) {
 		allow(t, tab, fmt.Sprintf("key-%05d", k), 0, 1) // 11 bytes each, with the length
 	}
 	_, err := tryAllow(tab, "one-more", 0, 1)
-	require.ErrorIs(t, err, errs.ErrTooManyKeys)
+	require.ErrorIs(t, err, actor.ErrTooManyKeys)
 	assert.Equal(t, 4, tab.Len())
 
 	tab.Reset("key-00001")
@@ -444,8 +444,8 @@ func TestTableKeysTakeAtMostKeyRoom(t *testing.T) {
 	}
 
 	err = tab.Load("yet-another-key", []byte{2, 0, 1}, 0, 0) // one state, of 2 bytes
-	require.ErrorIs(t, err, errs.ErrBadSnapshot)
-	require.ErrorIs(t, err, errs.ErrTooManyKeys)
+	require.ErrorIs(t, err, ErrBadSnapshot)
+	require.ErrorIs(t, err, actor.ErrTooManyKeys)
 	assert.Equal(t, 3, tab.Len())
 }
 
@@ -580,7 +580,7 @@ func TestTableRefusesABigKeyWithoutEvicting(t *testing.T) {
 	allow(t, tab, "aaaaaaaaaa", 0, 1)
 	allow(t, tab, "bbbbbbbbbb", 0, 1)
 	_, err := tryAllow(tab, "c", 0, 1)
-	require.ErrorIs(t, err, errs.ErrTooManyKeys)
+	require.ErrorIs(t, err, actor.ErrTooManyKeys)
 	assert.Zero(t, tab.Counts(0).Evicted)
 	for _, k := range []string{"aaaaaaaaaa", "bbbbbbbbbb"} {
 		d, err := peek(tab, k, 0, 1)

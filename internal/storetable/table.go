@@ -11,7 +11,6 @@ import (
 
 	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/algorithms"
-	"github.com/chanlimit/chanlimit/internal/errs"
 	"github.com/chanlimit/chanlimit/internal/keytable"
 )
 
@@ -60,12 +59,17 @@ const (
 	FailLocal              // chanlimit.FailLocal
 )
 
+// ErrStoreUnavailable is wrapped, with the store's error, by the error of
+// a request the store could not answer (package chanlimit returns it as
+// ErrStoreUnavailable).
+var ErrStoreUnavailable = errors.New("chanlimit: store unavailable")
+
 // unavailable returns err wrapping ErrStoreUnavailable.
 func unavailable(err error) error {
-	if errors.Is(err, errs.ErrStoreUnavailable) {
+	if errors.Is(err, ErrStoreUnavailable) {
 		return err
 	}
-	return fmt.Errorf("%w: %w", errs.ErrStoreUnavailable, err)
+	return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 }
 
 // Table is a partition's table when the router has a Store: the keys'
