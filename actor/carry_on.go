@@ -36,12 +36,11 @@ func (p *Partition) carryOn() {
 		l.state.Counts.ClockPanics++
 		l.unfinished.answer = supervise.Exited(ErrClockPanic)
 	default:
-		l.state.Table.Abandoned() // the key the rule was on, if any, as for a panic
+		l.keys.abandoned() // the key the rule was on, if any, as for a panic
 		l.unfinished.answer = supervise.Exited(ErrAlgorithmPanic)
 	}
 	l.state.calling = callingNone
 	l.unfinished.first = request{}
-	l.single[0] = Item{} // no reference to the caller's key it held
 	l.unfinished.ended = true
 	go p.run()
 }
@@ -62,7 +61,7 @@ func (p *Partition) takeOver() {
 	if l.unfinished.ended {
 		// First: if the table's work ends this goroutine too, the next
 		// one goes on with it.
-		l.state.Table.Resume(l.state.Now)
+		l.keys.resume(l.state.Now)
 		l.unfinished.ended = false
 	}
 	if req := l.unfinished.resume; req.op != 0 {

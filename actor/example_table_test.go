@@ -28,36 +28,19 @@ const allowed = 3
 // a denial, since no wait would ever grant it.
 var errTooMany = errors.New("more than a key's allowance")
 
-// Decide serves each item as its Op says.
-func (a *allowance) Decide(items []actor.Item, now time.Duration) {
-	for i := range items {
-		it := &items[i]
-		if it.Skip { // the partition answered it: its key has waiters
-			continue
-		}
-		it.D, it.Err = algorithms.Decision{}, nil
-		switch it.Op {
-		case actor.OpAllow, actor.OpTurn:
-			if it.Err = a.peek(it.Key, it.N, &it.D); it.Err == nil && it.D.Allowed {
-				a.used[it.Key] += it.N
-			}
-		case actor.OpPeek:
-			it.Err = a.peek(it.Key, it.N, &it.D)
-		case actor.OpRefund, actor.OpGiveBack:
-			if used, ok := a.used[it.Key]; ok {
-				a.used[it.Key] = max(used-it.N, 0)
-			}
-		case actor.OpReset:
-			delete(a.used, it.Key)
-		case actor.OpDryRun, actor.OpDryPeek:
-			// No dry-run policies: nothing would deny.
-		}
+// AllowN takes n units if key has them left.
+func (a *allowance) AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error {
+	err := a.PeekN(key, now, n, d)
+	if err == nil && d.Allowed {
+		a.used[key] += n
 	}
+	return err
 }
 
-// peek writes into d what a request of n units on key would get.
-func (a *allowance) peek(key string, n int, d *algorithms.Decision) error {
+// PeekN writes into d what AllowN would answer, taking nothing.
+func (a *allowance) PeekN(key string, now time.Duration, n int, d *algorithms.Decision) error {
 	if n > allowed {
+		*d = algorithms.Decision{}
 		return errTooMany
 	}
 	left := allowed - a.used[key]
@@ -70,8 +53,23 @@ func (a *allowance) peek(key string, n int, d *algorithms.Decision) error {
 	return nil
 }
 
-// Ahead foresees a line: its requests are granted at once while the key
-// has enough left, and never once it has not.
+// Refund gives units back: the partition gives back a grant whose caller
+// left with it too.
+func (a *allowance) Refund(key string, now time.Duration, n int) error {
+	if used, ok := a.used[key]; ok {
+		a.used[key] = max(used-n, 0)
+	}
+	return nil
+}
+
+func (a *allowance) Reset(key string) { delete(a.used, key) }
+
+// Expire drops nothing: a key's allowance never comes back.
+func (a *allowance) Expire(time.Duration, int) int { return 0 }
+
+// Ahead makes allowance a Foreseer, so that a WaitN whose deadline its
+// grant would pass is refused at once: a line's requests are granted at
+// once while the key has enough left, and never once it has not.
 func (a *allowance) Ahead(key string, now time.Duration, ns []int) (at, free time.Duration, ok bool, err error) {
 	left := allowed - a.used[key]
 	for _, n := range ns {
@@ -83,30 +81,6 @@ func (a *allowance) Ahead(key string, now time.Duration, ns []int) (at, free tim
 		return math.MaxInt64, math.MaxInt64, true, nil
 	}
 	return now, math.MaxInt64, true, nil // a key's allowance never comes back
-}
-
-// It has no dry-run policies, keeps nothing that expires, and has nothing
-// to finish if a goroutine ends.
-func (a *allowance) HasDryRun(string) bool         { return false }
-func (a *allowance) Pin(string)                    {}
-func (a *allowance) Unpin(string)                  {}
-func (a *allowance) Changed() (bool, []string)     { return false, nil }
-func (a *allowance) Expire(time.Duration, int) int { return 0 }
-func (a *allowance) Abandoned()                    {}
-func (a *allowance) Resume(time.Duration)          {}
-
-func (a *allowance) Quota(key string, now time.Duration, q *actor.Quota) (bool, error) {
-	q.Set, q.Policies = onePolicy{}, q.Policies[:0]
-	return false, nil // the partition tells the deciding policy's, from the decision
-}
-
-type onePolicy struct{}
-
-func (onePolicy) Index(name string) int {
-	if name == "allowance" {
-		return 0
-	}
-	return -1
 }
 
 // A partition over a Table of its own: the partition serialises the

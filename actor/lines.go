@@ -22,7 +22,7 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 	}
 	ln := l.waits.lineOf(req.key)
 	if ln == nil {
-		if l.d, r.err = l.decideOne(OpTurn, req.key, req.n, now); r.err != nil {
+		if r.err = l.keys.turn(req.key, now, req.n, &l.d); r.err != nil {
 			return r, false
 		}
 		granted, giveBack, _ := Turn(&l.d)
@@ -31,14 +31,14 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 			return r, false
 		}
 		if giveBack { // leaky_bucket: its turn is to come
-			l.decideOne(OpGiveBack, req.key, req.n, now)
+			l.keys.giveBack(req.key, now, req.n)
 		}
 	}
 	if ln != nil || req.budget >= 0 {
 		// Errors as AllowN's (an n above the capacity) come first, as at
 		// every entry point; then the cap on the line, and the wait in
 		// line, for the deadline.
-		d, err := l.decideOne(OpPeek, req.key, req.n, now)
+		d, err := l.peek(req.key, req.n, now)
 		if r.err = err; r.err != nil {
 			return r, false
 		}
@@ -55,7 +55,7 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 	}
 	if ln == nil {
 		ln = l.waits.open(req.key, now+1) // asked again when the timer is set (arm), which needs its wait
-		l.state.Table.Pin(req.key)
+		l.keys.pin(req.key)
 		l.schedule(ln, now, &l.d)
 	}
 	ln.queue = append(ln.queue, waiter{reply: req.reply, ticket: req.ticket, n: req.n, quota: req.quota})
@@ -74,7 +74,7 @@ func (l *loop) inLine(key string, n int, now time.Duration, ln *line) (algorithm
 	if l.remote != nil {
 		return l.inRemoteLine(key, n, now, ln) // remote_lines.go
 	}
-	d, err := l.decideOne(OpPeek, key, n, now)
+	d, err := l.peek(key, n, now)
 	if err != nil {
 		return algorithms.Decision{}, err
 	}
@@ -84,7 +84,6 @@ func (l *loop) inLine(key string, n int, now time.Duration, ln *line) (algorithm
 // lineWait is inLine once the table has peeked d, what AllowN would
 // answer now for the request alone.
 func (l *loop) lineWait(key string, n int, now time.Duration, ln *line, d *algorithms.Decision) (algorithms.Decision, error) {
-	t := l.state.Table
 	ns := l.waits.ns[:0]
 	if ln != nil {
 		for _, w := range ln.queue {
@@ -97,7 +96,7 @@ func (l *loop) lineWait(key string, n int, now time.Duration, ln *line, d *algor
 	if ln != nil {
 		from = min(from, ln.next()) // a line late to be served is served on its schedule
 	}
-	at, free, ok, err := t.Ahead(key, from, ns)
+	at, free, ok, err := l.keys.aheadOf(key, from, ns)
 	if err != nil {
 		if ln != nil {
 			l.waits.reschedule(ln, now) // the rule dropped the key: the head may be granted now
@@ -174,8 +173,7 @@ func (l *loop) serveLine(ln *line, now time.Duration) {
 	for len(ln.queue) > 0 {
 		w, at := ln.queue[0], ln.at
 		l.inFlight(waiterFlight(w)) // if the rule ends the goroutine, takeOver answers it
-		var err error
-		l.d, err = l.decideOne(OpTurn, ln.key, w.n, at)
+		err := l.keys.turn(ln.key, at, w.n, &l.d)
 		l.outOfFlight()
 		granted, giveBack, _ := Turn(&l.d)
 		switch {
@@ -185,7 +183,7 @@ func (l *loop) serveLine(ln *line, now time.Duration) {
 			l.answer(ln, at, reply{d: l.d})
 		default:
 			if giveBack {
-				l.decideOne(OpGiveBack, ln.key, w.n, at)
+				l.keys.giveBack(ln.key, at, w.n)
 			}
 			l.schedule(ln, at, &l.d)
 			if !passed(ln.at, now) {
@@ -200,7 +198,7 @@ func (l *loop) serveLine(ln *line, now time.Duration) {
 // behind it are served next.
 func (l *loop) closeLine(ln *line) {
 	l.waits.close(ln)
-	l.state.Table.Unpin(ln.key)
+	l.keys.unpin(ln.key)
 	l.unpark(ln)
 }
 
@@ -266,7 +264,7 @@ func (l *loop) dropWaiter(ch chan reply, now time.Duration) {
 // decided. So a function run by Do costs the same whatever the number of
 // callers waiting.
 func (l *loop) retryChanged(now time.Duration) {
-	all, keys := l.state.Table.Changed()
+	all, keys := l.keys.changed()
 	switch {
 	case all:
 		for _, ln := range l.waits.due {
@@ -299,7 +297,7 @@ func (l *loop) inLineEach(items []Item, now time.Duration, tries bool) {
 			} else {
 				it.D, it.Err = l.inLine(it.Key, it.N, now, ln)
 				switch {
-				case it.Err != nil || !l.state.Table.HasDryRun(it.Key):
+				case it.Err != nil || !l.keys.hasDryRun(it.Key):
 				case l.remote != nil:
 					it.Op = OpDryRun // the store's dry-run policies decide it, in its trip
 				default:
@@ -316,12 +314,8 @@ func (l *loop) inLineEach(items []Item, now time.Duration, tries bool) {
 // they decide every request. If their rule panics, the table has dropped
 // the key, and the refusal stands.
 func (l *loop) dryInLine(key string, n int, now time.Duration, take bool, d *algorithms.Decision) {
-	op := OpDryPeek
-	if take {
-		op = OpDryRun
-	}
-	if dry, err := l.decideOne(op, key, n, now); err == nil {
-		d.WouldDeny = dry.WouldDeny
+	if wouldDeny, err := l.keys.decideDry(key, now, n, take); err == nil {
+		d.WouldDeny = wouldDeny
 	}
 }
 
@@ -349,12 +343,12 @@ func (l *loop) tryEach(items []Item, now time.Duration) {
 			l.tryInLine(it, now, ln) // it would join the line
 			continue
 		}
-		if it.D, it.Err = l.decideOne(OpTurn, it.Key, it.N, now); it.Err != nil {
+		if it.Err = l.keys.turn(it.Key, now, it.N, &it.D); it.Err != nil {
 			continue
 		}
 		if _, giveBack, _ := Turn(&it.D); giveBack {
 			it.D.Allowed = false // first: if the give-back ends the goroutine, giveBack passes it by
-			l.decideOne(OpGiveBack, it.Key, it.N, now)
+			l.keys.giveBack(it.Key, now, it.N)
 		}
 	}
 }

@@ -205,7 +205,8 @@ type Partition struct {
 type loop struct {
 	state      State
 	d          algorithms.Decision // a waiter's decision, for schedule to read: a pointer to it passed on escapes, and this one is on the heap already
-	single     [1]Item             // where the table decides a single request (decideOne): likewise on the heap already
+	scratch    algorithms.Decision // where the table decides a single request (peek): likewise on the heap already
+	keys       keys                // the table, with what it can do (table.go)
 	origin     time.Time           // the clock's reading at Start
 	reading    time.Duration       // the clock's latest reading, as time since origin
 	real       bool                // the clock is clock.Real, which is not supervised (tick)
@@ -266,6 +267,7 @@ func newPartition(table Table, clk clock.Clock, origin time.Time, mailboxSize in
 	_, fake := clk.(*clock.Fake)
 	p.loop.instants = p.loop.real || fake
 	p.replies.New = func() any { return make(chan reply, 1) }
+	p.loop.keys = keysOf(table)
 	if remote, ok := table.(Remote); ok {
 		p.loop.remote, p.loop.trips = remote, newTrips()
 	}

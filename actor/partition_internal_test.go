@@ -41,7 +41,7 @@ func allow(t *testing.T, table Table, key string, now time.Duration, n int) algo
 func decideOn(t *testing.T, table Table, op Op, key string, now time.Duration, n int) algorithms.Decision {
 	t.Helper()
 	items := []Item{{Key: key, N: n, Op: op}}
-	table.Decide(items, now)
+	decideAs(table, items, now)
 	require.NoError(t, items[0].Err)
 	return items[0].D
 }

@@ -59,23 +59,30 @@ func newProbe(t *testing.T, gated ...string) *probeTable {
 	return pt
 }
 
-// Decide records and gates each OpAllow, item by item, so that batches
-// are recorded and gated too, and notes the grants given back (in
-// refunds).
-func (pt *probeTable) Decide(items []keytable.Item, now time.Duration) {
-	for i := range items {
-		switch it := &items[i]; it.Op {
-		case keytable.OpAllow:
-			pt.calls = append(pt.calls, call{it.Key, now, it.N})
-			if gate, ok := pt.gates[it.Key]; ok {
-				delete(pt.gates, it.Key)
-				<-gate
-			}
-		case keytable.OpGiveBack:
-			pt.refunds = append(pt.refunds, call{it.Key, now, it.N})
-		}
-		pt.Keys.Decide(items[i:i+1], now)
+// AllowN records and gates each request.
+func (pt *probeTable) AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error {
+	pt.calls = append(pt.calls, call{key, now, n})
+	if gate, ok := pt.gates[key]; ok {
+		delete(pt.gates, key)
+		<-gate
 	}
+	return pt.Keys.AllowN(key, now, n, d)
+}
+
+// AllowEach decides a batch item by item, so that batches are recorded
+// and gated too.
+func (pt *probeTable) AllowEach(items []keytable.Item, now time.Duration) {
+	for i := range items {
+		if it := &items[i]; !it.Skip {
+			it.Err = pt.AllowN(it.Key, now, it.N, &it.D)
+		}
+	}
+}
+
+// GiveBack notes the grants given back (in refunds).
+func (pt *probeTable) GiveBack(key string, now time.Duration, n int) error {
+	pt.refunds = append(pt.refunds, call{key, now, n})
+	return pt.Keys.GiveBack(key, now, n)
 }
 
 // outcome is what a call returned, sent back from the goroutine that made it.
@@ -501,12 +508,18 @@ func TestDoGivenUpWhileQueuedNeverRuns(t *testing.T) {
 // "exits", as a rule calling t.FailNow would.
 type goexitTable struct{ *probeTable }
 
-func (g goexitTable) Decide(items []keytable.Item, now time.Duration) {
+func (g goexitTable) AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error {
+	if key == "exits" {
+		runtime.Goexit()
+	}
+	return g.probeTable.AllowN(key, now, n, d)
+}
+
+func (g goexitTable) AllowEach(items []keytable.Item, now time.Duration) {
 	for i := range items {
-		if items[i].Key == "exits" && items[i].Op == keytable.OpAllow {
-			runtime.Goexit()
+		if it := &items[i]; !it.Skip {
+			it.Err = g.AllowN(it.Key, now, it.N, &it.D)
 		}
-		g.probeTable.Decide(items[i:i+1], now)
 	}
 }
 

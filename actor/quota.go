@@ -12,7 +12,7 @@ import (
 // the same round trip. It is what an HTTP RateLimit field tells.
 
 // fillQuota writes into q what key has under each of its policies at now,
-// once d was decided on it (Table.Quota). While callers wait on
+// once d was decided on it (Quoter). While callers wait on
 // the key, what it has is the line's: every policy then says 0 remaining,
 // and the wait a request of one unit would have in line. A table that
 // cannot tell each policy's (its states are a Store's) gives the deciding
@@ -26,7 +26,7 @@ func (l *loop) fillQuota(key string, now time.Duration, d *algorithms.Decision, 
 // of one more unit than an allowed d left, as a remote table's peek
 // answered it (remote_lines.go).
 func (l *loop) fillQuotaMore(key string, now time.Duration, d *algorithms.Decision, q *Quota, more time.Duration) {
-	ok, err := l.state.Table.Quota(key, now, q)
+	ok, err := l.keys.quotaOf(key, now, q)
 	switch {
 	case err != nil: // the rule dropped the key: a line's head may be granted now, as in lineWait
 		q.Policies = q.Policies[:0]

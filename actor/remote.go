@@ -96,7 +96,7 @@ func (l *loop) joinsTrip(req request, clockErr error) bool {
 	case opAllow, opPeek:
 		// In line, inLine answers it; with a dry-run policy, which decides
 		// every request, it goes to the store all the same (dispatch).
-		return l.waits.lineOf(req.key) == nil || l.remote.HasDryRun(req.key)
+		return l.waits.lineOf(req.key) == nil || l.keys.hasDryRun(req.key)
 	case opBatch, opTry, opReset, opRefund:
 		return true
 	}

@@ -311,7 +311,7 @@ func (l *loop) waitRemote(req request, now time.Duration) (r reply, queued bool)
 		budget = -1
 	} else {
 		ln = l.waits.open(req.key, now) // due: its head is asked at the end of the turn
-		l.state.Table.Pin(req.key)
+		l.keys.pin(req.key)
 	}
 	ln.queue = append(ln.queue, waiter{reply: req.reply, ticket: req.ticket, n: req.n, quota: req.quota, budget: budget})
 	l.state.Waiting++

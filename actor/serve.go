@@ -80,13 +80,11 @@ func (l *loop) decide(req *request, now time.Duration, clockErr error) (served i
 		if r.err == nil && l.remote == nil {
 			l.dryInLine(req.key, req.n, now, req.op == opAllow, &r.d)
 		}
+	case req.op == opAllow:
+		r.err = l.keys.AllowN(req.key, now, req.n, &l.scratch)
+		r.d = l.scratch
 	default:
-		op := OpPeek
-		if req.op == opAllow {
-			op = OpAllow
-		}
-		it := l.decideItem(op, req.key, req.n, now)
-		r.d, r.err = it.D, it.Err
+		r.d, r.err = l.peek(req.key, req.n, now)
 	}
 	l.answerNow(req, now, &r)
 	return 1
@@ -112,12 +110,12 @@ func (l *loop) giveOrDrop(req *request, now time.Duration, clockErr error) (serv
 	var r reply
 	switch {
 	case req.op == opReset:
-		l.decideOne(OpReset, req.key, 0, now)
+		l.keys.Reset(req.key)
 	case clockErr != nil:
 		l.answerNow(req, now, &reply{err: clockErr})
 		return 1
 	default:
-		_, r.err = l.decideOne(OpRefund, req.key, req.n, now)
+		r.err = l.keys.Refund(req.key, now, req.n)
 	}
 	if ln := l.waits.lineOf(req.key); ln != nil {
 		l.waits.reschedule(ln, now) // its head may be granted now
@@ -142,7 +140,7 @@ func (l *loop) batch(req *request, now time.Duration, clockErr error) (served in
 		if len(l.waits.lines) > 0 {
 			l.inLineEach(items, now, false)
 		}
-		l.state.Table.Decide(items, now)
+		l.keys.allowEach(items, now)
 	}
 	l.answerNow(req, now, &reply{})
 	return len(items)
@@ -170,22 +168,12 @@ func (l *loop) answerNow(req *request, now time.Duration, r *reply) {
 	l.deliver(req, now, r)
 }
 
-// decideOne has the table decide a single request, an item of op for n
-// units on key at now, and returns its answer.
-func (l *loop) decideOne(op Op, key string, n int, now time.Duration) (algorithms.Decision, error) {
-	it := l.decideItem(op, key, n, now)
-	return it.D, it.Err
-}
-
-// decideItem is decideOne, returning the loop's own item, whose D and Err
-// hold the answer until the next request it decides; it keeps no
-// reference to the caller's key.
-func (l *loop) decideItem(op Op, key string, n int, now time.Duration) *Item {
-	it := &l.single[0]
-	it.Key, it.N, it.Op = key, n, op // D and Err are the table's to write; nothing sets the rest
-	l.state.Table.Decide(l.single[:], now)
-	it.Key = ""
-	return it
+// peek returns what AllowN would answer for n units on key at now. The
+// table writes into the loop's own Decision, on the heap already, so that
+// nothing escapes per request.
+func (l *loop) peek(key string, n int, now time.Duration) (algorithms.Decision, error) {
+	err := l.keys.PeekN(key, now, n, &l.scratch)
+	return l.scratch, err
 }
 
 // untilMore returns the wait of a request for remaining+1 units on key
@@ -197,7 +185,7 @@ func (l *loop) untilMore(key string, now time.Duration, remaining int) time.Dura
 	if l.remote != nil || remaining == math.MaxInt {
 		return 0
 	}
-	d, err := l.decideOne(OpPeek, key, remaining+1, now)
+	d, err := l.peek(key, remaining+1, now)
 	if err != nil {
 		return 0
 	}
@@ -270,7 +258,7 @@ func (l *loop) deliver(req *request, now time.Duration, r *reply) {
 func (l *loop) refund(key string, now time.Duration, n int, by From, grant uint64) {
 	switch {
 	case l.remote == nil || by == FromLocal:
-		l.decideOne(OpGiveBack, key, n, now)
+		l.keys.giveBack(key, now, n)
 	case by == FromStore:
 		l.chores = append(l.chores, chore{at: now, item: Item{Key: key, N: n, Op: OpGiveBack, Grant: grant}})
 	}

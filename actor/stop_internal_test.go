@@ -25,7 +25,7 @@ func (nearTrip) Go(context.Context) {}
 
 func (r nearRemote) Prepare([]Item, time.Duration) Trip { return nearTrip{} }
 func (r nearRemote) Finish(_ Trip, items []Item, now time.Duration) {
-	r.Decide(items, now)
+	decideAs(r.Table, items, now)
 }
 func (r nearRemote) Hint(string, int) (algorithms.Decision, error) { return algorithms.Decision{}, nil }
 

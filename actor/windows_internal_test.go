@@ -67,29 +67,24 @@ func (w *windows) Refund(key string, now time.Duration, n int) error {
 	return nil
 }
 
-func (w *windows) GiveBack(key string, now time.Duration, n int) error {
-	return w.Refund(key, now, n)
-}
-
 func (w *windows) Reset(key string) { delete(w.keys, key) }
 
-// Decide serves each item by the method of its Op; the dry-run ones find
-// no dry-run policy.
-func (w *windows) Decide(items []Item, now time.Duration) {
+// decideAs serves each item by t's method of its Op, as a Remote's store
+// would: for the tests' remote tables, whose store is a table in memory.
+// The dry-run ones find no dry-run policy.
+func decideAs(t Table, items []Item, now time.Duration) {
 	for i := range items {
 		it := &items[i]
 		switch {
 		case it.Skip:
 		case it.Op == OpAllow || it.Op == OpTurn:
-			it.Err = w.AllowN(it.Key, now, it.N, &it.D)
+			it.Err = t.AllowN(it.Key, now, it.N, &it.D)
 		case it.Op == OpPeek:
-			it.Err = w.PeekN(it.Key, now, it.N, &it.D)
-		case it.Op == OpRefund:
-			it.D, it.Err = algorithms.Decision{}, w.Refund(it.Key, now, it.N)
-		case it.Op == OpGiveBack:
-			it.D, it.Err = algorithms.Decision{}, w.GiveBack(it.Key, now, it.N)
+			it.Err = t.PeekN(it.Key, now, it.N, &it.D)
+		case it.Op == OpRefund || it.Op == OpGiveBack:
+			it.D, it.Err = algorithms.Decision{}, t.Refund(it.Key, now, it.N)
 		case it.Op == OpReset:
-			w.Reset(it.Key)
+			t.Reset(it.Key)
 			it.D, it.Err = algorithms.Decision{}, nil
 		default: // OpDryRun, OpDryPeek: no dry-run policy would deny
 			it.D, it.Err = algorithms.Decision{}, nil
@@ -113,16 +108,6 @@ func (w *windows) Expire(now time.Duration, budget int) (dropped int) {
 // Len returns the number of keys held, as a router's tables tell it.
 func (w *windows) Len() int { return len(w.keys) }
 
-func (w *windows) HasDryRun(string) bool { return false }
-func (w *windows) Ahead(string, time.Duration, []int) (at, free time.Duration, ok bool, err error) {
-	return 0, 0, false, nil // a line's wait is its head's
-}
-func (w *windows) Pin(string)                {}
-func (w *windows) Unpin(string)              {}
-func (w *windows) Changed() (bool, []string) { return false, nil }
-func (w *windows) Abandoned()                {}
-func (w *windows) Resume(time.Duration)      {}
-
-func (w *windows) Quota(string, time.Duration, *Quota) (bool, error) { return false, nil }
-
+// It is a Table and nothing more: the partition does without the
+// optional interfaces (a line's wait is its head's, for one).
 var _ Table = (*windows)(nil)

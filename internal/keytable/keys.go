@@ -4,6 +4,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/chanlimit/chanlimit/actor"
 )
 
 // Keys is the keys of one partition, each under the router's policies or
@@ -92,7 +94,18 @@ type overrideTable struct {
 	at    int // its place in Keys.list, and 1 + its mark in AllowEach's pick
 }
 
-var _ Table = (*Keys)(nil)
+// What a partition finds Keys can do beside its Table (actor's optional
+// interfaces).
+var (
+	_ Table           = (*Keys)(nil)
+	_ actor.Batcher   = (*Keys)(nil)
+	_ actor.Foreseer  = (*Keys)(nil)
+	_ actor.Pinner    = (*Keys)(nil)
+	_ actor.Quoter    = (*Keys)(nil)
+	_ actor.DryRunner = (*Keys)(nil)
+	_ actor.Changer   = (*Keys)(nil)
+	_ actor.Abandoner = (*Keys)(nil)
+)
 
 // NewKeys returns the empty keys of a partition under the router's
 // policies, set.

@@ -1,115 +1,67 @@
 package keytable
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/chanlimit/chanlimit/algorithms"
 )
 
-// errUnknownOp answers an item whose Op is none of actor's.
-var errUnknownOp = fmt.Errorf("keytable: unknown Op")
-
-// Decide is the one way a partition has its keys decide (actor.Table):
-// each item goes to its key's table as its Op says, and a run of OpAllow
-// items, a batch, goes to each table at once (AllowEach). Each table call
-// notes the table calling into a rule (asking), for Abandoned.
-func (k *Keys) Decide(items []Item, now time.Duration) {
-	if len(items) == 1 { // a single request, the partition's most common
-		k.decide(&items[0], now)
-		return
-	}
-	for len(items) > 0 {
-		run := 1
-		for run < len(items) && items[0].Op == OpAllow && items[run].Op == OpAllow {
-			run++
-		}
-		if run > 1 {
-			k.AllowEach(items[:run], now)
-		} else {
-			k.decide(&items[0], now)
-		}
-		items = items[run:]
-	}
-}
-
-// decide serves one item, as its Op says, on its key's table, which it
-// notes as the table calling into a rule meanwhile (asking, for
-// Abandoned).
-func (k *Keys) decide(it *Item, now time.Duration) {
-	if it.Skip {
-		return
-	}
-	t := k.tableOf(it.Key)
-	k.asking = t
-	switch it.Op {
-	case OpAllow:
-		it.Err = t.AllowN(it.Key, now, it.N, &it.D)
-	case OpTurn:
-		it.Err = t.AllowTurn(it.Key, now, it.N, &it.D)
-	case OpPeek:
-		it.Err = t.PeekN(it.Key, now, it.N, &it.D)
-	case OpDryRun, OpDryPeek:
-		var wouldDeny bool
-		wouldDeny, it.Err = t.DecideDry(it.Key, now, it.N, it.Op == OpDryRun)
-		it.D = algorithms.Decision{WouldDeny: wouldDeny}
-	case OpRefund:
-		it.D, it.Err = algorithms.Decision{}, t.Refund(it.Key, now, it.N)
-	case OpGiveBack:
-		it.D, it.Err = algorithms.Decision{}, t.GiveBack(it.Key, now, it.N)
-	case OpReset:
-		t.Reset(it.Key)
-		it.D, it.Err = algorithms.Decision{}, nil
-	default:
-		it.D, it.Err = algorithms.Decision{}, errUnknownOp
-	}
-	k.asking = nil
-}
-
-// The one-kind forms of Decide, for the package's tests, a Store's local
-// keys (storetable) and the benchmarks: each is one item of its Op.
+// Each kind of decision goes to its key's table, which Keys notes as the
+// table calling into a rule meanwhile (asking), for Abandoned.
 
 func (k *Keys) AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error {
-	return k.decideOne(OpAllow, key, now, n, d)
+	t := k.ask(key)
+	err := t.AllowN(key, now, n, d)
+	k.asking = nil
+	return err
 }
 
 func (k *Keys) AllowTurn(key string, now time.Duration, n int, d *algorithms.Decision) error {
-	return k.decideOne(OpTurn, key, now, n, d)
+	t := k.ask(key)
+	err := t.AllowTurn(key, now, n, d)
+	k.asking = nil
+	return err
 }
 
 func (k *Keys) PeekN(key string, now time.Duration, n int, d *algorithms.Decision) error {
-	return k.decideOne(OpPeek, key, now, n, d)
+	t := k.ask(key)
+	err := t.PeekN(key, now, n, d)
+	k.asking = nil
+	return err
 }
 
 func (k *Keys) DecideDry(key string, now time.Duration, n int, take bool) (bool, error) {
-	op := OpDryPeek
-	if take {
-		op = OpDryRun
-	}
-	var d algorithms.Decision
-	err := k.decideOne(op, key, now, n, &d)
-	return d.WouldDeny, err
+	t := k.ask(key)
+	wouldDeny, err := t.DecideDry(key, now, n, take)
+	k.asking = nil
+	return wouldDeny, err
 }
 
 func (k *Keys) Refund(key string, now time.Duration, n int) error {
-	return k.decideOne(OpRefund, key, now, n, nil)
+	t := k.ask(key)
+	err := t.Refund(key, now, n)
+	k.asking = nil
+	return err
 }
 
 func (k *Keys) GiveBack(key string, now time.Duration, n int) error {
-	return k.decideOne(OpGiveBack, key, now, n, nil)
+	t := k.ask(key)
+	err := t.GiveBack(key, now, n)
+	k.asking = nil
+	return err
 }
 
-func (k *Keys) Reset(key string) { k.decideOne(OpReset, key, 0, 0, nil) }
+func (k *Keys) Reset(key string) {
+	k.ask(key).Reset(key)
+	k.asking = nil
+}
 
-// decideOne decides an item of op for n units on key at now, and writes its
-// decision into d, if d is not nil.
-func (k *Keys) decideOne(op Op, key string, now time.Duration, n int, d *algorithms.Decision) error {
-	it := Item{Key: key, N: n, Op: op}
-	k.decide(&it, now)
-	if d != nil {
-		*d = it.D
-	}
-	return it.Err
+// ask returns the table of key, noted as the one calling into a rule
+// until the caller clears asking.
+func (k *Keys) ask(key string) setTable {
+	t := k.tableOf(key)
+	k.asking = t
+	return t
 }
 
 func (k *Keys) HasDryRun(key string) bool { return k.tableOf(key).HasDryRun(key) }

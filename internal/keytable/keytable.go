@@ -6,7 +6,7 @@
 // states it keeps. Nothing in it is locked.
 //
 // A partition's Table is a Keys (keys.go, and keys_decide.go, which
-// serves each item a partition hands it by its Op): the keys under the
+// hands each request a partition makes to its key's table): the keys under the
 // router's policies in one table, and those with an override in a table
 // per override's policies. Each table keeps the keys under one Set of
 // policies (set.go) and is generic over the first policy's state, which
@@ -42,7 +42,7 @@ import (
 // Every call into the rule is supervised (package supervise): a panic
 // drops the key the rule was working on, whose state it may have left
 // half-written, and counts in Counts.Panicked; when the rule was deciding
-// a request on that key (an item of Decide), that request fails with an
+// a request on that key (AllowN, an item of AllowEach), that request fails with an
 // error wrapping actor.ErrAlgorithmPanic. Everything else goes on.
 type Table interface {
 	actor.Table
@@ -56,8 +56,8 @@ type Table interface {
 
 // keyed is what every table of keys does, a partition's Keys and the
 // table of the keys under one Set (setTable): each kind of decision has a
-// method of its own, which Keys.Decide calls as an item's Op says (AllowN
-// for an OpAllow, and so on), as actor.Table documents them.
+// method of its own, as actor.Table and its optional interfaces document
+// them.
 type keyed interface {
 	AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error
 	AllowTurn(key string, now time.Duration, n int, d *algorithms.Decision) error

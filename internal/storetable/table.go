@@ -90,8 +90,13 @@ type Table struct {
 }
 
 var (
-	_ actor.Remote   = (*Table)(nil) // what the partition drives
-	_ keytable.Table = (*Table)(nil) // what the router reads within the partition
+	_ actor.Remote    = (*Table)(nil) // what the partition drives
+	_ actor.DryRunner = (*Table)(nil) // its keys may be under dry-run policies
+	_ actor.Pinner    = (*Table)(nil) // its local keys may be evicted
+	_ actor.Quoter    = (*Table)(nil)
+	_ actor.Changer   = (*Table)(nil) // its policies change
+	_ actor.Abandoner = (*Table)(nil) // its local keys' rules are supervised
+	_ keytable.Table  = (*Table)(nil) // what the router reads within the partition
 )
 
 func New(store Decider, mode Mode, local *keytable.Keys, clockSet bool, origin time.Time) *Table {
@@ -268,23 +273,21 @@ func (t *Table) open(key string, n int) algorithms.Decision {
 
 // A partition asks the store only through Prepare and Finish, with the
 // round trip off its goroutine: it never decides a key of a store's table
-// at once.
+// at once. Of the Table's own methods it calls Expire, and GiveBack, for a
+// grant its local keys made (FailLocal's), which goes back to them (a
+// grant of the store's goes back through Prepare and Finish, as every
+// other request does). The others answer errTrips.
 
-// Decide serves the items a partition hands the table at once: the give
-// back of a grant its local keys made (FailLocal's), to them (a grant of
-// the store's goes back through Prepare and Finish, as every other Op
-// does). Any other Op is answered with an error.
-func (t *Table) Decide(items []keytable.Item, now time.Duration) {
-	for i := range items {
-		switch it := &items[i]; {
-		case it.Skip:
-		case it.Op == keytable.OpGiveBack:
-			t.local.Decide(items[i:i+1], now)
-		default:
-			it.D, it.Err = algorithms.Decision{}, errTrips
-		}
-	}
+func (t *Table) GiveBack(key string, now time.Duration, n int) error {
+	return t.local.GiveBack(key, now, n)
 }
+
+func (t *Table) AllowN(string, time.Duration, int, *algorithms.Decision) error    { return errTrips }
+func (t *Table) AllowTurn(string, time.Duration, int, *algorithms.Decision) error { return errTrips }
+func (t *Table) PeekN(string, time.Duration, int, *algorithms.Decision) error     { return errTrips }
+func (t *Table) DecideDry(string, time.Duration, int, bool) (bool, error)         { return false, errTrips }
+func (t *Table) Refund(string, time.Duration, int) error                          { return errTrips }
+func (t *Table) Reset(string)                                                     {}
 
 // HasDryRun tells whether key's policies include a dry-run one.
 func (t *Table) HasDryRun(key string) bool { return t.setOf(key).HasDryRun() }
@@ -342,11 +345,6 @@ func (t *Table) AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, erro
 
 func (t *Table) Load(key string, state []byte, now, age time.Duration) error {
 	return ErrSnapshot
-}
-
-// Ahead cannot tell: other processes take from the same keys.
-func (t *Table) Ahead(key string, now time.Duration, ns []int) (at, free time.Duration, ok bool, err error) {
-	return 0, 0, false, nil
 }
 
 // ErrSnapshot is Snapshot's and Restore's error with a Store.
