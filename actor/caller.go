@@ -24,13 +24,13 @@ func (p *Partition) AllowN(ctx context.Context, key string, n int) (algorithms.D
 // until AllowQuota returns; after it returned ctx's error, the caller must
 // not touch q again.
 func (p *Partition) AllowQuota(ctx context.Context, key string, n int, q *Quota) (algorithms.Decision, error) {
-	r := p.call(ctx, request{op: opAllow, key: key, n: n, quota: q})
+	r := p.call(ctx, request{op: opAllow, key: key, n: n, arg: q})
 	return r.d, r.err
 }
 
 // PeekQuota is PeekN, and writes into q what AllowQuota would.
 func (p *Partition) PeekQuota(ctx context.Context, key string, n int, q *Quota) (algorithms.Decision, error) {
-	r := p.call(ctx, request{op: opPeek, key: key, n: n, quota: q})
+	r := p.call(ctx, request{op: opPeek, key: key, n: n, arg: q})
 	return r.d, r.err
 }
 
@@ -66,7 +66,7 @@ type Pending struct {
 // Wait has returned nil, items belong to the partition: the caller must not
 // touch them, and after a Wait that returned an error, never again.
 func (p *Partition) SendBatch(ctx context.Context, items *[]Item) (Pending, error) {
-	ch, stopping, err := p.send(ctx, request{op: opBatch, batch: items})
+	ch, stopping, err := p.send(ctx, request{op: opBatch, arg: items})
 	return Pending{p, ch, stopping}, err
 }
 
@@ -75,7 +75,7 @@ func (p *Partition) SendBatch(ctx context.Context, items *[]Item) (Pending, erro
 // rule allows it with no Delay), and otherwise left not Allowed, with no
 // error, having taken nothing; its errors are WaitN's.
 func (p *Partition) SendTries(ctx context.Context, items *[]Item) (Pending, error) {
-	ch, stopping, err := p.send(ctx, request{op: opTry, batch: items})
+	ch, stopping, err := p.send(ctx, request{op: opTry, arg: items})
 	return Pending{p, ch, stopping}, err
 }
 
@@ -97,7 +97,7 @@ func (pd Pending) Wait(ctx context.Context) error {
 // not be left half-done.) f needs no reading of the clock: if the one that
 // came with this message panicked, f sees the latest that worked.
 func (p *Partition) Do(ctx context.Context, f func(*State) error) error {
-	return p.call(ctx, request{op: opDo, do: f}).err
+	return p.call(ctx, request{op: opDo, arg: f}).err
 }
 
 // Queued returns the number of requests waiting in the mailbox.
@@ -141,7 +141,7 @@ func (p *Partition) send(ctx context.Context, req request) (ch chan reply, stopp
 	if req.reply == nil { // a Ticket comes with its own
 		req.reply = p.replies.Get().(chan reply)
 	}
-	req.ctx = ctx
+	req.deadline = deadlineOf(ctx)
 	select {
 	case p.mailbox <- req: // room in the mailbox: the common case
 	default:

@@ -34,7 +34,8 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 			l.keys.giveBack(req.key, now, req.n)
 		}
 	}
-	if ln != nil || req.budget >= 0 {
+	budget := req.budget()
+	if ln != nil || budget >= 0 {
 		// Errors as AllowN's (an n above the capacity) come first, as at
 		// every entry point; then the cap on the line, and the wait in
 		// line, for the deadline.
@@ -48,8 +49,8 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 		if d, r.err = l.lineWait(req.key, req.n, now, ln, &d); r.err != nil {
 			return r, false
 		}
-		if req.budget >= 0 && d.RetryAfter > req.budget {
-			r.d, r.err = d, &tooLate{wait: d.RetryAfter, budget: req.budget}
+		if budget >= 0 && d.RetryAfter > budget {
+			r.d, r.err = d, &tooLate{wait: d.RetryAfter, budget: budget}
 			return r, false
 		}
 	}
@@ -58,7 +59,7 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 		l.keys.pin(req.key)
 		l.schedule(ln, now, &l.d)
 	}
-	ln.queue = append(ln.queue, waiter{reply: req.reply, ticket: req.ticket, n: req.n, quota: req.quota})
+	ln.queue = append(ln.queue, waiter{reply: req.reply, ticket: req.ticket(), n: req.n, quota: req.quota()})
 	l.state.Waiting++
 	return reply{}, true
 }
@@ -144,7 +145,7 @@ func (l *loop) leave(req request, now time.Duration) {
 	ln.queue = slices.Delete(ln.queue, k, k+1)
 	l.state.Waiting--
 	req.reply <- reply{err: errLeft}
-	ring(req.ticket)
+	ring(req.ticket())
 	switch {
 	case len(ln.queue) == 0:
 		l.closeLine(ln)

@@ -108,20 +108,58 @@ const (
 	opStop  // sent by Stop: answer what is queued, then exit
 )
 
-// request is one message in a mailbox, sent by value.
+// request is one message in a mailbox, sent by value: a kind, and what
+// that kind needs. It fits in 64 bytes, a cache line.
 type request struct {
 	op    op
 	key   string
 	n     int
-	quota *Quota             // opAllow, opPeek, opWait: where to write the key's quota with the answer (fillQuota)
-	batch *[]Item            // opBatch, opTry: decided in order, answered in place
-	do    func(*State) error // opDo
 	reply chan reply
-	ctx   context.Context // the caller's: a remote table's round trip ends with the latest deadline of its burst (remote.go)
 
-	ticket *Ticket // opWait, opLeave: StartWait's, rung once its reply is sent (ticket.go); nil: WaitN's
+	// arg is what the kind needs beside key and n, if anything:
+	//   - *Quota: opAllow, opPeek, opWait (WaitQuota): where to write the
+	//     key's quota with the answer (fillQuota);
+	//   - *[]Item: opBatch, opTry: decided in order, answered in place;
+	//   - func(*State) error: opDo;
+	//   - *Ticket: opWait (StartWait), opLeave: rung once its reply is
+	//     sent (ticket.go).
+	arg any
 
-	budget time.Duration // opWait: the time left until ctx's deadline when it was sent; -1: no deadline
+	// deadline is the caller's ctx's, in Unix nanoseconds, or 0: none. A
+	// wait is refused at once if it would come after it (wait), and a
+	// remote table's round trip ends with the latest of its burst's
+	// (remote.go).
+	deadline int64
+}
+
+// quota returns where req's answer writes its key's quota, or nil.
+func (req *request) quota() *Quota { q, _ := req.arg.(*Quota); return q }
+
+// batch returns req's items, an opBatch's or an opTry's, or nil.
+func (req *request) batch() *[]Item { b, _ := req.arg.(*[]Item); return b }
+
+// ticket returns req's Ticket, or nil: a WaitN's.
+func (req *request) ticket() *Ticket { t, _ := req.arg.(*Ticket); return t }
+
+// budget returns the time left until req's deadline at now on the wall
+// clock, at least 0, or -1 if it has none: a wait's budget. A context's
+// deadline is on the wall clock (context reads time.Now), so the time
+// left to it is too, whatever the partition's Clock.
+func (req *request) budget() time.Duration {
+	if req.deadline == 0 {
+		return -1
+	}
+	return max(time.Until(time.Unix(0, req.deadline)), 0)
+}
+
+// deadlineOf returns ctx's deadline in Unix nanoseconds, or 0 if it has
+// none.
+func deadlineOf(ctx context.Context) int64 {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	return max(dl.UnixNano(), 1)
 }
 
 // reply is the answer to one request.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -161,10 +162,10 @@ func TestAClockThatPanicsFailsOnlyItsBurst(t *testing.T) {
 	p.loop.serve(&request{op: opAllow, key: "k", n: 1, reply: allowReply}, now, err)
 	p.loop.serve(&request{op: opPeek, key: "k", n: 1, reply: peekReply}, now, err)
 	items := []Item{{Key: "a", N: 1}, {Key: "b", N: 1}}
-	p.loop.serve(&request{op: opBatch, batch: &items, reply: ch()}, now, err)
+	p.loop.serve(&request{op: opBatch, arg: &items, reply: ch()}, now, err)
 	p.loop.serve(&request{op: opReset, key: "r", reply: resetReply}, now, err)
 	var seen State
-	p.loop.serve(&request{op: opDo, do: func(s *State) error { seen = *s; return nil }, reply: doReply}, now, err)
+	p.loop.serve(&request{op: opDo, arg: func(s *State) error { seen = *s; return nil }, reply: doReply}, now, err)
 	assert.ErrorIs(t, (<-allowReply).err, ErrClockPanic)
 	assert.ErrorIs(t, (<-peekReply).err, ErrClockPanic)
 	for _, it := range items {
@@ -210,4 +211,10 @@ func TestTicketAfterExitAnswered(t *testing.T) {
 	d, err := tk.Answer()
 	require.NoError(t, err)
 	assert.True(t, d.Allowed)
+}
+
+// TestARequestFitsACacheLine: a message carries a kind and what that kind
+// needs, so that sending one copies a cache line at most.
+func TestARequestFitsACacheLine(t *testing.T) {
+	assert.LessOrEqual(t, unsafe.Sizeof(request{}), uintptr(64))
 }

@@ -136,10 +136,10 @@ func (l *loop) dispatch(run []request, now time.Duration) (served int) {
 			tr.items = append(tr.items, Item{Key: req.key, N: req.n, Op: OpRefund})
 		case req.op == opBatch || req.op == opTry:
 			if len(l.waits.lines) > 0 {
-				l.inLineEach(*req.batch, now, req.op == opTry)
+				l.inLineEach(*req.batch(), now, req.op == opTry)
 			}
 			from := len(tr.items)
-			tr.items = append(tr.items, *req.batch...)
+			tr.items = append(tr.items, *req.batch()...)
 			if req.op == opTry {
 				for k := from; k < len(tr.items); k++ {
 					tr.items[k].Op = OpTurn // granted now, or left to wait: a turn
@@ -179,19 +179,16 @@ func (l *loop) send(tr *trip) (served int) {
 	if tr.out = l.remote.Prepare(tr.items, tr.now); tr.out == nil {
 		return l.land(tr) // answered without a trip: every item refused
 	}
-	var deadline time.Time
+	var deadline int64
 	bounded := len(tr.chores) == 0 // every request sent has a deadline
 	for _, req := range tr.run {
-		if dl, ok := req.ctx.Deadline(); !ok {
-			bounded = false
-		} else if dl.After(deadline) {
-			deadline = dl
-		}
+		bounded = bounded && req.deadline != 0
+		deadline = max(deadline, req.deadline)
 	}
 	tr.ctx = context.Background()
 	var cancel context.CancelFunc = func() {}
 	if bounded {
-		tr.ctx, cancel = context.WithDeadline(tr.ctx, deadline)
+		tr.ctx, cancel = context.WithDeadline(tr.ctx, time.Unix(0, deadline))
 	}
 	tr.cancel = cancel
 	l.trips.launch(tr)
@@ -220,14 +217,14 @@ func (l *loop) land(tr *trip) (served int) {
 			it := &tr.items[at]
 			r.d, r.err = it.D, it.Err
 			served++
-			if req.quota != nil && r.err == nil && r.d.Allowed {
+			if req.quota() != nil && r.err == nil && r.d.Allowed {
 				// Its answer waits for its key's wait of one more unit.
 				l.chores = append(l.chores, l.quotaChore(req.key, tr.now, it, chore{req: req, r: r}))
 				l.outOfFlight()
 				continue
 			}
-			if req.quota != nil && r.err == nil {
-				l.fillQuota(req.key, tr.now, &r.d, req.quota) // a denial's: nothing to ask the table
+			if req.quota() != nil && r.err == nil {
+				l.fillQuota(req.key, tr.now, &r.d, req.quota()) // a denial's: nothing to ask the table
 			}
 		case opReset, opRefund:
 			r.err = tr.items[at].Err
@@ -236,7 +233,7 @@ func (l *loop) land(tr *trip) (served int) {
 			}
 			served++
 		case opBatch, opTry:
-			batch := *req.batch
+			batch := *req.batch()
 			copy(batch, tr.items[at:at+len(batch)])
 			served += len(batch)
 			if req.op == opTry && l.turnsToCome(batch, tr.now) {
@@ -337,8 +334,8 @@ func (l *loop) answerLanding() {
 			case c.req.op == opAllow && c.r.d.Allowed && c.by == FromStore:
 				l.refund(c.req.key, c.at, c.req.n, c.by, c.grant)
 			case c.req.op == opTry:
-				for i := range *c.req.batch {
-					if it := &(*c.req.batch)[i]; it.D.Allowed && it.By == FromStore {
+				for i := range *c.req.batch() {
+					if it := &(*c.req.batch())[i]; it.D.Allowed && it.By == FromStore {
 						l.refund(it.Key, c.at, it.N, it.By, it.Grant)
 					}
 				}

@@ -133,7 +133,7 @@ func (l *loop) heard(c *chore, it *Item) {
 		f := flightOf(&c.req)
 		f.by, f.grant = c.by, c.grant
 		l.inFlight(f)
-		l.fillQuotaMore(c.req.key, c.at, &c.r.d, c.req.quota, more)
+		l.fillQuotaMore(c.req.key, c.at, &c.r.d, c.req.quota(), more)
 		l.deliver(&c.req, c.at, &c.r)
 		l.outOfFlight()
 	case c.req.reply != nil: // a try whose answer waited for its refunds
@@ -271,8 +271,8 @@ func (l *loop) parks(req request) bool {
 	case opAllow, opPeek, opReset, opRefund:
 		ln = l.waits.lineOf(req.key)
 	case opBatch, opTry:
-		for i := range *req.batch {
-			if ln = l.waits.lineOf((*req.batch)[i].Key); ln != nil && ln.asking {
+		for i := range *req.batch() {
+			if ln = l.waits.lineOf((*req.batch())[i].Key); ln != nil && ln.asking {
 				break
 			}
 		}
@@ -294,7 +294,7 @@ func (l *loop) waitRemote(req request, now time.Duration) (r reply, queued bool)
 		return r, false
 	}
 	ln := l.waits.lineOf(req.key)
-	budget := req.budget
+	budget := req.budget()
 	if ln != nil {
 		if r.err = l.waits.full(ln); r.err != nil {
 			return r, false
@@ -313,7 +313,7 @@ func (l *loop) waitRemote(req request, now time.Duration) (r reply, queued bool)
 		ln = l.waits.open(req.key, now) // due: its head is asked at the end of the turn
 		l.keys.pin(req.key)
 	}
-	ln.queue = append(ln.queue, waiter{reply: req.reply, ticket: req.ticket, n: req.n, quota: req.quota, budget: budget})
+	ln.queue = append(ln.queue, waiter{reply: req.reply, ticket: req.ticket(), n: req.n, quota: req.quota(), budget: budget})
 	l.state.Waiting++
 	return reply{}, true
 }
@@ -353,7 +353,7 @@ func (l *loop) leftBeforeItsQuota(req request) bool {
 	}
 	l.quotaWaits[req.reply] = true
 	req.reply <- reply{err: errLeft} // never blocks: its grant is not sent now
-	ring(req.ticket)
+	ring(req.ticket())
 	return true
 }
 

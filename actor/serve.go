@@ -128,7 +128,7 @@ func (l *loop) giveOrDrop(req *request, now time.Duration, clockErr error) (serv
 // granted if WaitN would grant it at once), in order, each item on a key
 // with a line as in line.
 func (l *loop) batch(req *request, now time.Duration, clockErr error) (served int) {
-	items := *req.batch
+	items := *req.batch()
 	switch {
 	case clockErr != nil:
 		for i := range items {
@@ -151,7 +151,7 @@ func (l *loop) batch(req *request, now time.Duration, clockErr error) (served in
 func (l *loop) do(req *request, now time.Duration, clockErr error) (served int) {
 	l.state.ClockErr = clockErr
 	l.state.Wall = l.origin.Add(l.reading)
-	err := req.do(&l.state)
+	err := req.arg.(func(*State) error)(&l.state)
 	l.state.ClockErr = nil
 	l.retryChanged(l.state.Now)
 	l.answerNow(req, now, &reply{err: err})
@@ -162,8 +162,8 @@ func (l *loop) do(req *request, now time.Duration, clockErr error) (served int) 
 // for it. It is the last thing each kind does: serve then takes the
 // request out of flight.
 func (l *loop) answerNow(req *request, now time.Duration, r *reply) {
-	if req.quota != nil && decided(r.err) {
-		l.fillQuota(req.key, now, &r.d, req.quota)
+	if req.quota() != nil && decided(r.err) {
+		l.fillQuota(req.key, now, &r.d, req.quota())
 	}
 	l.deliver(req, now, r)
 }
@@ -211,9 +211,9 @@ func (l *loop) outOfFlight() { l.inflight.reply = nil }
 // last item: those not decided yet are not Allowed, and giveBack passes
 // them by.
 func flightOf(req *request) inflight {
-	f := inflight{reply: req.reply, ticket: req.ticket, op: req.op, batch: req.batch}
-	if req.batch != nil {
-		f.refund = len(*req.batch)
+	f := inflight{reply: req.reply, ticket: req.ticket(), op: req.op, batch: req.batch()}
+	if req.batch() != nil {
+		f.refund = len(*req.batch())
 	}
 	return f
 }
@@ -234,7 +234,7 @@ func (l *loop) deliver(req *request, now time.Duration, r *reply) {
 	c.count(req, r) // now: once sent, a batch's items are the caller's
 	select {
 	case req.reply <- *r:
-		ring(req.ticket)
+		ring(req.ticket())
 		l.state.Counts.Allowed += c.Allowed
 		l.state.Counts.Denied += c.Denied
 		l.state.Counts.Refused += c.Refused
@@ -291,12 +291,12 @@ func (c *Counts) count(req *request, r *reply) {
 			c.note(&r.d, r.err)
 		}
 	case opBatch:
-		items := *req.batch
+		items := *req.batch()
 		for i := range items { // by index: an Item is too large to copy per item
 			c.note(&items[i].D, items[i].Err)
 		}
 	case opTry: // one left to wait is no answer yet
-		items := *req.batch
+		items := *req.batch()
 		for i := range items {
 			if it := &items[i]; it.Err != nil || it.D.Allowed {
 				c.note(&it.D, it.Err)

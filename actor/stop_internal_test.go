@@ -42,11 +42,11 @@ func TestStopInABurstSurvivesAGoexit(t *testing.T) {
 		// As a sender that passed the stop check before Stop closed
 		// stop would leave them: one request before the stop message,
 		// two after it.
-		p.mailbox <- request{op: opAllow, key: "k", n: 1, reply: allowed, ctx: context.Background()}
+		p.mailbox <- request{op: opAllow, key: "k", n: 1, reply: allowed}
 		close(p.stop)
 		p.mailbox <- request{op: opStop}
-		p.mailbox <- request{op: opDo, do: func(*State) error { runtime.Goexit(); return nil }, reply: exited, ctx: context.Background()}
-		p.mailbox <- request{op: opAllow, key: "k", n: 1, reply: after, ctx: context.Background()}
+		p.mailbox <- request{op: opDo, arg: func(*State) error { runtime.Goexit(); return nil }, reply: exited}
+		p.mailbox <- request{op: opAllow, key: "k", n: 1, reply: after}
 		go p.run()
 		synctest.Wait()
 		select {

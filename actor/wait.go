@@ -44,20 +44,9 @@ func (p *Partition) WaitQuota(ctx context.Context, key string, n int, q *Quota) 
 	return p.waitN(ctx, key, n, q)
 }
 
-// budgetOf returns the time left until ctx's deadline, at least 0, or -1
-// if it has none: a wait's budget. A context's deadline is on the wall
-// clock (context reads time.Now), so the time left to it is too, whatever
-// the partition's Clock.
-func budgetOf(ctx context.Context) time.Duration {
-	if dl, ok := ctx.Deadline(); ok {
-		return max(time.Until(dl), 0)
-	}
-	return -1
-}
-
 // waitN is WaitN, writing the quota into q if it is not nil.
 func (p *Partition) waitN(ctx context.Context, key string, n int, q *Quota) (algorithms.Decision, error) {
-	ch, stopping, err := p.send(ctx, request{op: opWait, key: key, n: n, budget: budgetOf(ctx), quota: q})
+	ch, stopping, err := p.send(ctx, request{op: opWait, key: key, n: n, arg: q})
 	if err != nil {
 		return algorithms.Decision{}, err
 	}

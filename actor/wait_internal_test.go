@@ -43,7 +43,7 @@ func TestLeaveSentThenLeft(t *testing.T) {
 	l := p.loop
 	allow(t, table, "k", 0, 2) // the window is spent
 	ch := make(chan reply, 1)
-	l.serve(&request{op: opWait, key: "k", n: 1, budget: -1, reply: ch}, 0, nil)
+	l.serve(&request{op: opWait, key: "k", n: 1, reply: ch}, 0, nil)
 	require.Equal(t, 1, l.state.Waiting)
 	require.Empty(t, ch, "in line")
 
@@ -68,7 +68,7 @@ func TestLeaveGrantedBeforeTheLeave(t *testing.T) {
 	l := p.loop
 	allow(t, table, "k", 0, 2)
 	ch := make(chan reply, 1)
-	l.serve(&request{op: opWait, key: "k", n: 1, budget: -1, reply: ch}, 0, nil)
+	l.serve(&request{op: opWait, key: "k", n: 1, reply: ch}, 0, nil)
 	p.mailbox <- request{op: opLeave, key: "k", reply: ch} // as leave sends it
 	l.serveDue(l.waits.due[0].at)                          // the window ends: granted
 	require.Len(t, ch, 1)
@@ -113,11 +113,11 @@ func TestTryEachGrantsWhatNeedNotWait(t *testing.T) {
 	p, table := parked(t)
 	l := p.loop
 	allow(t, table, "lined", 0, 2)
-	l.serve(&request{op: opWait, key: "lined", n: 1, budget: -1, reply: make(chan reply, 1)}, 0, nil)
+	l.serve(&request{op: opWait, key: "lined", n: 1, reply: make(chan reply, 1)}, 0, nil)
 	allow(t, table, "full", 0, 2)
 	items := []Item{{Key: "fresh", N: 2}, {Key: "lined", N: 1}, {Key: "full", N: 1}, {Key: "big", N: 3}}
 	ch := make(chan reply, 1)
-	l.serve(&request{op: opTry, batch: &items, reply: ch}, 0, nil)
+	l.serve(&request{op: opTry, arg: &items, reply: ch}, 0, nil)
 	<-ch
 	assert.True(t, items[0].D.Allowed)
 	assert.False(t, items[1].D.Allowed, "behind a line")
