@@ -238,10 +238,9 @@ func (r *Router) SetPolicies(ctx context.Context, policies ...Policy) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("chanlimit: SetPolicies: %w", err)
 	}
-	for i, p := range r.parts { // all of them, not to be left half-done
-		keys := r.keys[i]
+	for _, p := range r.parts { // all of them, not to be left half-done
 		err := p.Do(context.Background(), func(s *actor.State) error {
-			keys.SetPolicies(set, s.Now)
+			keysOf(s).SetPolicies(set, s.Now)
 			return nil
 		})
 		// A rule that ends the goroutine (runtime.Goexit) fails the Do
@@ -286,7 +285,7 @@ func (r *Router) SetOverride(ctx context.Context, key string, policies ...Policy
 	}
 	defer release()
 	err = r.partition(key).Do(ctx, func(s *actor.State) error {
-		keys := r.keysOf(key)
+		keys := keysOf(s)
 		if keys.Override(key) != nil {
 			keys.SetOverride(key, set, s.Now)
 			return nil
@@ -339,7 +338,7 @@ func (r *Router) ClearOverride(ctx context.Context, key string) error {
 	}
 	defer release()
 	err = r.partition(key).Do(ctx, func(s *actor.State) error {
-		if r.keysOf(key).ClearOverride(key, s.Now) {
+		if keysOf(s).ClearOverride(key, s.Now) {
 			r.overrides.Add(-1)
 		}
 		return nil
@@ -350,9 +349,14 @@ func (r *Router) ClearOverride(ctx context.Context, key string) error {
 	return nil
 }
 
-// keysOf returns the keys of key's partition, for a function it runs
-// (Do) to read and change.
-func (r *Router) keysOf(key string) *keytable.Keys { return r.keys[r.partitionIndex(key)] }
+// tableOf returns the table of the partition whose state s is, for a
+// function the partition runs (Do): only such a function reads or
+// changes it.
+func tableOf(s *actor.State) keytable.Table { return s.Table.(keytable.Table) }
+
+// keysOf returns the keys of the partition whose state s is, whose
+// policies and overrides the router sets (tableOf).
+func keysOf(s *actor.State) *keytable.Keys { return tableOf(s).Keys() }
 
 // PoliciesOf returns the policies key is under now: its override's, if it
 // has one, or else the router's (Policies). It asks the key's partition
@@ -378,7 +382,7 @@ func (r *Router) policySetOf(ctx context.Context, key string) (*keytable.Set, er
 	}
 	var set *keytable.Set
 	err := r.partition(key).Do(ctx, func(s *actor.State) error {
-		keys := r.keysOf(key)
+		keys := keysOf(s)
 		set = cmp.Or(keys.Override(key), keys.Set()) // the partition's own: it may have switched before the router's
 		return nil
 	})

@@ -158,8 +158,6 @@ type Request struct {
 // goroutines. The zero Router is not usable: call New.
 type Router struct {
 	parts          []*actor.Partition
-	tables         []keytable.Table // each partition's table, touched only by the functions it runs (Do)
-	keys           []*keytable.Keys // each partition's keys: its table, or its table's local keys
 	maxKeyBytes    int
 	maxKeys        int
 	evict          bool
@@ -211,8 +209,6 @@ func New(cfg Config) (*Router, error) {
 
 	r := &Router{
 		parts:          make([]*actor.Partition, partitions),
-		tables:         make([]keytable.Table, partitions),
-		keys:           make([]*keytable.Keys, partitions),
 		maxKeyBytes:    cmp.Or(cfg.MaxKeyBytes, DefaultMaxKeyBytes),
 		maxKeys:        cfg.MaxKeys,
 		evict:          cfg.EvictLRU,
@@ -234,12 +230,10 @@ func New(cfg Config) (*Router, error) {
 	for i := range r.parts {
 		keys := keytable.NewKeys(set)
 		keys.Bound(r.keyLimit(i))
-		r.keys[i] = keys
 		var table keytable.Table = keys
 		if cfg.Store != nil {
 			table = storetable.New(decider{cfg.Store}, storetable.Mode(cfg.Store.FailMode()), keys, cfg.Clock != nil, origin)
 		}
-		r.tables[i] = table
 		r.parts[i] = actor.Start(table, clk, origin, mailbox, cfg.MaxWaiters)
 	}
 	return r, nil

@@ -95,7 +95,7 @@ func (r *Router) Snapshot(ctx context.Context, w io.Writer) error {
 			wall = later(wall, s.Wall)
 			section = binary.AppendVarint(section, wall.Unix())
 			section = binary.AppendUvarint(section, uint64(wall.Nanosecond()))
-			k := r.keys[i]
+			k := keysOf(s)
 			if !k.Set().Same(policies) { // SetPolicies holds the token too: never, unless it failed half-way
 				return fmt.Errorf("the partition's policies are not the router's (%s)", describe(k.Set()))
 			}
@@ -248,7 +248,7 @@ func (r *Router) Restore(ctx context.Context, rd io.Reader) error {
 		return fmt.Errorf("chanlimit: Restore: %w", err)
 	}
 	err = r.each(context.Background(), func(i int, s *actor.State) error { // past checking: not to be interrupted
-		k := r.keys[i]
+		k := keysOf(s)
 		before := k.Overrides()
 		k.Replace(tables[i])
 		r.overrides.Add(int64(k.Overrides() - before))

@@ -46,7 +46,7 @@ type Stats struct {
 func (r *Router) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{Partitions: make([]Stats, len(r.parts))}
 	err := r.each(ctx, func(i int, s *actor.State) error {
-		t := r.tables[i]
+		t := tableOf(s)
 		c := t.Counts(s.Now)
 		st.Partitions[i] = Stats{
 			Keys:    t.Len() - c.Idle,
@@ -61,7 +61,7 @@ func (r *Router) Stats(ctx context.Context) (Stats, error) {
 			Evicted:   c.Evicted,
 
 			Waiting:     s.Waiting,
-			Overrides:   r.keys[i].Overrides(),
+			Overrides:   t.Keys().Overrides(),
 			StoreErrors: c.StoreErrors,
 		}
 		return nil

@@ -293,6 +293,9 @@ func (k *Keys) moveKey(key string, from, to setTable, now time.Duration) {
 // an override.
 func (k *Keys) Capped() int { return k.def.Len() }
 
+// Keys returns k: a partition's table is its keys.
+func (k *Keys) Keys() *Keys { return k }
+
 // Set returns the router's policies, as k holds them.
 func (k *Keys) Set() *Set { return k.def.policySet() }
 

@@ -52,6 +52,10 @@ type Table interface {
 	// table of the same kind (NewKeys), which is left empty. The table
 	// keeps its counts and its Limit.
 	Replace(other Table)
+
+	// Keys returns the keys whose policies and overrides the router sets:
+	// the table itself, or a Store's table's local keys.
+	Keys() *Keys
 }
 
 // keyed is what every table of keys does, a partition's Keys and the

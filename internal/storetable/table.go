@@ -339,6 +339,10 @@ func (t *Table) Abandoned()       { t.local.Abandoned() }
 
 func (t *Table) Replace(other keytable.Table) { t.local.Replace(other.(*Table).local) }
 
+// Keys returns the local keys: the router's policies and overrides are
+// theirs.
+func (t *Table) Keys() *keytable.Keys { return t.local }
+
 func (t *Table) AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, error) {
 	return dst, 0, ErrSnapshot
 }
