@@ -185,26 +185,8 @@ type setTable interface {
 // defines what a partition asks of its table (actor.Table).
 type (
 	Item        = actor.Item
-	Op          = actor.Op
-	From        = actor.From
-	Trip        = actor.Trip
 	Quota       = actor.Quota
 	PolicyQuota = actor.PolicyQuota
-)
-
-const (
-	OpAllow    = actor.OpAllow
-	OpPeek     = actor.OpPeek
-	OpReset    = actor.OpReset
-	OpRefund   = actor.OpRefund
-	OpGiveBack = actor.OpGiveBack
-	OpTurn     = actor.OpTurn
-	OpDryRun   = actor.OpDryRun
-	OpDryPeek  = actor.OpDryPeek
-
-	FromStore   = actor.FromStore
-	FromLocal   = actor.FromLocal
-	FromNowhere = actor.FromNowhere
 )
 
 // Counts are what a table has done with its keys since it was made, and

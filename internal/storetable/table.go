@@ -135,7 +135,7 @@ type storeTrip struct {
 
 func (tr *storeTrip) Go(ctx context.Context) { tr.store.Decide(ctx, tr.ops) }
 
-func (t *Table) Prepare(items []keytable.Item, now time.Duration) keytable.Trip {
+func (t *Table) Prepare(items []keytable.Item, now time.Duration) actor.Trip {
 	var tr *storeTrip
 	for i := range items {
 		it := &items[i]
@@ -145,28 +145,28 @@ func (t *Table) Prepare(items []keytable.Item, now time.Duration) keytable.Trip 
 		op := Op{Key: it.Key, N: it.N, Now: t.now(now)}
 		set := t.setOf(it.Key)
 		switch it.Op {
-		case keytable.OpAllow, keytable.OpPeek, keytable.OpTurn:
+		case actor.OpAllow, actor.OpPeek, actor.OpTurn:
 			if err := set.Exceeds(it.N); err != nil {
 				it.D, it.Err = algorithms.Decision{}, err
 				continue
 			}
 			switch {
-			case it.Op == keytable.OpPeek:
+			case it.Op == actor.OpPeek:
 				op.Kind = Peek
-			case it.Op == keytable.OpTurn:
+			case it.Op == actor.OpTurn:
 				op.Kind = Turn
 			default:
 				op.Kind = Allow
 			}
-		case keytable.OpReset:
+		case actor.OpReset:
 			op.Kind, op.N = Reset, 0
-		case keytable.OpRefund:
+		case actor.OpRefund:
 			op.Kind = Refund
-		case keytable.OpGiveBack:
+		case actor.OpGiveBack:
 			op.Kind, op.Grant = GiveBack, it.Grant
-		case keytable.OpDryRun:
+		case actor.OpDryRun:
 			op.Kind = DryRun
-		case keytable.OpDryPeek:
+		case actor.OpDryPeek:
 			op.Kind = Peek // its WouldDeny alone is read (Finish)
 		}
 		op.Set = set
@@ -195,7 +195,7 @@ func (t *Table) newTrip(n int) *storeTrip {
 
 // Finish delivers the answers of trip, which has landed, to items, and
 // keeps trip to fill again.
-func (t *Table) Finish(trip keytable.Trip, items []keytable.Item, now time.Duration) {
+func (t *Table) Finish(trip actor.Trip, items []keytable.Item, now time.Duration) {
 	tr := trip.(*storeTrip)
 	for k := range tr.ops {
 		op, it := &tr.ops[k], &items[tr.at[k]]
@@ -207,7 +207,7 @@ func (t *Table) Finish(trip keytable.Trip, items []keytable.Item, now time.Durat
 			}
 			continue
 		}
-		it.D, it.Err, it.By, it.Grant = op.Decision, nil, keytable.FromStore, op.Grant
+		it.D, it.Err, it.By, it.Grant = op.Decision, nil, actor.FromStore, op.Grant
 		if op.Kind == Reset {
 			t.local.Reset(it.Key) // its local state, if FailLocal decided on it
 		}
@@ -241,12 +241,12 @@ func (t *Table) failed(it *keytable.Item, op *Op, now time.Duration) {
 	}
 	switch t.mode {
 	case FailOpen:
-		it.D, it.Err, it.By = algorithms.Decision{}, nil, keytable.FromNowhere
+		it.D, it.Err, it.By = algorithms.Decision{}, nil, actor.FromNowhere
 		if op.Kind != Reset {
 			it.D = t.open(it.Key, it.N)
 		}
 	case FailLocal:
-		it.D, it.Err, it.By = algorithms.Decision{}, nil, keytable.FromLocal
+		it.D, it.Err, it.By = algorithms.Decision{}, nil, actor.FromLocal
 		switch op.Kind {
 		case Allow:
 			it.Err = t.local.AllowN(it.Key, now, it.N, &it.D)
@@ -293,8 +293,8 @@ func (t *Table) Reset(string)                                                   
 func (t *Table) HasDryRun(key string) bool { return t.setOf(key).HasDryRun() }
 
 // dryOnly reports whether op asks a key's dry-run policies alone, for a
-// request a line refused (keytable.OpDryRun, OpDryPeek).
-func dryOnly(op keytable.Op) bool { return op == keytable.OpDryRun || op == keytable.OpDryPeek }
+// request a line refused (actor.OpDryRun, OpDryPeek).
+func dryOnly(op actor.Op) bool { return op == actor.OpDryRun || op == actor.OpDryPeek }
 
 // errTrips is what a store's table answers a request made at once.
 var errTrips = errors.New("chanlimit: a Store's keys are decided through round trips, never at once")
