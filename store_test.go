@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -786,5 +787,21 @@ func TestStoreDueLineIsServedBeforeABatch(t *testing.T) {
 		default:
 			t.Fatal("the waiter was due at 1 s")
 		}
+	})
+}
+
+// TestStoreCallWithADeadlineCenturiesAway: a round trip takes the latest
+// deadline of its callers; one as far as a Duration goes bounds nothing.
+// (Before the fix, it wrapped to 1970, and the trip's context had ended
+// before it went out: ErrStoreUnavailable, "context deadline exceeded".)
+func TestStoreCallWithADeadlineCenturiesAway(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newMemStore(clock.Real(), FailClosed)
+		r := routerOn(t, st, st, Config{Limit: 10, Window: time.Hour, Partitions: 1})
+		ctx, cancel := context.WithTimeout(context.Background(), math.MaxInt64)
+		defer cancel()
+		d, err := r.AllowN(ctx, "k", 1)
+		require.NoError(t, err)
+		assert.True(t, d.Allowed)
 	})
 }

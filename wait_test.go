@@ -3,6 +3,7 @@ package chanlimit_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -562,5 +563,27 @@ func TestWaitNCountsInStats(t *testing.T) {
 		require.True(t, done)
 		require.NoError(t, got.err)
 		assert.Equal(t, [2]uint64{2, 1}, counts(), "granted in line; the one that left counts nowhere")
+	})
+}
+
+// TestWaitNWithADeadlineCenturiesAway: a ctx whose deadline is as far as
+// a Duration goes (context.WithTimeout(ctx, math.MaxInt64), a common "no
+// real timeout") leaves a wait all the time it needs. (Before the fix, the
+// deadline, in Unix nanoseconds past the year 2262, wrapped, and the wait
+// was refused at once with a budget of 0.)
+func TestWaitNWithADeadlineCenturiesAway(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, clk := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Second, Burst: 5})
+		ctx, cancel := context.WithTimeout(context.Background(), math.MaxInt64)
+		defer cancel()
+		exhaust(t, r, "k", 5)
+		ch := goWait(ctx, r, "k", 1)
+		if w, done := answer(ch); done {
+			t.Fatalf("answered at once: %v", w.err)
+		}
+		advance(clk, time.Second)
+		w, done := answer(ch)
+		require.True(t, done, "granted once a unit came back")
+		require.NoError(t, w.err)
 	})
 }

@@ -125,11 +125,11 @@ type request struct {
 	//     sent (ticket.go).
 	arg any
 
-	// deadline is the caller's ctx's, in Unix nanoseconds, or 0: none. A
-	// wait is refused at once if it would come after it (wait), and a
-	// remote table's round trip ends with the latest of its burst's
-	// (remote.go).
-	deadline int64
+	// deadline is the caller's ctx's, as time since epoch, or 0: none
+	// (deadlineOf). A wait is refused at once if it would come after it
+	// (wait), and a remote table's round trip ends with the latest of its
+	// burst's (remote.go).
+	deadline time.Duration
 }
 
 // quota returns where req's answer writes its key's quota, or nil.
@@ -141,25 +141,35 @@ func (req *request) batch() *[]Item { b, _ := req.arg.(*[]Item); return b }
 // ticket returns req's Ticket, or nil: a WaitN's.
 func (req *request) ticket() *Ticket { t, _ := req.arg.(*Ticket); return t }
 
-// budget returns the time left until req's deadline at now on the wall
-// clock, at least 0, or -1 if it has none: a wait's budget. A context's
-// deadline is on the wall clock (context reads time.Now), so the time
-// left to it is too, whatever the partition's Clock.
-func (req *request) budget() time.Duration {
-	if req.deadline == 0 {
-		return -1
-	}
-	return max(time.Until(time.Unix(0, req.deadline)), 0)
-}
+// epoch is the instant requests' deadlines count from: a reading of the
+// process's monotonic clock, on which contexts' deadlines are kept too.
+var epoch = time.Now()
 
-// deadlineOf returns ctx's deadline in Unix nanoseconds, or 0 if it has
-// none.
-func deadlineOf(ctx context.Context) int64 {
+// deadlineOf returns ctx's deadline as time since epoch, or 0 if it has
+// none (a deadline at epoch itself is a nanosecond later). It saturates:
+// a deadline centuries away is the largest Duration, never a wrapped one.
+func deadlineOf(ctx context.Context) time.Duration {
 	dl, ok := ctx.Deadline()
 	if !ok {
 		return 0
 	}
-	return max(dl.UnixNano(), 1)
+	if d := dl.Sub(epoch); d != 0 {
+		return d
+	}
+	return 1
+}
+
+// budget returns the time left until req's deadline, at least 0, or -1
+// if it has none: a wait's budget. It is on the clock contexts keep
+// their deadlines on, whatever the partition's Clock.
+func (req *request) budget() time.Duration {
+	if req.deadline == 0 {
+		return -1
+	}
+	if since := time.Since(epoch); req.deadline > since {
+		return req.deadline - since
+	}
+	return 0
 }
 
 // reply is the answer to one request.

@@ -2,6 +2,7 @@ package actor
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/chanlimit/chanlimit/internal/supervise"
@@ -179,7 +180,7 @@ func (l *loop) send(tr *trip) (served int) {
 	if tr.out = l.remote.Prepare(tr.items, tr.now); tr.out == nil {
 		return l.land(tr) // answered without a trip: every item refused
 	}
-	var deadline int64
+	deadline := time.Duration(math.MinInt64)
 	bounded := len(tr.chores) == 0 // every request sent has a deadline
 	for _, req := range tr.run {
 		bounded = bounded && req.deadline != 0
@@ -188,7 +189,7 @@ func (l *loop) send(tr *trip) (served int) {
 	tr.ctx = context.Background()
 	var cancel context.CancelFunc = func() {}
 	if bounded {
-		tr.ctx, cancel = context.WithDeadline(tr.ctx, time.Unix(0, deadline))
+		tr.ctx, cancel = context.WithDeadline(tr.ctx, epoch.Add(deadline))
 	}
 	tr.cancel = cancel
 	l.trips.launch(tr)
