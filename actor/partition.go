@@ -143,7 +143,7 @@ func (req *request) ticket() *Ticket { t, _ := req.arg.(*Ticket); return t }
 
 // epoch is the instant requests' deadlines count from: a reading of the
 // process's monotonic clock, on which contexts' deadlines are kept too.
-var epoch = time.Now()
+var epoch = clock.Real().Now()
 
 // deadlineOf returns ctx's deadline as time since epoch, or 0 if it has
 // none (a deadline at epoch itself is a nanosecond later). It saturates:
@@ -166,7 +166,7 @@ func (req *request) budget() time.Duration {
 	if req.deadline == 0 {
 		return -1
 	}
-	if since := time.Since(epoch); req.deadline > since {
+	if since := clock.Real().Since(epoch); req.deadline > since {
 		return req.deadline - since
 	}
 	return 0
