@@ -78,23 +78,25 @@ type StoreOp struct {
 	Err error // set if the store could not answer; the router returns it wrapped in ErrStoreUnavailable
 }
 
-// StoreOpKind is what a StoreOp asks.
-type StoreOpKind uint8
+// StoreOpKind is what a StoreOp asks. It is the one set of kinds for the
+// router and its serving of a Store, which are of a package of their
+// own: this is an alias of that package's type, with the same values.
+type StoreOpKind = storetable.Kind
 
 const (
 	// StoreAllow decides N units on Key as Router.AllowN does: all or
 	// nothing, under every policy at once.
-	StoreAllow StoreOpKind = iota + 1
+	StoreAllow = storetable.Allow
 
 	// StorePeek answers what StoreAllow would, changing nothing.
-	StorePeek
+	StorePeek = storetable.Peek
 
 	// StoreRefund gives N units back to each of Key's policies at Now, as
 	// Router.Refund does; a key without state is left without.
-	StoreRefund
+	StoreRefund = storetable.Refund
 
 	// StoreReset drops Key's state: its next request finds it untouched.
-	StoreReset
+	StoreReset = storetable.Reset
 
 	// StoreTurn decides N units as StoreAllow does, for a caller waiting
 	// in line, whose turn comes only once the request is allowed with no
@@ -103,7 +105,7 @@ const (
 	// for its turn; the key's dry-run policies decide (and take) only if
 	// the turn is granted. So a turn that must wait is asked again, having
 	// held nothing meanwhile.
-	StoreTurn
+	StoreTurn = storetable.Turn
 
 	// StoreGiveBack takes back a grant of N units on Key (a StoreAllow,
 	// or a StoreTurn that granted) whose caller left before its answer
@@ -114,7 +116,7 @@ const (
 	// store gives nothing back. A Grant of 0 names no state: the store
 	// gives the units back as it can. Policies are those the grant was
 	// decided under, or the key's since.
-	StoreGiveBack
+	StoreGiveBack = storetable.GiveBack
 
 	// StoreDryRun decides N units on Key under its dry-run policies alone,
 	// each taking if it allows, as StoreAllow decides them, and asks the
@@ -122,7 +124,7 @@ const (
 	// (no barging) is decided by its dry-run policies all the same. Only
 	// Decision.WouldDeny is read. Ops of this kind come only with a
 	// dry-run policy among Policies.
-	StoreDryRun
+	StoreDryRun = storetable.DryRun
 )
 
 // FailMode is what a router with a Store does with a request the store
@@ -184,7 +186,7 @@ func (d decider) Decide(ctx context.Context, ops []storetable.Op) {
 	sops := slices.Grow((*sp)[:0], len(ops))
 	for i := range ops {
 		op := &ops[i]
-		sops = append(sops, StoreOp{Kind: StoreOpKind(op.Kind), Key: op.Key, N: op.N, Policies: sharedPolicies(op.Set), Now: op.Now, Grant: op.Grant})
+		sops = append(sops, StoreOp{Kind: op.Kind, Key: op.Key, N: op.N, Policies: sharedPolicies(op.Set), Now: op.Now, Grant: op.Grant})
 	}
 	d.store.Decide(ctx, sops)
 	for i := range sops {

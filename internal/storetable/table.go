@@ -36,7 +36,8 @@ type Op struct {
 	Err      error
 }
 
-// Kind is what an Op asks: chanlimit.StoreOpKind, whose values they are.
+// Kind is what an Op asks: chanlimit.StoreOpKind, which is an alias of
+// it, and documents each kind.
 type Kind uint8
 
 const (
