@@ -219,7 +219,7 @@ func (k *keys) allowEach(items []Item, now time.Duration) {
 	}
 }
 
-// ahead is Foreseer's Ahead, or that the table cannot tell.
+// aheadOf is Foreseer's Ahead, or that the table cannot tell.
 func (k *keys) aheadOf(key string, now time.Duration, ns []int) (at, free time.Duration, ok bool, err error) {
 	if k.ahead == nil {
 		return 0, 0, false, nil
