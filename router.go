@@ -33,6 +33,7 @@ import (
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/clock"
 	"github.com/chanlimit/chanlimit/internal/keytable"
+	"github.com/chanlimit/chanlimit/internal/storeloop"
 	"github.com/chanlimit/chanlimit/internal/storetable"
 	"github.com/chanlimit/chanlimit/internal/supervise"
 )
@@ -230,11 +231,12 @@ func New(cfg Config) (*Router, error) {
 	for i := range r.parts {
 		keys := keytable.NewKeys(set)
 		keys.Bound(r.keyLimit(i))
-		var table keytable.Table = keys
-		if cfg.Store != nil {
-			table = storetable.New(decider{cfg.Store}, storetable.Mode(cfg.Store.FailMode()), keys, cfg.Clock != nil, origin)
+		if cfg.Store == nil {
+			r.parts[i] = actor.Start(keys, clk, origin, mailbox, cfg.MaxWaiters)
+			continue
 		}
-		r.parts[i] = actor.Start(table, clk, origin, mailbox, cfg.MaxWaiters)
+		table := storetable.New(decider{cfg.Store}, storetable.Mode(cfg.Store.FailMode()), keys, cfg.Clock != nil, origin)
+		r.parts[i] = storeloop.Start(table, clk, origin, mailbox, cfg.MaxWaiters)
 	}
 	return r, nil
 }

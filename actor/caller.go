@@ -14,7 +14,7 @@ import (
 // [1, the rule's capacity]. It returns the decision, ErrClosed, ctx.Err(),
 // or the table's error.
 func (p *Partition) AllowN(ctx context.Context, key string, n int) (algorithms.Decision, error) {
-	r := p.call(ctx, request{op: opAllow, key: key, n: n})
+	r := p.call(ctx, Message{kind: KindAllow, key: key, n: n})
 	return r.d, r.err
 }
 
@@ -24,32 +24,32 @@ func (p *Partition) AllowN(ctx context.Context, key string, n int) (algorithms.D
 // until AllowQuota returns; after it returned ctx's error, the caller must
 // not touch q again.
 func (p *Partition) AllowQuota(ctx context.Context, key string, n int, q *Quota) (algorithms.Decision, error) {
-	r := p.call(ctx, request{op: opAllow, key: key, n: n, arg: q})
+	r := p.call(ctx, Message{kind: KindAllow, key: key, n: n, arg: q})
 	return r.d, r.err
 }
 
 // PeekQuota is PeekN, and writes into q what AllowQuota would.
 func (p *Partition) PeekQuota(ctx context.Context, key string, n int, q *Quota) (algorithms.Decision, error) {
-	r := p.call(ctx, request{op: opPeek, key: key, n: n, arg: q})
+	r := p.call(ctx, Message{kind: KindPeek, key: key, n: n, arg: q})
 	return r.d, r.err
 }
 
 // PeekN asks the partition what AllowN would answer now, changing nothing.
 func (p *Partition) PeekN(ctx context.Context, key string, n int) (algorithms.Decision, error) {
-	r := p.call(ctx, request{op: opPeek, key: key, n: n})
+	r := p.call(ctx, Message{kind: KindPeek, key: key, n: n})
 	return r.d, r.err
 }
 
 // Reset asks the partition to drop key, so that it is untouched again.
 func (p *Partition) Reset(ctx context.Context, key string) error {
-	return p.call(ctx, request{op: opReset, key: key}).err
+	return p.call(ctx, Message{kind: KindReset, key: key}).err
 }
 
 // Refund asks the partition to give n units back to key's policies now
 // (Table's Refund); the key's waiters are served as soon as that
 // lets them. n must lie in [1, MaxInt].
 func (p *Partition) Refund(ctx context.Context, key string, n int) error {
-	return p.call(ctx, request{op: opRefund, key: key, n: n}).err
+	return p.call(ctx, Message{kind: KindRefund, key: key, n: n}).err
 }
 
 // Pending is a batch in a partition's mailbox, to be waited on.
@@ -61,12 +61,12 @@ type Pending struct {
 
 // SendBatch puts items in the mailbox as one message, to be decided in
 // order with one reading of the clock, and returns at once; Wait waits for
-// the answers. Each item's N must lie in [1, the rule's capacity], and its
-// Op be OpAllow (the zero Op): each is decided as AllowN would. Until
+// the answers. Each item's N must lie in [1, the rule's capacity]: each
+// is decided as AllowN would. Until
 // Wait has returned nil, items belong to the partition: the caller must not
 // touch them, and after a Wait that returned an error, never again.
 func (p *Partition) SendBatch(ctx context.Context, items *[]Item) (Pending, error) {
-	ch, stopping, err := p.send(ctx, request{op: opBatch, arg: items})
+	ch, stopping, err := p.send(ctx, Message{kind: KindBatch, arg: items})
 	return Pending{p, ch, stopping}, err
 }
 
@@ -75,7 +75,7 @@ func (p *Partition) SendBatch(ctx context.Context, items *[]Item) (Pending, erro
 // rule allows it with no Delay), and otherwise left not Allowed, with no
 // error, having taken nothing; its errors are WaitN's.
 func (p *Partition) SendTries(ctx context.Context, items *[]Item) (Pending, error) {
-	ch, stopping, err := p.send(ctx, request{op: opTry, arg: items})
+	ch, stopping, err := p.send(ctx, Message{kind: KindTry, arg: items})
 	return Pending{p, ch, stopping}, err
 }
 
@@ -97,7 +97,7 @@ func (pd Pending) Wait(ctx context.Context) error {
 // not be left half-done.) f needs no reading of the clock: if the one that
 // came with this message panicked, f sees the latest that worked.
 func (p *Partition) Do(ctx context.Context, f func(*State) error) error {
-	return p.call(ctx, request{op: opDo, arg: f}).err
+	return p.call(ctx, Message{kind: KindDo, arg: f}).err
 }
 
 // Queued returns the number of requests waiting in the mailbox.
@@ -111,7 +111,7 @@ func (p *Partition) Queued() int { return len(p.mailbox) }
 func (p *Partition) Stop() {
 	p.stopOnce.Do(func() {
 		close(p.stop)
-		p.mailbox <- request{op: opStop}
+		p.mailbox <- Message{kind: KindStop}
 	})
 }
 
@@ -119,7 +119,7 @@ func (p *Partition) Stop() {
 func (p *Partition) Done() <-chan struct{} { return p.done }
 
 // call sends req and waits for its answer.
-func (p *Partition) call(ctx context.Context, req request) reply {
+func (p *Partition) call(ctx context.Context, req Message) reply {
 	ch, stopping, err := p.send(ctx, req)
 	if err != nil {
 		return reply{err: err}
@@ -129,7 +129,7 @@ func (p *Partition) call(ctx context.Context, req request) reply {
 
 // send puts req in the mailbox with a reply channel of its own, and returns
 // that channel, and whether the partition was stopping once it was sent.
-func (p *Partition) send(ctx context.Context, req request) (ch chan reply, stopping bool, err error) {
+func (p *Partition) send(ctx context.Context, req Message) (ch chan reply, stopping bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
 	}

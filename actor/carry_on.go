@@ -15,12 +15,11 @@ import (
 
 // unfinished is what a goroutine that ended leaves undone, for the next.
 type unfinished struct {
-	first  request   // the first request of a burst, until the clock's reading for it
-	resume request   // that request, if the clock ended the goroutine: to serve on the reading before
-	next   request   // a request taken from the mailbox while the lines due are served before it (serve): to serve after them
-	answer error     // the error for the request in flight, if the goroutine ended while serving it
-	ended  bool      // a goroutine ended: the table is to Resume
-	rest   []request // a remote table's burst, from the request it was on: to serve one by one (remote.go)
+	first  Message // the first request of a burst, until the clock's reading for it
+	resume Message // that request, if the clock ended the goroutine: to serve on the reading before
+	next   Message // a request taken from the mailbox while the lines due are served before it (serve): to serve after them
+	answer error   // the error for the request in flight, if the goroutine ended while serving it
+	ended  bool    // a goroutine ended: the table is to Resume
 }
 
 // carryOn, deferred by run, notes what the ending goroutine leaves undone
@@ -31,7 +30,7 @@ func (p *Partition) carryOn() {
 	case callingTick: // the request is not served yet: serve it as if the clock had panicked
 		l.state.Counts.ClockPanics++
 		l.unfinished.resume = l.unfinished.first
-		l.stopping = l.stopping || l.unfinished.first.op == opStop
+		l.stopping = l.stopping || l.unfinished.first.kind == KindStop
 	case callingClock:
 		l.state.Counts.ClockPanics++
 		l.unfinished.answer = supervise.Exited(ErrClockPanic)
@@ -40,7 +39,7 @@ func (p *Partition) carryOn() {
 		l.unfinished.answer = supervise.Exited(ErrAlgorithmPanic)
 	}
 	l.state.calling = callingNone
-	l.unfinished.first = request{}
+	l.unfinished.first = Message{}
 	l.unfinished.ended = true
 	go p.run()
 }
@@ -64,17 +63,14 @@ func (p *Partition) takeOver() {
 		l.keys.resume(l.state.Now)
 		l.unfinished.ended = false
 	}
-	if req := l.unfinished.resume; req.op != 0 {
-		l.unfinished.resume = request{}
-		if req.op != opStop { // carryOn noted the stop message: run drains
+	if req := l.unfinished.resume; req.kind != 0 {
+		l.unfinished.resume = Message{}
+		if req.kind != KindStop { // carryOn noted the stop message: run drains
 			l.serve(&req, l.state.Now, supervise.Exited(ErrClockPanic))
 		}
 	}
 	l.answerInflight()
-	l.answerLanding() // after the request in flight, which may be one of its trip's
-	l.serveNext()     // after the waiter in flight, whose line was served before it
-	l.serveRest()     // after that request, which came before them
-	l.flush()         // a remote table's work these left: nothing else would send it
+	l.serveNext() // after the waiter in flight, whose line was served before it
 	if len(l.waits.due) > 0 {
 		l.arm(l.state.Now) // a line may be due, or opened just now: nothing else would wake it
 	}
@@ -89,13 +85,13 @@ func (l *loop) answerInflight() {
 		l.unfinished.answer = nil
 		return
 	}
-	if l.inflight.op == opBatch || l.inflight.op == opTry {
+	if l.inflight.kind == KindBatch || l.inflight.kind == KindTry {
 		l.giveBack(l.state.Now)
 	}
-	if l.inflight.op == opWait {
+	if l.inflight.kind == KindWait {
 		l.dropWaiter(l.inflight.reply, l.state.Now) // if it was in line
 	}
-	if l.inflight.op == opDo {
+	if l.inflight.kind == KindDo {
 		l.retryChanged(l.state.Now) // what the function changed before it ended
 	}
 	select {
@@ -110,25 +106,8 @@ func (l *loop) answerInflight() {
 // serveNext serves the request that the lines due were being served
 // before when the goroutine ended, as serve would have.
 func (l *loop) serveNext() {
-	if req := l.unfinished.next; req.op != 0 {
-		l.unfinished.next = request{} // first: if it ends the goroutine too, it is served no more
+	if req := l.unfinished.next; req.kind != 0 {
+		l.unfinished.next = Message{} // first: if it ends the goroutine too, it is served no more
 		l.serve(&req, l.state.Now, nil)
 	}
-}
-
-// serveRest serves, one by one, the requests of a remote table's burst
-// that a goroutine that ended left unanswered. (Those of a run it had
-// handed to the table are decided again: the table may have applied some
-// already.)
-func (l *loop) serveRest() {
-	for len(l.unfinished.rest) > 0 {
-		req := l.unfinished.rest[0]
-		l.unfinished.rest = l.unfinished.rest[1:] // first: if this one ends the goroutine too, the next goes on after it
-		if req.op == opStop {
-			l.stopping = true // run drains the mailbox
-			continue
-		}
-		l.serve(&req, l.state.Now, nil)
-	}
-	l.unfinished.rest = nil
 }

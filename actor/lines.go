@@ -16,10 +16,7 @@ import (
 // has no line and the rule allows it with no Delay; otherwise it joins
 // the key's line (queued), unless the line is full or ctx's deadline
 // comes first.
-func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
-	if l.remote != nil {
-		return l.waitRemote(req, now) // remote_lines.go
-	}
+func (l *loop) wait(req Message, now time.Duration) (r reply, queued bool) {
 	ln := l.waits.lineOf(req.key)
 	if ln == nil {
 		if r.err = l.keys.turn(req.key, now, req.n, &l.d); r.err != nil {
@@ -34,7 +31,7 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 			l.keys.giveBack(req.key, now, req.n)
 		}
 	}
-	budget := req.budget()
+	budget := req.Budget()
 	if ln != nil || budget >= 0 {
 		// Errors as AllowN's (an n above the capacity) come first, as at
 		// every entry point; then the cap on the line, and the wait in
@@ -59,7 +56,7 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 		l.keys.pin(req.key)
 		l.schedule(ln, now, &l.d)
 	}
-	ln.queue = append(ln.queue, waiter{reply: req.reply, ticket: req.ticket(), n: req.n, quota: req.quota()})
+	ln.queue = append(ln.queue, waiter{reply: req.reply, ticket: req.ticket(), n: req.n, quota: req.Quota()})
 	l.state.Waiting++
 	return reply{}, true
 }
@@ -72,9 +69,6 @@ func (l *loop) wait(req request, now time.Duration) (r reply, queued bool) {
 // key has left now, as a denial by AllowN would say (the units are there
 // for a smaller request). Its errors are AllowN's.
 func (l *loop) inLine(key string, n int, now time.Duration, ln *line) (algorithms.Decision, error) {
-	if l.remote != nil {
-		return l.inRemoteLine(key, n, now, ln) // remote_lines.go
-	}
 	d, err := l.peek(key, n, now)
 	if err != nil {
 		return algorithms.Decision{}, err
@@ -95,7 +89,7 @@ func (l *loop) lineWait(key string, n int, now time.Duration, ln *line, d *algor
 	l.waits.ns = ns
 	from := now
 	if ln != nil {
-		from = min(from, ln.next()) // a line late to be served is served on its schedule
+		from = min(from, ln.at) // a line late to be served is served on its schedule
 	}
 	at, free, ok, err := l.keys.aheadOf(key, from, ns)
 	if err != nil {
@@ -107,7 +101,7 @@ func (l *loop) lineWait(key string, n int, now time.Duration, ln *line, d *algor
 	if !ok { // the rule cannot tell: the head's wait is the least of it
 		at, free = now+1, after(now, d.ResetAfter)
 		if ln != nil {
-			at = max(at, ln.next())
+			at = max(at, ln.at)
 		}
 	}
 	remaining := 0
@@ -130,10 +124,7 @@ func (l *loop) lineWait(key string, n int, now time.Duration, ln *line, d *algor
 // leaves its key's line, and is answered errLeft. If it was the head, the
 // next is asked at once. A waiter already answered is not in the line,
 // and its channel is full: serve passed the message by.
-func (l *loop) leave(req request, now time.Duration) {
-	if l.leftBeforeItsQuota(req) { // remote_lines.go
-		return
-	}
+func (l *loop) leave(req Message, now time.Duration) {
 	ln := l.waits.lineOf(req.key)
 	if ln == nil {
 		return
@@ -149,7 +140,7 @@ func (l *loop) leave(req request, now time.Duration) {
 	switch {
 	case len(ln.queue) == 0:
 		l.closeLine(ln)
-	case k == 0 && !ln.asking: // out, its trip asks the next when it lands
+	case k == 0:
 		l.waits.reschedule(ln, min(ln.at, now)) // the next may be granted now: served after the burst
 	}
 }
@@ -167,10 +158,6 @@ func (l *loop) serveDue(now time.Duration) {
 // that wait has passed by now too, it goes on from there. A line left
 // empty is closed.
 func (l *loop) serveLine(ln *line, now time.Duration) {
-	if l.remote != nil {
-		l.ask(ln) // remote_lines.go
-		return
-	}
 	for len(ln.queue) > 0 {
 		w, at := ln.queue[0], ln.at
 		l.inFlight(waiterFlight(w)) // if the rule ends the goroutine, takeOver answers it
@@ -195,12 +182,10 @@ func (l *loop) serveLine(ln *line, now time.Duration) {
 	l.closeLine(ln)
 }
 
-// closeLine closes ln, which is empty; a remote table's requests held
-// behind it are served next.
+// closeLine closes ln, which is empty.
 func (l *loop) closeLine(ln *line) {
 	l.waits.close(ln)
 	l.keys.unpin(ln.key)
-	l.unpark(ln)
 }
 
 // schedule sets ln due when its head, decided d at now (a denial, or a
@@ -251,7 +236,7 @@ func (l *loop) dropWaiter(ch chan reply, now time.Duration) {
 			l.state.Waiting--
 			if len(ln.queue) == 0 {
 				l.closeLine(ln)
-			} else if !ln.asking {
+			} else {
 				l.waits.reschedule(ln, now)
 			}
 			return
@@ -269,11 +254,7 @@ func (l *loop) retryChanged(now time.Duration) {
 	switch {
 	case all:
 		for _, ln := range l.waits.due {
-			if ln.asking {
-				ln.again = min(ln.again, now)
-			} else {
-				ln.at = now
-			}
+			ln.at = now
 		}
 		heap.Init(&l.waits.due)
 	case len(l.waits.lines) > 0:
@@ -297,11 +278,7 @@ func (l *loop) inLineEach(items []Item, now time.Duration, tries bool) {
 				l.tryInLine(it, now, ln)
 			} else {
 				it.D, it.Err = l.inLine(it.Key, it.N, now, ln)
-				switch {
-				case it.Err != nil || !l.keys.hasDryRun(it.Key):
-				case l.remote != nil:
-					it.Op = OpDryRun // the store's dry-run policies decide it, in its trip
-				default:
+				if it.Err == nil && l.keys.hasDryRun(it.Key) {
 					l.dryInLine(it.Key, it.N, now, true, &it.D)
 				}
 			}

@@ -7,9 +7,9 @@ import (
 	"github.com/chanlimit/chanlimit/internal/supervise"
 )
 
-// The partition's goroutine: it receives a message, or a line's timer, or
-// a trip back from a remote table; reads the clock once per burst; serves
-// the burst (serve.go, or remote.go); and, once stopped, drains.
+// The partition's goroutine: it receives a message, or a line's timer;
+// reads the clock once per burst; serves the burst (serve.go); and, once
+// stopped, drains.
 
 // run is the partition's goroutine: it takes over what a goroutine
 // before it left undone, then receives and serves messages until the stop
@@ -26,21 +26,13 @@ func (p *Partition) run() {
 	if l.stopping {
 		p.drain(l.state.Now, nil)
 		exited = true
-		l.trips.stop()
 		close(p.done)
 		return
 	}
 	for {
-		req, tr, got := p.receive()
-		switch got {
-		case gotTimer: // a line is due
+		req, fired := p.receive()
+		if fired { // a line is due
 			l.wake()
-			continue
-		case gotTrip: // a remote table's round trip is back
-			served := l.land(tr)
-			l.flush()
-			l.arm(l.state.Now)
-			l.state.Table.Expire(l.state.Now-grace, expireBase+expirePerRequest*served)
 			continue
 		}
 		// The requests queued behind req were all sent before the clock is
@@ -49,19 +41,12 @@ func (p *Partition) run() {
 		queued := len(p.mailbox)
 		l.unfinished.first = req // until the clock is read
 		now, err := l.tick()
-		l.unfinished.first = request{}
-		var served int // requests, a batch's items one by one
-		var stop bool
-		if l.remote == nil {
-			served, stop = p.serveBurst(req, queued, now, err)
-		} else {
-			served, stop = p.serveRemote(req, queued, now, err) // remote.go
-		}
+		l.unfinished.first = Message{}
+		served, stop := p.serveBurst(req, queued, now, err) // requests, a batch's items one by one
 		if stop {
 			l.stopping = true
 			p.drain(now, err)
 			exited = true
-			l.trips.stop()
 			close(p.done)
 			return
 		}
@@ -69,10 +54,7 @@ func (p *Partition) run() {
 			if err == nil {
 				l.serveDue(now)
 			}
-			l.flush()
 			l.arm(l.state.Now)
-		} else {
-			l.flush()
 		}
 		// Expiring comes after the burst's answers, so no caller in it
 		// waits for it.
@@ -84,9 +66,9 @@ func (p *Partition) run() {
 // now, and reports how many requests that was (see serve), and whether the
 // stop message came: the requests behind it are left in the mailbox, for
 // drain.
-func (p *Partition) serveBurst(req request, queued int, now time.Duration, clockErr error) (served int, stop bool) {
+func (p *Partition) serveBurst(req Message, queued int, now time.Duration, clockErr error) (served int, stop bool) {
 	for {
-		if req.op == opStop {
+		if req.kind == KindStop {
 			return served, true
 		}
 		served += p.loop.serve(&req, now, clockErr)
@@ -97,40 +79,20 @@ func (p *Partition) serveBurst(req request, queued int, now time.Duration, clock
 	}
 }
 
-// What receive got.
-const (
-	gotRequest = iota
-	gotTimer   // the timer of the lines fired
-	gotTrip    // a remote table's trip landed
-)
-
-// receive returns the next request in the mailbox, or that the timer of
-// the lines fired or a remote table's trip landed first. While no line is
-// due and no trip is out, it reads the mailbox alone; while a remote
-// table's trips have no room and a mailbox's worth of requests is
-// gathered (trips.gatherRoom), it leaves the mailbox unread.
-func (p *Partition) receive() (request, *trip, int) {
-	l := p.loop
-	fired := l.waits.fired
-	if fired == nil && l.trips.out == 0 {
-		return <-p.mailbox, nil, gotRequest
-	}
-	var landed chan *trip // nil while no trip is out: never ready
-	if l.trips.out > 0 {
-		landed = l.trips.landed
-	}
-	mailbox := p.mailbox
-	if !l.trips.room() && l.trips.gatherRoom(cap(p.mailbox)) == 0 {
-		mailbox = nil // it waits for a trip to land (gatherRoom)
+// receive returns the next message in the mailbox, or that the timer of
+// the lines fired first. While no line is due, it reads the mailbox
+// alone.
+func (p *Partition) receive() (req Message, fired bool) {
+	timer := p.loop.waits.fired
+	if timer == nil {
+		return <-p.mailbox, false
 	}
 	select {
-	case req := <-mailbox:
-		return req, nil, gotRequest
-	case <-fired:
-		l.waits.fired = nil // spent
-		return request{}, nil, gotTimer
-	case tr := <-landed:
-		return request{}, tr, gotTrip
+	case req := <-p.mailbox:
+		return req, false
+	case <-timer:
+		p.loop.waits.fired = nil // spent
+		return Message{}, true
 	}
 }
 
@@ -140,7 +102,6 @@ func (l *loop) wake() {
 	if err == nil {
 		l.serveDue(now)
 	}
-	l.flush()
 	l.arm(l.state.Now)
 	l.state.Table.Expire(now-grace, expireBase)
 }
@@ -151,18 +112,14 @@ func (l *loop) wake() {
 func (p *Partition) drain(now time.Duration, clockErr error) {
 	l := p.loop
 	for {
-		l.landAll()
 		select {
 		case req := <-p.mailbox:
 			l.serve(&req, now, clockErr)
 			continue
 		default:
 		}
-		if l.flush() {
-			continue // a remote table's work went out, or requests were unparked
-		}
 		lines := len(l.waits.due) > 0
-		l.closeLines(ErrClosed) // a remote table's requests held behind the lines are unparked, to serve
+		l.closeLines(ErrClosed)
 		if !lines {
 			return
 		}

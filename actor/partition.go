@@ -3,12 +3,13 @@
 // mailbox. Callers never touch the table; they send a request by value and
 // read the answer from a reply channel.
 //
-// A partition drives its keys through Table (table.go), which this package
-// defines and documents, naming only its own types and those of
-// algorithms and clock: a router's tables in memory and its Store's
-// tables both implement it, and so can any other. Its API is otherwise
-// the router's. Its errors are its own (errors.go): package chanlimit
-// returns them under the same names.
+// A partition drives its keys, in memory, through Table (table.go), which
+// this package defines and documents, naming only its own types and those
+// of algorithms and clock: a router's tables implement it, and so can any
+// other. Its API is otherwise the router's. Its errors are its own
+// (errors.go): package chanlimit returns them under the same names. A
+// loop of another package may serve the same caller side (server.go): a
+// router on a Store is served so.
 //
 // The protocol, and the property each part keeps:
 //
@@ -91,55 +92,58 @@ const (
 	grace            = time.Second
 )
 
-// op is the kind of a request. The set is closed: each op has a method on
-// Partition.
-type op uint8
+// Kind is the kind of a message. The set is closed: each kind has a
+// method on Partition that sends it, and one method of the loop that
+// serves it (serve.go).
+type Kind uint8
 
 const (
-	opAllow op = iota + 1
-	opPeek
-	opReset
-	opRefund // give n units back to key's policies
-	opBatch
-	opTry   // a batch of WaitN requests, each granted now or left to wait (lines.go)
-	opDo    // run do on the partition's state
-	opWait  // grant n units on key, in line with the key's other waiters (lines.go)
-	opLeave // take the waiter whose reply channel this is out of key's line
-	opStop  // sent by Stop: answer what is queued, then exit
+	KindAllow Kind = iota + 1
+	KindPeek
+	KindReset
+	KindRefund // give n units back to key's policies
+	KindBatch
+	KindTry   // a batch of WaitN requests, each granted now or left to wait (lines.go)
+	KindDo    // run do on the partition's state
+	KindWait  // grant n units on key, in line with the key's other waiters (lines.go)
+	KindLeave // take the waiter whose reply channel this is out of key's line
+	KindStop  // sent by Stop: answer what is queued, then exit
 )
 
-// request is one message in a mailbox, sent by value: a kind, and what
-// that kind needs. It fits in 64 bytes, a cache line.
-type request struct {
-	op    op
+// Message is one message in a mailbox, sent by value: a kind, and what
+// that kind needs. It fits in 64 bytes, a cache line. A loop of another
+// package reads it through its methods (server.go).
+type Message struct {
+	kind  Kind
 	key   string
 	n     int
 	reply chan reply
 
 	// arg is what the kind needs beside key and n, if anything:
-	//   - *Quota: opAllow, opPeek, opWait (WaitQuota): where to write the
+	//   - *Quota: KindAllow, KindPeek, KindWait (WaitQuota): where to write the
 	//     key's quota with the answer (fillQuota);
-	//   - *[]Item: opBatch, opTry: decided in order, answered in place;
-	//   - func(*State) error: opDo;
-	//   - *Ticket: opWait (StartWait), opLeave: rung once its reply is
+	//   - *[]Item: KindBatch, KindTry: decided in order, answered in place;
+	//   - func(*State) error: KindDo;
+	//   - *Ticket: KindWait (StartWait), KindLeave: rung once its reply is
 	//     sent (ticket.go).
 	arg any
 
 	// deadline is the caller's ctx's, as time since epoch, or 0: none
 	// (deadlineOf). A wait is refused at once if it would come after it
-	// (wait), and a remote table's round trip ends with the latest of its
-	// burst's (remote.go).
+	// (wait; Budget), and a loop of another package reads it (Deadline).
 	deadline time.Duration
 }
 
-// quota returns where req's answer writes its key's quota, or nil.
-func (req *request) quota() *Quota { q, _ := req.arg.(*Quota); return q }
+// Quota returns where the answer writes the key's quota (AllowQuota,
+// PeekQuota, WaitQuota), or nil.
+func (req *Message) Quota() *Quota { q, _ := req.arg.(*Quota); return q }
 
-// batch returns req's items, an opBatch's or an opTry's, or nil.
-func (req *request) batch() *[]Item { b, _ := req.arg.(*[]Item); return b }
+// Items returns the items of a KindBatch or a KindTry, or nil: each is
+// answered in place, before the message itself is.
+func (req *Message) Items() *[]Item { b, _ := req.arg.(*[]Item); return b }
 
 // ticket returns req's Ticket, or nil: a WaitN's.
-func (req *request) ticket() *Ticket { t, _ := req.arg.(*Ticket); return t }
+func (req *Message) ticket() *Ticket { t, _ := req.arg.(*Ticket); return t }
 
 // epoch is the instant requests' deadlines count from: a reading of the
 // process's monotonic clock, on which contexts' deadlines are kept too.
@@ -159,10 +163,11 @@ func deadlineOf(ctx context.Context) time.Duration {
 	return 1
 }
 
-// budget returns the time left until req's deadline, at least 0, or -1
-// if it has none: a wait's budget. It is on the clock contexts keep
-// their deadlines on, whatever the partition's Clock.
-func (req *request) budget() time.Duration {
+// Budget returns the time left until the deadline of the caller's
+// context, at least 0, or -1 if it has none: a wait's budget. It is on
+// the clock contexts keep their deadlines on, whatever the partition's
+// Clock.
+func (req *Message) Budget() time.Duration {
 	if req.deadline == 0 {
 		return -1
 	}
@@ -241,7 +246,7 @@ type Counts struct {
 // Partition is one goroutine and the keys it owns. Its methods are safe for
 // simultaneous use by many goroutines.
 type Partition struct {
-	mailbox  chan request
+	mailbox  chan Message
 	stop     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
@@ -263,21 +268,6 @@ type loop struct {
 	stopping   bool                // the stop message has come: drain, then exit
 	unfinished unfinished          // what a goroutine that ended left undone, for the next (carry_on.go)
 	waits      waiting             // the lines of callers waiting on keys (waiting.go, lines.go)
-	remote     Remote              // the table, if its keys live elsewhere (remote.go); else nil
-
-	// A remote table's (remote.go):
-	burst     []request // the burst, taken from the mailbox
-	trips     trips     // the round trips out, and what waits for room (trips.go)
-	landing   *trip     // the trip whose answers are being delivered
-	landingAt int       // the first of its requests not yet delivered
-	choreAt   int       // the first of its chores not yet served
-	chores    []chore   // work for the table that is no caller's request, to send (flush)
-
-	// The waiters granted whose answer waits for their quota's peek (a
-	// chore, out or to send), by reply channel: true once the caller has
-	// left, so that the grant is given back when the peek lands.
-	quotaWaits map[chan reply]bool
-	unparked   []request // requests held behind a line's head, to serve now that it waits (remote_lines.go)
 }
 
 // inflight is what the goroutine must know of the request it serves to
@@ -285,11 +275,9 @@ type loop struct {
 type inflight struct {
 	reply  chan reply // nil: none
 	ticket *Ticket    // its ticket, if it is a wait's (ring)
-	op     op
+	kind   Kind
 	batch  *[]Item
-	refund int    // a batch's refund mark: the items before it are still to be given back, latest first
-	by     From   // where a remote table's grant came from (AllowN's; a batch's are in its items)
-	grant  uint64 // with by: the store's name of the state its grant was taken from (Item.Grant)
+	refund int // a batch's refund mark: the items before it are still to be given back, latest first
 }
 
 // Start starts the goroutine of a partition that owns table, reads the time
@@ -307,7 +295,7 @@ func Start(table Table, clk clock.Clock, origin time.Time, mailboxSize, maxWaite
 // newPartition returns a partition whose goroutine is not started.
 func newPartition(table Table, clk clock.Clock, origin time.Time, mailboxSize int) *Partition {
 	p := &Partition{
-		mailbox: make(chan request, max(mailboxSize, 0)),
+		mailbox: make(chan Message, max(mailboxSize, 0)),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 		loop:    &loop{state: State{Table: table, Wall: origin, clock: clk}, origin: origin, real: clk == clock.Real()},
@@ -316,8 +304,5 @@ func newPartition(table Table, clk clock.Clock, origin time.Time, mailboxSize in
 	p.loop.instants = p.loop.real || fake
 	p.replies.New = func() any { return make(chan reply, 1) }
 	p.loop.keys = keysOf(table)
-	if remote, ok := table.(Remote); ok {
-		p.loop.remote, p.loop.trips = remote, newTrips()
-	}
 	return p
 }

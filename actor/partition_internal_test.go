@@ -35,16 +35,17 @@ func parked(t *testing.T) (*Partition, Table) {
 // allow asks table for n units on key at now.
 func allow(t *testing.T, table Table, key string, now time.Duration, n int) algorithms.Decision {
 	t.Helper()
-	return decideOn(t, table, OpAllow, key, now, n)
+	var d algorithms.Decision
+	require.NoError(t, table.AllowN(key, now, n, &d))
+	return d
 }
 
-// decideOn has table decide an item of op for n units on key at now.
-func decideOn(t *testing.T, table Table, op Op, key string, now time.Duration, n int) algorithms.Decision {
+// peek asks table what allow would answer, changing nothing.
+func peek(t *testing.T, table Table, key string, now time.Duration, n int) algorithms.Decision {
 	t.Helper()
-	items := []Item{{Key: key, N: n, Op: op}}
-	decideAs(table, items, now)
-	require.NoError(t, items[0].Err)
-	return items[0].D
+	var d algorithms.Decision
+	require.NoError(t, table.PeekN(key, now, n, &d))
+	return d
 }
 
 var answer = reply{d: algorithms.Decision{Allowed: true, Limit: 2, Remaining: 1}}
@@ -82,7 +83,7 @@ func TestWaitWithoutContext(t *testing.T) {
 func TestSendAfterStop(t *testing.T) {
 	p, _ := parked(t)
 	close(p.stop)
-	_, _, err := p.send(context.Background(), request{op: opAllow, key: "k", n: 1})
+	_, _, err := p.send(context.Background(), Message{kind: KindAllow, key: "k", n: 1})
 	assert.ErrorIs(t, err, ErrClosed)
 	assert.Empty(t, p.mailbox)
 }
@@ -109,7 +110,7 @@ func TestAbandonMarksTheChannel(t *testing.T) {
 	require.ErrorIs(t, p.abandon(ctx, ch).err, context.Canceled)
 	require.Len(t, ch, 1, "the mark")
 
-	p.loop.serve(&request{op: opAllow, key: "k", n: 2, reply: ch}, 0, nil)
+	p.loop.serve(&Message{kind: KindAllow, key: "k", n: 2, reply: ch}, 0, nil)
 	assert.Equal(t, 0, table.(interface{ Len() int }).Len(), "a marked request is not applied")
 }
 
@@ -126,11 +127,11 @@ func TestServeRefundsAnUndeliveredGrant(t *testing.T) {
 	// serve skips a request whose channel is full before it decides, so
 	// call the delivery step as serve does after deciding.
 	d := allow(t, table, "k", 0, 2)
-	p.loop.deliver(&request{op: opAllow, key: "k", n: 2, reply: full()}, 0, &reply{d: d})
+	p.loop.deliver(&Message{kind: KindAllow, key: "k", n: 2, reply: full()}, 0, &reply{d: d})
 	assert.True(t, allow(t, table, "k", 0, 2).Allowed, "the undelivered grant was given back")
 
-	require.False(t, decideOn(t, table, OpPeek, "k", 0, 1).Allowed)
-	p.loop.deliver(&request{op: opPeek, key: "k", n: 1, reply: full()}, 0, &reply{d: algorithms.Decision{Allowed: true}})
+	require.False(t, peek(t, table, "k", 0, 1).Allowed)
+	p.loop.deliver(&Message{kind: KindPeek, key: "k", n: 1, reply: full()}, 0, &reply{d: algorithms.Decision{Allowed: true}})
 	assert.False(t, allow(t, table, "k", 0, 1).Allowed, "an undelivered Peek gives nothing back")
 	assert.Zero(t, p.loop.state.Counts, "undelivered answers count nowhere")
 }
@@ -159,13 +160,13 @@ func TestAClockThatPanicsFailsOnlyItsBurst(t *testing.T) {
 	assert.Equal(t, time.Second, now, "the timeline stays")
 
 	allowReply, peekReply, resetReply, doReply := ch(), ch(), ch(), ch()
-	p.loop.serve(&request{op: opAllow, key: "k", n: 1, reply: allowReply}, now, err)
-	p.loop.serve(&request{op: opPeek, key: "k", n: 1, reply: peekReply}, now, err)
+	p.loop.serve(&Message{kind: KindAllow, key: "k", n: 1, reply: allowReply}, now, err)
+	p.loop.serve(&Message{kind: KindPeek, key: "k", n: 1, reply: peekReply}, now, err)
 	items := []Item{{Key: "a", N: 1}, {Key: "b", N: 1}}
-	p.loop.serve(&request{op: opBatch, arg: &items, reply: ch()}, now, err)
-	p.loop.serve(&request{op: opReset, key: "r", reply: resetReply}, now, err)
+	p.loop.serve(&Message{kind: KindBatch, arg: &items, reply: ch()}, now, err)
+	p.loop.serve(&Message{kind: KindReset, key: "r", reply: resetReply}, now, err)
 	var seen State
-	p.loop.serve(&request{op: opDo, arg: func(s *State) error { seen = *s; return nil }, reply: doReply}, now, err)
+	p.loop.serve(&Message{kind: KindDo, arg: func(s *State) error { seen = *s; return nil }, reply: doReply}, now, err)
 	assert.ErrorIs(t, (<-allowReply).err, ErrClockPanic)
 	assert.ErrorIs(t, (<-peekReply).err, ErrClockPanic)
 	for _, it := range items {
@@ -216,5 +217,5 @@ func TestTicketAfterExitAnswered(t *testing.T) {
 // TestARequestFitsACacheLine: a message carries a kind and what that kind
 // needs, so that sending one copies a cache line at most.
 func TestARequestFitsACacheLine(t *testing.T) {
-	assert.LessOrEqual(t, unsafe.Sizeof(request{}), uintptr(64))
+	assert.LessOrEqual(t, unsafe.Sizeof(Message{}), uintptr(64))
 }

@@ -15,17 +15,10 @@ import (
 // once d was decided on it (Quoter). While callers wait on
 // the key, what it has is the line's: every policy then says 0 remaining,
 // and the wait a request of one unit would have in line. A table that
-// cannot tell each policy's (its states are a Store's) gives the deciding
-// policy's alone, from d; one whose rule panics (the table has dealt with
-// it), none: the decision stands.
+// cannot tell each policy's (no Quoter) gives the deciding policy's alone,
+// from d; one whose rule panics (the table has dealt with it), none: the
+// decision stands.
 func (l *loop) fillQuota(key string, now time.Duration, d *algorithms.Decision, q *Quota) {
-	l.fillQuotaMore(key, now, d, q, -1)
-}
-
-// fillQuotaMore is fillQuota, with more, if it is not below 0, the wait
-// of one more unit than an allowed d left, as a remote table's peek
-// answered it (remote_lines.go).
-func (l *loop) fillQuotaMore(key string, now time.Duration, d *algorithms.Decision, q *Quota, more time.Duration) {
 	ok, err := l.keys.quotaOf(key, now, q)
 	switch {
 	case err != nil: // the rule dropped the key: a line's head may be granted now, as in lineWait
@@ -37,10 +30,8 @@ func (l *loop) fillQuotaMore(key string, now time.Duration, d *algorithms.Decisi
 	case !ok:
 		q.Policies = q.Policies[:0]
 		if j := policyIndex(q.Set, d.Policy); j >= 0 {
-			switch {
-			case !d.Allowed:
-				more = d.RetryAfter
-			case more < 0:
+			more := d.RetryAfter
+			if d.Allowed {
 				more = l.untilMore(key, now, d.Remaining)
 			}
 			q.Policies = append(q.Policies, PolicyQuota{Policy: j, Remaining: d.Remaining, More: more})

@@ -18,14 +18,11 @@ import (
 // batch) fail with that error; Reset and Do need none, and go on at the latest reading
 // that worked. It returns how many requests that was: a batch's items, or
 // 1.
-func (l *loop) serve(req *request, now time.Duration, clockErr error) (served int) {
+func (l *loop) serve(req *Message, now time.Duration, clockErr error) (served int) {
 	if len(req.reply) > 0 {
 		return 0 // the caller gave up before its turn: apply nothing
 	}
-	if l.remote != nil && l.joinsTrip(*req, clockErr) {
-		return l.dispatch([]request{*req}, now) // a remote table decides through trips alone
-	}
-	if clockErr == nil && req.op != opLeave && l.waits.dueBy(now) {
+	if clockErr == nil && req.kind != KindLeave && l.waits.dueBy(now) {
 		// What is due comes first: a line due by now is served on its
 		// schedule before anything after it is decided, even if the
 		// timer has not told the partition yet (a timer fires late, and
@@ -34,28 +31,27 @@ func (l *loop) serve(req *request, now time.Duration, clockErr error) (served in
 		// waiter, the next serves req after answering it.
 		l.unfinished.next = *req
 		l.serveDue(now)
-		l.unfinished.next = request{}
+		l.unfinished.next = Message{}
 	}
 	// In flight until served: if code the partition calls ends the
 	// goroutine meanwhile, takeOver answers it (carry_on.go).
 	l.inFlight(flightOf(req))
-	switch req.op {
-	case opAllow, opPeek:
+	switch req.kind {
+	case KindAllow, KindPeek:
 		served = l.decide(req, now, clockErr)
-	case opWait:
+	case KindWait:
 		served = l.join(req, now, clockErr)
-	case opLeave:
+	case KindLeave:
 		l.leave(*req, now)
-	case opReset, opRefund:
+	case KindReset, KindRefund:
 		served = l.giveOrDrop(req, now, clockErr)
-	case opBatch, opTry:
+	case KindBatch, KindTry:
 		served = l.batch(req, now, clockErr)
-	case opDo:
+	case KindDo:
 		served = l.do(req, now, clockErr)
 	}
-	// Answered, or in its key's line, or parked behind the line's head
-	// (each answered there): in flight no more. (The stop message never
-	// comes here: the loop takes it.)
+	// Answered, or in its key's line (answered there): in flight no more.
+	// (The stop message never comes here: the loop takes it.)
 	l.outOfFlight()
 	return served
 }
@@ -65,22 +61,18 @@ func (l *loop) serve(req *request, now time.Duration, clockErr error) (served in
 // or leaves its request in flight for its turn.
 
 // decide serves an AllowN or a PeekN. While its key has a line, the
-// request is denied with the wait it would have in it (no barging), or,
-// if the line's head is out to a remote table, parked behind it.
-func (l *loop) decide(req *request, now time.Duration, clockErr error) (served int) {
+// request is denied with the wait it would have in it (no barging).
+func (l *loop) decide(req *Message, now time.Duration, clockErr error) (served int) {
 	var r reply
 	switch ln := l.waits.lineOf(req.key); {
 	case clockErr != nil:
 		r.err = clockErr
-	case ln != nil && ln.asking:
-		ln.parked = append(ln.parked, *req) // behind its head, out to a remote table (remote_lines.go)
-		return 0
 	case ln != nil:
 		r.d, r.err = l.inLine(req.key, req.n, now, ln)
-		if r.err == nil && l.remote == nil {
-			l.dryInLine(req.key, req.n, now, req.op == opAllow, &r.d)
+		if r.err == nil {
+			l.dryInLine(req.key, req.n, now, req.kind == KindAllow, &r.d)
 		}
-	case req.op == opAllow:
+	case req.kind == KindAllow:
 		r.err = l.keys.AllowN(req.key, now, req.n, &l.scratch)
 		r.d = l.scratch
 	default:
@@ -92,7 +84,7 @@ func (l *loop) decide(req *request, now time.Duration, clockErr error) (served i
 
 // join serves a WaitN: granted at once, or in its key's line until its
 // turn (wait).
-func (l *loop) join(req *request, now time.Duration, clockErr error) (served int) {
+func (l *loop) join(req *Message, now time.Duration, clockErr error) (served int) {
 	r := reply{err: clockErr}
 	if clockErr == nil {
 		var queued bool
@@ -106,10 +98,10 @@ func (l *loop) join(req *request, now time.Duration, clockErr error) (served int
 
 // giveOrDrop serves a Refund or a Reset; the head of the key's line may
 // be granted after it. A Reset needs no time.
-func (l *loop) giveOrDrop(req *request, now time.Duration, clockErr error) (served int) {
+func (l *loop) giveOrDrop(req *Message, now time.Duration, clockErr error) (served int) {
 	var r reply
 	switch {
-	case req.op == opReset:
+	case req.kind == KindReset:
 		l.keys.Reset(req.key)
 	case clockErr != nil:
 		l.answerNow(req, now, &reply{err: clockErr})
@@ -127,14 +119,14 @@ func (l *loop) giveOrDrop(req *request, now time.Duration, clockErr error) (serv
 // batch serves a batch (AllowBatch's items) or a batch of tries (each
 // granted if WaitN would grant it at once), in order, each item on a key
 // with a line as in line.
-func (l *loop) batch(req *request, now time.Duration, clockErr error) (served int) {
-	items := *req.batch()
+func (l *loop) batch(req *Message, now time.Duration, clockErr error) (served int) {
+	items := *req.Items()
 	switch {
 	case clockErr != nil:
 		for i := range items {
 			items[i].D, items[i].Err = algorithms.Decision{}, clockErr
 		}
-	case req.op == opTry:
+	case req.kind == KindTry:
 		l.tryEach(items, now)
 	default:
 		if len(l.waits.lines) > 0 {
@@ -148,7 +140,7 @@ func (l *loop) batch(req *request, now time.Duration, clockErr error) (served in
 
 // do runs a function on the partition's state (Do), then re-decides the
 // lines of the keys whose policies it changed.
-func (l *loop) do(req *request, now time.Duration, clockErr error) (served int) {
+func (l *loop) do(req *Message, now time.Duration, clockErr error) (served int) {
 	l.state.ClockErr = clockErr
 	l.state.Wall = l.origin.Add(l.reading)
 	err := req.arg.(func(*State) error)(&l.state)
@@ -161,9 +153,9 @@ func (l *loop) do(req *request, now time.Duration, clockErr error) (served int) 
 // answerNow answers req with r, with its key's quota first if it asked
 // for it. It is the last thing each kind does: serve then takes the
 // request out of flight.
-func (l *loop) answerNow(req *request, now time.Duration, r *reply) {
-	if req.quota() != nil && decided(r.err) {
-		l.fillQuota(req.key, now, &r.d, req.quota())
+func (l *loop) answerNow(req *Message, now time.Duration, r *reply) {
+	if req.Quota() != nil && decided(r.err) {
+		l.fillQuota(req.key, now, &r.d, req.Quota())
 	}
 	l.deliver(req, now, r)
 }
@@ -180,9 +172,7 @@ func (l *loop) peek(key string, n int, now time.Duration) (algorithms.Decision, 
 // at now: 0 if that is above the key's capacity, or if the peek fails (a
 // rule's panic, which the table has dealt with; the allowance stands).
 func (l *loop) untilMore(key string, now time.Duration, remaining int) time.Duration {
-	// A remote table's wait comes in a trip of its own (remote_lines.go),
-	// never at once.
-	if l.remote != nil || remaining == math.MaxInt {
+	if remaining == math.MaxInt {
 		return 0
 	}
 	d, err := l.peek(key, remaining+1, now)
@@ -197,30 +187,29 @@ func (l *loop) untilMore(key string, now time.Duration, remaining int) time.Dura
 // takeOver, pays it). Whatever serves one takes it into flight with
 // inFlight, before it calls code it does not own, and out with
 // outOfFlight, once it is answered or left to be answered later: serve
-// (a request from the mailbox), serveLine and answer (a line's waiter),
-// land and heard (a trip's requests, and their chores).
+// (a request from the mailbox), serveLine and answer (a line's waiter).
 
 // inFlight notes f as in flight.
 func (l *loop) inFlight(f inflight) { l.inflight = f }
 
 // outOfFlight notes that nothing is in flight: what was is answered, or
-// will be, elsewhere (its key's line, a chore).
+// will be, elsewhere (its key's line).
 func (l *loop) outOfFlight() { l.inflight.reply = nil }
 
 // flightOf returns req, in flight. A batch's refund mark starts past its
 // last item: those not decided yet are not Allowed, and giveBack passes
 // them by.
-func flightOf(req *request) inflight {
-	f := inflight{reply: req.reply, ticket: req.ticket(), op: req.op, batch: req.batch()}
-	if req.batch() != nil {
-		f.refund = len(*req.batch())
+func flightOf(req *Message) inflight {
+	f := inflight{reply: req.reply, ticket: req.ticket(), kind: req.kind, batch: req.Items()}
+	if req.Items() != nil {
+		f.refund = len(*req.Items())
 	}
 	return f
 }
 
 // waiterFlight returns w, in flight.
 func waiterFlight(w waiter) inflight {
-	return inflight{reply: w.reply, ticket: w.ticket, op: opWait}
+	return inflight{reply: w.reply, ticket: w.ticket, kind: KindWait}
 }
 
 // deliver sends r without blocking and counts it. If the caller gave up
@@ -229,7 +218,7 @@ func waiterFlight(w waiter) inflight {
 // left stands: the caller cannot tell whether it happened, as it cannot
 // for one whose answer it got just as its context ended. So does what a
 // function run by Do did: see Do.)
-func (l *loop) deliver(req *request, now time.Duration, r *reply) {
+func (l *loop) deliver(req *Message, now time.Duration, r *reply) {
 	var c Counts
 	c.count(req, r) // now: once sent, a batch's items are the caller's
 	select {
@@ -242,25 +231,13 @@ func (l *loop) deliver(req *request, now time.Duration, r *reply) {
 		return
 	default:
 	}
-	switch req.op {
-	case opAllow:
+	switch req.kind {
+	case KindAllow:
 		if r.d.Allowed {
-			l.refund(req.key, now, req.n, l.inflight.by, l.inflight.grant)
+			l.keys.giveBack(req.key, now, req.n)
 		}
-	case opBatch, opTry:
+	case KindBatch, KindTry:
 		l.giveBack(now)
-	}
-}
-
-// refund gives back n units on key, granted at now, to where the grant
-// came from: the table, or for a remote one, its store (through a trip),
-// its local keys, or nowhere.
-func (l *loop) refund(key string, now time.Duration, n int, by From, grant uint64) {
-	switch {
-	case l.remote == nil || by == FromLocal:
-		l.keys.giveBack(key, now, n)
-	case by == FromStore:
-		l.chores = append(l.chores, chore{at: now, item: Item{Key: key, N: n, Op: OpGiveBack, Grant: grant}})
 	}
 }
 
@@ -274,29 +251,29 @@ func (l *loop) giveBack(now time.Duration) {
 	for l.inflight.refund > 0 {
 		l.inflight.refund--
 		if it := &items[l.inflight.refund]; it.D.Allowed && !it.Gone {
-			l.refund(it.Key, now, it.N, it.By, it.Grant)
+			l.keys.giveBack(it.Key, now, it.N)
 		}
 	}
 }
 
 // count counts the answer r to req.
-func (c *Counts) count(req *request, r *reply) {
-	switch req.op {
-	case opAllow:
+func (c *Counts) count(req *Message, r *reply) {
+	switch req.kind {
+	case KindAllow:
 		c.note(&r.d, r.err)
-	case opWait:
+	case KindWait:
 		if _, late := r.err.(*tooLate); late {
 			c.Denied++
 		} else {
 			c.note(&r.d, r.err)
 		}
-	case opBatch:
-		items := *req.batch()
+	case KindBatch:
+		items := *req.Items()
 		for i := range items { // by index: an Item is too large to copy per item
 			c.note(&items[i].D, items[i].Err)
 		}
-	case opTry: // one left to wait is no answer yet
-		items := *req.batch()
+	case KindTry:
+		items := *req.Items()
 		for i := range items {
 			if it := &items[i]; it.Err != nil || it.D.Allowed {
 				c.note(&it.D, it.Err)

@@ -1,15 +1,13 @@
 package actor
 
 import (
-	"context"
 	"time"
 
 	"github.com/chanlimit/chanlimit/algorithms"
 )
 
 // Table is what a partition asks of the keys it owns: the keys of one
-// partition under their policies, in memory (a router's own), or with
-// their states in a store (Remote). It decides each kind of request with
+// partition under their policies, in memory. It decides each kind of request with
 // a method of its own; what only some tables can do (decide a batch at
 // once, foresee a line, pin a key, tell each policy's quota, keep dry-run
 // policies, change policies, survive a rule that ends the goroutine) are
@@ -293,46 +291,6 @@ func (k *keys) resume(now time.Duration) {
 	}
 }
 
-// Remote is a Table whose keys' states live elsewhere (a Store, over the
-// network): a partition hands it a burst of requests at once, so that
-// the burst pays one round trip, and goes on serving while the round trip
-// is out. The partition never decides a key of a Remote at once: it asks
-// the store through Prepare and Finish alone. Of its Table's methods it
-// calls only Expire, and GiveBack (it is a DryRunner) for a grant the
-// Remote's own local keys made (From FromLocal, Finish's); the others may
-// answer with an error, and none makes a round trip on the partition's
-// goroutine. Its optional interfaces are found as for any Table.
-type Remote interface {
-	Table
-
-	// Prepare readies items for the store, on the partition's goroutine,
-	// to be served in order by their Op, passing by those with Skip (but
-	// for OpDryRun and OpDryPeek, whose D is their line's already). It
-	// answers at once those it can (an n above the capacity), and returns
-	// the round trip that takes the others, or nil if none is left.
-	Prepare(items []Item, now time.Duration) Trip
-
-	// Finish writes the answers trip brought back into items, on the
-	// partition's goroutine, deciding those the store could not answer
-	// as the table's FailMode says, and noting in By where each grant
-	// came from. The partition calls it once per trip, after Go has
-	// returned, and uses the trip no more: the table may keep it to fill
-	// again.
-	Finish(trip Trip, items []Item, now time.Duration)
-
-	// Hint returns what a denial of n units on key can say without the
-	// store: the error OpAllow would answer before asking it (n above the
-	// capacity), or the Limit and Policy of the key's tightest policy.
-	Hint(key string, n int) (algorithms.Decision, error)
-}
-
-// Trip is a round trip to a remote store. Go takes it and returns once it
-// is back; it may run on any goroutine, since it touches nothing of its
-// table's. ctx bounds it.
-type Trip interface {
-	Go(ctx context.Context)
-}
-
 // Item is one request of a batch, N units on Key, with room for its
 // answer: a Decision, or an error (and a zero Decision).
 type Item struct {
@@ -350,23 +308,6 @@ type Item struct {
 	// has waiters): the table passes it by, leaving D and Err as they are.
 	Skip bool
 
-	// Op is what a Remote's store does with the item (see the Ops):
-	// decide it (OpAllow, the zero Op), for instance, or peek (OpPeek). A
-	// batch's items, and those a Batcher is handed, are OpAllow.
-	Op Op
-
-	// By is where a Remote table's grant came from, set by Finish: the
-	// store (the zero From), the table's own local keys (FromLocal), or
-	// nowhere (FromNowhere: FailOpen). A grant is given back only to where
-	// it came from.
-	By From
-
-	// Grant is, for a grant of the store's, the store's name of the state
-	// it was taken from, set by Finish with By: the partition hands it
-	// back with the grant's OpGiveBack, so that the store gives the units
-	// back to that state alone. 0: none.
-	Grant uint64
-
 	// Hashed says that Hash is the table's own hash of Key, set by the
 	// caller (a router, which hashed the key to find its partition) so
 	// that the table need not hash the key again. Any other Hash would
@@ -374,30 +315,6 @@ type Item struct {
 	Hashed bool
 	Hash   uint64
 }
-
-// Op is what a Remote's store does with an item (Remote.Prepare), as the
-// Table's method of the same name does with a request.
-type Op uint8
-
-const (
-	OpAllow    Op = iota // decide N units (AllowN)
-	OpPeek               // what OpAllow would answer, changing nothing (PeekN)
-	OpReset              // drop the key (Reset)
-	OpRefund             // give N back to every policy (Refund)
-	OpGiveBack           // take back a grant whose caller left: to the enforced policies alone
-	OpTurn               // decide as OpAllow, for a waiter's turn
-	OpDryRun             // decide under the dry-run policies alone, taking: a request a line refused; sets D's WouldDeny alone
-	OpDryPeek            // likewise, taking nothing: a peek a line answered
-)
-
-// From is where a Remote table's grant came from.
-type From uint8
-
-const (
-	FromStore   From = iota // the store decided it: a refund goes to the store
-	FromLocal               // the local keys decided it (FailLocal): a refund goes to them (Refund)
-	FromNowhere             // nobody decided it (FailOpen): nothing to give back
-)
 
 // Quota is what a key has under each of the policies it is under, as a
 // partition reports it beside a decision, for the HTTP RateLimit field:
@@ -426,8 +343,8 @@ type PolicyQuota struct {
 // otherwise not, and its request is asked again after wait: d's Delay if
 // d is allowed (leaky_bucket: its turn is to come, so the grant is given
 // back, and giveBack says so), or if d is denied with no RetryAfter but a
-// Delay (a store's turn that must wait, which takes nothing), else d's
-// RetryAfter.
+// Delay (a turn that must wait decided where nothing is taken for it, as a
+// Store's StoreTurn is), else d's RetryAfter.
 func Turn(d *algorithms.Decision) (granted, giveBack bool, wait time.Duration) {
 	switch {
 	case d.Allowed && d.Delay <= 0:

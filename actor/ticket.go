@@ -57,7 +57,7 @@ func (p *Partition) StartWait(ctx context.Context, key string, n int, ready chan
 		return nil, errNoReady
 	}
 	t := &Ticket{p: p, key: key, ready: ready, ch: p.replies.Get().(chan reply)}
-	_, stopping, err := p.send(ctx, request{op: opWait, key: key, n: n, reply: t.ch, arg: t})
+	_, stopping, err := p.send(ctx, Message{kind: KindWait, key: key, n: n, reply: t.ch, arg: t})
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func (t *Ticket) Leave(err error) {
 	}
 	t.left = cmp.Or(err, context.Canceled)
 	select {
-	case t.p.mailbox <- request{op: opLeave, key: t.key, reply: t.ch, arg: t}:
+	case t.p.mailbox <- Message{kind: KindLeave, key: t.key, reply: t.ch, arg: t}:
 	case <-t.p.done: // it answered every waiter before it exited
 	}
 }

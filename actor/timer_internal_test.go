@@ -31,7 +31,7 @@ func armedLate(t *testing.T, p *Partition, between func(at time.Duration)) (chan
 	l := p.loop
 	allow(t, l.state.Table, "k", 0, 2) // the window is spent: the wait is due when it ends
 	ch := make(chan reply, 1)
-	l.serve(&request{op: opWait, key: "k", n: 1, reply: ch}, 0, nil)
+	l.serve(&Message{kind: KindWait, key: "k", n: 1, reply: ch}, 0, nil)
 	require.Len(t, l.waits.due, 1)
 	at := l.waits.due[0].at
 	between(at)

@@ -46,7 +46,7 @@ func (p *Partition) WaitQuota(ctx context.Context, key string, n int, q *Quota) 
 
 // waitN is WaitN, writing the quota into q if it is not nil.
 func (p *Partition) waitN(ctx context.Context, key string, n int, q *Quota) (algorithms.Decision, error) {
-	ch, stopping, err := p.send(ctx, request{op: opWait, key: key, n: n, arg: q})
+	ch, stopping, err := p.send(ctx, Message{kind: KindWait, key: key, n: n, arg: q})
 	if err != nil {
 		return algorithms.Decision{}, err
 	}
@@ -75,7 +75,7 @@ func (p *Partition) leave(ctx context.Context, key string, ch chan reply) (algor
 	case r := <-ch: // answered while ctx ended
 		p.replies.Put(ch)
 		return r.d, r.err
-	case p.mailbox <- request{op: opLeave, key: key, reply: ch}:
+	case p.mailbox <- Message{kind: KindLeave, key: key, reply: ch}:
 	case <-p.done:
 		return answered(ch, ctx.Err())
 	}

@@ -30,7 +30,7 @@ func TestLeaveAnsweredFirst(t *testing.T) {
 		require.Equal(t, answer.d, d)
 		if len(p.mailbox) > 0 { // both cases were ready: the leave went too, and the partition will pass it by
 			req := <-p.mailbox
-			require.Equal(t, opLeave, req.op)
+			require.Equal(t, KindLeave, req.kind)
 		}
 	}
 }
@@ -43,7 +43,7 @@ func TestLeaveSentThenLeft(t *testing.T) {
 	l := p.loop
 	allow(t, table, "k", 0, 2) // the window is spent
 	ch := make(chan reply, 1)
-	l.serve(&request{op: opWait, key: "k", n: 1, reply: ch}, 0, nil)
+	l.serve(&Message{kind: KindWait, key: "k", n: 1, reply: ch}, 0, nil)
 	require.Equal(t, 1, l.state.Waiting)
 	require.Empty(t, ch, "in line")
 
@@ -53,7 +53,7 @@ func TestLeaveSentThenLeft(t *testing.T) {
 		done <- err
 	}()
 	req := <-p.mailbox
-	require.Equal(t, opLeave, req.op)
+	require.Equal(t, KindLeave, req.kind)
 	l.serve(&req, 0, nil)
 	assert.ErrorIs(t, <-done, context.Canceled)
 	assert.Zero(t, l.state.Waiting)
@@ -68,9 +68,9 @@ func TestLeaveGrantedBeforeTheLeave(t *testing.T) {
 	l := p.loop
 	allow(t, table, "k", 0, 2)
 	ch := make(chan reply, 1)
-	l.serve(&request{op: opWait, key: "k", n: 1, reply: ch}, 0, nil)
-	p.mailbox <- request{op: opLeave, key: "k", reply: ch} // as leave sends it
-	l.serveDue(l.waits.due[0].at)                          // the window ends: granted
+	l.serve(&Message{kind: KindWait, key: "k", n: 1, reply: ch}, 0, nil)
+	p.mailbox <- Message{kind: KindLeave, key: "k", reply: ch} // as leave sends it
+	l.serveDue(l.waits.due[0].at)                              // the window ends: granted
 	require.Len(t, ch, 1)
 	leave := <-p.mailbox
 	l.serve(&leave, l.state.Now, nil)
@@ -87,7 +87,7 @@ func TestLeaveAfterExit(t *testing.T) {
 	close(p.done)
 	ch := make(chan reply, 1)
 	ch <- reply{err: ErrClosed}
-	p.mailbox <- request{} // full: the leave cannot be sent
+	p.mailbox <- Message{} // full: the leave cannot be sent
 	_, err := p.leave(cancelled(), "k", ch)
 	assert.ErrorIs(t, err, ErrClosed)
 
@@ -113,11 +113,11 @@ func TestTryEachGrantsWhatNeedNotWait(t *testing.T) {
 	p, table := parked(t)
 	l := p.loop
 	allow(t, table, "lined", 0, 2)
-	l.serve(&request{op: opWait, key: "lined", n: 1, reply: make(chan reply, 1)}, 0, nil)
+	l.serve(&Message{kind: KindWait, key: "lined", n: 1, reply: make(chan reply, 1)}, 0, nil)
 	allow(t, table, "full", 0, 2)
 	items := []Item{{Key: "fresh", N: 2}, {Key: "lined", N: 1}, {Key: "full", N: 1}, {Key: "big", N: 3}}
 	ch := make(chan reply, 1)
-	l.serve(&request{op: opTry, arg: &items, reply: ch}, 0, nil)
+	l.serve(&Message{kind: KindTry, arg: &items, reply: ch}, 0, nil)
 	<-ch
 	assert.True(t, items[0].D.Allowed)
 	assert.False(t, items[1].D.Allowed, "behind a line")

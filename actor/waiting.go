@@ -6,7 +6,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/clock"
 )
 
@@ -27,7 +26,7 @@ import (
 // rate its policies allow. Nothing else changes a key's state while it has
 // a line (the requests that do not join it are denied), so the key's own
 // timeline never goes back. What is due is served first: before the
-// partition decides any request (serve, or a remote table's run), it
+// partition decides any request (serve), it
 // serves the lines due by then, so a request at exactly its RetryAfter
 // meets the line it waited behind already served, however late the timer
 // fires.
@@ -62,22 +61,6 @@ type line struct {
 	queue []waiter
 	at    time.Duration // when its head is to be asked again
 	index int           // its place in due
-
-	// A remote table's (remote_lines.go):
-	asking bool                // its head is out in a trip: at is the largest Duration meanwhile
-	asked  time.Duration       // when it was asked
-	asks   uint64              // the asks sent: the one out is the latest
-	again  time.Duration       // while it is out, the earliest it was set due: asked again then, if it must wait
-	seen   algorithms.Decision // its head's latest denial, for the answers of requests that do not join it
-	parked []request           // requests on its key that came while its head was out
-}
-
-// next returns when ln's head is to be asked, or was, if it is out.
-func (ln *line) next() time.Duration {
-	if ln.asking {
-		return ln.asked
-	}
-	return ln.at
 }
 
 // waiter is one WaitN call in a line.
@@ -85,9 +68,7 @@ type waiter struct {
 	reply  chan reply
 	ticket *Ticket // StartWait's, rung with its answer (ring); nil: WaitN's
 	n      int
-	quota  *Quota        // WaitQuota's: written with the grant
-	budget time.Duration // a remote table's first waiter's: the time to its deadline, checked when its head is first decided; -1: none
-	asked  uint64        // a remote table's: the line's ask that asked it last (remote_lines.go)
+	quota  *Quota // WaitQuota's: written with the grant
 }
 
 // lineOf returns key's line, or nil.
@@ -120,16 +101,8 @@ func (w *waiting) close(ln *line) {
 	heap.Remove(&w.due, ln.index)
 }
 
-// reschedule sets ln due at at. While a remote table's line has its head
-// out, it notes at instead: the answer that lands may have been decided
-// before what made the line due (a Reset, new policies), so the head is
-// asked again then, if it must wait (heardHead). A line has one ask out
-// at most.
+// reschedule sets ln due at at.
 func (w *waiting) reschedule(ln *line, at time.Duration) {
-	if ln.asking {
-		ln.again = min(ln.again, at)
-		return
-	}
 	ln.at = at
 	heap.Fix(&w.due, ln.index)
 }

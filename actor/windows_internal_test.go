@@ -69,29 +69,6 @@ func (w *windows) Refund(key string, now time.Duration, n int) error {
 
 func (w *windows) Reset(key string) { delete(w.keys, key) }
 
-// decideAs serves each item by t's method of its Op, as a Remote's store
-// would: for the tests' remote tables, whose store is a table in memory.
-// The dry-run ones find no dry-run policy.
-func decideAs(t Table, items []Item, now time.Duration) {
-	for i := range items {
-		it := &items[i]
-		switch {
-		case it.Skip:
-		case it.Op == OpAllow || it.Op == OpTurn:
-			it.Err = t.AllowN(it.Key, now, it.N, &it.D)
-		case it.Op == OpPeek:
-			it.Err = t.PeekN(it.Key, now, it.N, &it.D)
-		case it.Op == OpRefund || it.Op == OpGiveBack:
-			it.D, it.Err = algorithms.Decision{}, t.Refund(it.Key, now, it.N)
-		case it.Op == OpReset:
-			t.Reset(it.Key)
-			it.D, it.Err = algorithms.Decision{}, nil
-		default: // OpDryRun, OpDryPeek: no dry-run policy would deny
-			it.D, it.Err = algorithms.Decision{}, nil
-		}
-	}
-}
-
 func (w *windows) Expire(now time.Duration, budget int) (dropped int) {
 	for key, k := range w.keys {
 		if dropped == budget {

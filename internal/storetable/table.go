@@ -1,6 +1,9 @@
-// Package storetable is a partition's table when a router has a Store:
-// the keys' states are the store's, and each request a round trip to it
-// (actor.Remote), which the partition makes off its goroutine.
+// Package storetable is what a router's partition has of its keys when
+// the router has a Store: the keys' states are the store's, each request
+// an op in a round trip to it (Prepare, Trip.Go, Finish), and what a
+// request the store could not answer becomes (the FailMode); its local
+// keys hold the router's policies and overrides, and FailLocal's states.
+// Package storeloop serves the partition on it.
 package storetable
 
 import (
@@ -87,17 +90,12 @@ type Table struct {
 	// spare holds trips that landed (Finish), to fill again: a partition
 	// has at most two out, and a trip's slices grown afresh for each
 	// round trip cost more, under load, than deciding its ops.
-	spare []*storeTrip
+	spare []*Trip
 }
 
 var (
-	_ actor.Remote    = (*Table)(nil) // what the partition drives
-	_ actor.DryRunner = (*Table)(nil) // its keys may be under dry-run policies
-	_ actor.Pinner    = (*Table)(nil) // its local keys may be evicted
-	_ actor.Quoter    = (*Table)(nil)
-	_ actor.Changer   = (*Table)(nil) // its policies change
-	_ actor.Abandoner = (*Table)(nil) // its local keys' rules are supervised
-	_ keytable.Table  = (*Table)(nil) // what the router reads within the partition
+	_ actor.Table    = (*Table)(nil) // what a function run by Do finds (actor.State)
+	_ keytable.Table = (*Table)(nil) // what the router reads within the partition
 )
 
 func New(store Decider, mode Mode, local *keytable.Keys, clockSet bool, origin time.Time) *Table {
@@ -126,49 +124,73 @@ func (t *Table) now(now time.Duration) time.Time {
 	return t.origin.Add(now)
 }
 
-// storeTrip is a round trip of a Table's: its ops, and for each
-// its item.
-type storeTrip struct {
+// Item is one request of a round trip, as the partition hands it to
+// Prepare and reads it back after Finish.
+type Item struct {
+	Key string
+	N   int
+	D   algorithms.Decision
+	Err error
+
+	Kind Kind // what it asks: Allow, Peek, Turn, Reset, Refund, GiveBack or DryRun
+
+	// Dry marks an item whose decision is its key's line's (no barging),
+	// in D or Err already, for the store's dry-run policies to decide
+	// beside it (Kind DryRun, or Peek to take nothing): Finish sets D's
+	// WouldDeny alone.
+	Dry bool
+
+	Skip bool // answered already, in D or Err: not sent (but for Dry)
+
+	By    From   // where its grant came from (Finish sets it)
+	Grant uint64 // with By FromStore: the store's name of the state its grant was taken from
+}
+
+// From is where an item's grant came from, and so where it goes back if
+// its caller left.
+type From uint8
+
+const (
+	FromStore   From = iota // the store decided it: a give-back goes to the store (GiveBack)
+	FromLocal               // the local keys decided it (FailLocal): a give-back goes to them (Table.GiveBack)
+	FromNowhere             // nobody decided it (FailOpen): nothing to give back
+)
+
+// Trip is a round trip of a Table's: its ops, and for each its item.
+type Trip struct {
 	store Decider
 	ops   []Op
 	at    []int
 }
 
-func (tr *storeTrip) Go(ctx context.Context) { tr.store.Decide(ctx, tr.ops) }
+// Go makes the round trip, bounded by ctx as the store can.
+func (tr *Trip) Go(ctx context.Context) { tr.store.Decide(ctx, tr.ops) }
 
-func (t *Table) Prepare(items []keytable.Item, now time.Duration) actor.Trip {
-	var tr *storeTrip
+// Prepare returns the round trip that decides items at now, or nil if
+// none is needed: the items refused at once (n above the capacity) are
+// answered, and those answered already are not sent.
+func (t *Table) Prepare(items []Item, now time.Duration) *Trip {
+	var tr *Trip
 	for i := range items {
 		it := &items[i]
-		if it.Skip && !dryOnly(it.Op) {
+		if it.Skip && !it.Dry {
 			continue
 		}
-		op := Op{Key: it.Key, N: it.N, Now: t.now(now)}
+		op := Op{Kind: it.Kind, Key: it.Key, N: it.N, Now: t.now(now)}
 		set := t.setOf(it.Key)
-		switch it.Op {
-		case actor.OpAllow, actor.OpPeek, actor.OpTurn:
+		switch it.Kind {
+		case Allow, Peek, Turn:
+			if it.Dry {
+				break
+			}
 			if err := set.Exceeds(it.N); err != nil {
 				it.D, it.Err = algorithms.Decision{}, err
 				continue
 			}
-			switch {
-			case it.Op == actor.OpPeek:
-				op.Kind = Peek
-			case it.Op == actor.OpTurn:
-				op.Kind = Turn
-			default:
-				op.Kind = Allow
-			}
-		case actor.OpReset:
-			op.Kind, op.N = Reset, 0
-		case actor.OpRefund:
-			op.Kind = Refund
-		case actor.OpGiveBack:
-			op.Kind, op.Grant = GiveBack, it.Grant
-		case actor.OpDryRun:
-			op.Kind = DryRun
-		case actor.OpDryPeek:
-			op.Kind = Peek // its WouldDeny alone is read (Finish)
+		case Reset:
+			op.N = 0
+		case GiveBack:
+			op.Grant = it.Grant
 		}
 		op.Set = set
 		if tr == nil {
@@ -177,30 +199,26 @@ func (t *Table) Prepare(items []keytable.Item, now time.Duration) actor.Trip {
 		tr.ops = append(tr.ops, op)
 		tr.at = append(tr.at, i)
 	}
-	if tr == nil {
-		return nil // a nil *storeTrip is not a nil Trip
-	}
 	return tr
 }
 
 // newTrip returns an empty trip, a spare one if there is one, with room
 // for n ops.
-func (t *Table) newTrip(n int) *storeTrip {
+func (t *Table) newTrip(n int) *Trip {
 	if k := len(t.spare); k > 0 {
 		tr := t.spare[k-1]
 		t.spare = t.spare[:k-1]
 		return tr
 	}
-	return &storeTrip{store: t.store, ops: make([]Op, 0, n), at: make([]int, 0, n)}
+	return &Trip{store: t.store, ops: make([]Op, 0, n), at: make([]int, 0, n)}
 }
 
-// Finish delivers the answers of trip, which has landed, to items, and
-// keeps trip to fill again.
-func (t *Table) Finish(trip actor.Trip, items []keytable.Item, now time.Duration) {
-	tr := trip.(*storeTrip)
+// Finish delivers the answers of tr, which has landed, to items, and
+// keeps tr to fill again.
+func (t *Table) Finish(tr *Trip, items []Item, now time.Duration) {
 	for k := range tr.ops {
 		op, it := &tr.ops[k], &items[tr.at[k]]
-		if dryOnly(it.Op) { // the item's decision is its line's: the store adds WouldDeny
+		if it.Dry { // the item's decision is its line's: the store adds WouldDeny
 			if op.Err != nil {
 				t.errors++ // the dry-run policies did not decide: nothing would have denied
 			} else {
@@ -208,7 +226,7 @@ func (t *Table) Finish(trip actor.Trip, items []keytable.Item, now time.Duration
 			}
 			continue
 		}
-		it.D, it.Err, it.By, it.Grant = op.Decision, nil, actor.FromStore, op.Grant
+		it.D, it.Err, it.By, it.Grant = op.Decision, nil, FromStore, op.Grant
 		if op.Kind == Reset {
 			t.local.Reset(it.Key) // its local state, if FailLocal decided on it
 		}
@@ -221,7 +239,7 @@ func (t *Table) Finish(trip actor.Trip, items []keytable.Item, now time.Duration
 
 // keep keeps tr, which has landed and been delivered, to fill again,
 // without the references its ops held.
-func (t *Table) keep(tr *storeTrip) {
+func (t *Table) keep(tr *Trip) {
 	clear(tr.ops)
 	tr.ops, tr.at = tr.ops[:0], tr.at[:0]
 	if len(t.spare) < 2 {
@@ -234,7 +252,7 @@ func (t *Table) keep(tr *storeTrip) {
 // could not take fails, whatever the FailMode: its grant was the store's,
 // and giving it to the local keys, which never granted it, would count it
 // twice.
-func (t *Table) failed(it *keytable.Item, op *Op, now time.Duration) {
+func (t *Table) failed(it *Item, op *Op, now time.Duration) {
 	t.errors++
 	if op.Kind == Refund || op.Kind == GiveBack {
 		it.D, it.Err = algorithms.Decision{}, unavailable(op.Err)
@@ -242,12 +260,12 @@ func (t *Table) failed(it *keytable.Item, op *Op, now time.Duration) {
 	}
 	switch t.mode {
 	case FailOpen:
-		it.D, it.Err, it.By = algorithms.Decision{}, nil, actor.FromNowhere
+		it.D, it.Err, it.By = algorithms.Decision{}, nil, FromNowhere
 		if op.Kind != Reset {
 			it.D = t.open(it.Key, it.N)
 		}
 	case FailLocal:
-		it.D, it.Err, it.By = algorithms.Decision{}, nil, actor.FromLocal
+		it.D, it.Err, it.By = algorithms.Decision{}, nil, FromLocal
 		switch op.Kind {
 		case Allow:
 			it.Err = t.local.AllowN(it.Key, now, it.N, &it.D)
@@ -277,7 +295,8 @@ func (t *Table) open(key string, n int) algorithms.Decision {
 // at once. Of the Table's own methods it calls Expire, and GiveBack, for a
 // grant its local keys made (FailLocal's), which goes back to them (a
 // grant of the store's goes back through Prepare and Finish, as every
-// other request does). The others answer errTrips.
+// other request does). Those of actor.Table and keytable's, which a
+// function run by Do could call, answer errTrips.
 
 func (t *Table) GiveBack(key string, now time.Duration, n int) error {
 	return t.local.GiveBack(key, now, n)
@@ -292,10 +311,6 @@ func (t *Table) Reset(string)                                                   
 
 // HasDryRun tells whether key's policies include a dry-run one.
 func (t *Table) HasDryRun(key string) bool { return t.setOf(key).HasDryRun() }
-
-// dryOnly reports whether op asks a key's dry-run policies alone, for a
-// request a line refused (actor.OpDryRun, OpDryPeek).
-func dryOnly(op actor.Op) bool { return op == actor.OpDryRun || op == actor.OpDryPeek }
 
 // errTrips is what a store's table answers a request made at once.
 var errTrips = errors.New("chanlimit: a Store's keys are decided through round trips, never at once")

@@ -1,16 +1,19 @@
-package actor
+package storeloop
 
 import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/chanlimit/chanlimit/actor"
+	"github.com/chanlimit/chanlimit/internal/storetable"
 )
 
-// A partition's round trips to its remote table, as one component: the
-// trips out, the goroutines that make them (its workers), the trips kept
-// to reuse, and the requests gathered while there is no room for another.
-// The partition's goroutine alone calls its methods; the workers touch
-// only the trips handed to them, until they hand them back.
+// A partition's round trips to its store, as one component: the trips
+// out, the goroutines that make them (its workers), the trips kept to
+// reuse, and the requests gathered while there is no room for another.
+// The loop alone calls its methods; the workers touch only the trips
+// handed to them, until they hand them back.
 
 // maxTrips is the most round trips a partition has out at once: two, so
 // that a slow trip leaves room for another, and no more, since a store
@@ -19,33 +22,33 @@ import (
 // callers at once had a call of its own).
 const maxTrips = 2
 
-// trip is a run of requests out to the remote table, or chores
-// (remote_lines.go): their items follow the requests'.
+// trip is a run of requests out to the store, or chores: their items
+// follow the requests'.
 type trip struct {
-	run    []request
-	sent   []int // for each request of run, its first item in items, or -1: not sent
+	run    []actor.Message
+	sent   []int // for each request of run, its first item in items
 	chores []chore
-	items  []Item
+	items  []storetable.Item
 	now    time.Duration
-	out    Trip // nil: nothing to send
+	out    *storetable.Trip // nil: nothing to send
 	ctx    context.Context
 	cancel context.CancelFunc // ctx's, once the trip is back
 }
 
-// trips is the round trips of a partition on a remote table.
+// trips is the round trips of a partition.
 //
 // A trip goes out on a goroutine that does nothing but wait for the store
 // (a worker, started as trips first need them, up to maxTrips, and kept
 // until the partition stops: a goroutine started per trip grew its stack
 // through the client's calls on every trip), and comes back on landed.
 type trips struct {
-	out      int            // trips out
-	work     chan *trip     // trips for the workers to make; room for maxTrips
-	landed   chan *trip     // where trips come back; room for maxTrips
-	workers  int            // workers started
-	done     sync.WaitGroup // the workers, until stop
-	spare    []*trip        // trips to reuse
-	gathered []request      // requests for trips, taken while maxTrips were out: they go out together when one lands (flush)
+	out      int             // trips out
+	work     chan *trip      // trips for the workers to make; room for maxTrips
+	landed   chan *trip      // where trips come back; room for maxTrips
+	workers  int             // workers started
+	done     sync.WaitGroup  // the workers, until stop
+	spare    []*trip         // trips to reuse
+	gathered []actor.Message // requests for trips, taken while maxTrips were out: they go out together when one lands (flush)
 
 	// gatheredNext is set once chores went out: if the gathered requests
 	// wait too, they go next (flush takes turns).
@@ -61,18 +64,18 @@ func (ts *trips) room() bool { return ts.out < maxTrips }
 
 // gather keeps run, requests for a trip that has no room, to go out
 // together when one lands.
-func (ts *trips) gather(run []request) { ts.gathered = append(ts.gathered, run...) }
+func (ts *trips) gather(run []actor.Message) { ts.gathered = append(ts.gathered, run...) }
 
 // gatherRoom returns how many more requests may be gathered: a mailbox's
-// worth, mailboxSize (at least one), in all. With none left, the partition
-// leaves its mailbox unread until a trip lands, and callers wait to send,
-// as for a full mailbox, so that what a partition holds stays bounded.
-func (ts *trips) gatherRoom(mailboxSize int) int {
-	return max(max(mailboxSize, 1)-len(ts.gathered), 0)
+// worth, size, in all. With none left, the loop leaves its mailbox unread
+// until a trip lands, and callers wait to send, as for a full mailbox, so
+// that what a partition holds stays bounded.
+func (ts *trips) gatherRoom(size int) int {
+	return max(size-len(ts.gathered), 0)
 }
 
 // takeGathered returns the requests gathered, which are no longer kept.
-func (ts *trips) takeGathered() []request {
+func (ts *trips) takeGathered() []actor.Message {
 	run := ts.gathered
 	ts.gathered = nil
 	return run
