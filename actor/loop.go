@@ -1,10 +1,7 @@
 package actor
 
 import (
-	"math"
 	"time"
-
-	"github.com/chanlimit/chanlimit/internal/supervise"
 )
 
 // The partition's goroutine: it receives a message, or a line's timer;
@@ -83,7 +80,7 @@ func (p *Partition) serveBurst(req Message, queued int, now time.Duration, clock
 // the lines fired first. While no line is due, it reads the mailbox
 // alone.
 func (p *Partition) receive() (req Message, fired bool) {
-	timer := p.loop.waits.fired
+	timer := p.loop.timeline.Fired()
 	if timer == nil {
 		return <-p.mailbox, false
 	}
@@ -91,7 +88,7 @@ func (p *Partition) receive() (req Message, fired bool) {
 	case req := <-p.mailbox:
 		return req, false
 	case <-timer:
-		p.loop.waits.fired = nil // spent
+		p.loop.timeline.Spent()
 		return Message{}, true
 	}
 }
@@ -126,44 +123,17 @@ func (p *Partition) drain(now time.Duration, clockErr error) {
 	}
 }
 
-// tick reads the clock and returns the partition's timeline: the time since
-// Start, counting only forward steps of the clock. A clock that steps back
-// adds nothing, and time counts on from its new reading, so a backward step
-// neither grants quota nor locks anyone out. The timeline stops at the
-// largest Duration, about 292 years after Start. If the clock panics, tick
-// counts it and returns its error, and the timeline stays where it was.
-//
-// The clock is read only when a request arrives. clock.Real is monotonic,
-// so this changes nothing for it; for a clock that steps back and then
-// forward again (a Fake, a custom Clock), what the forward step counts
-// depends on whether a request read the clock in between: if one did, the
-// whole forward step counts as time passing.
+// tick reads the clock once for a burst (Timeline.Tick), and returns the
+// partition's now. If the clock panics, tick counts it and returns its
+// error, and now stays where it was.
 func (l *loop) tick() (time.Duration, error) {
-	var reading time.Duration
-	if l.real {
-		// The package's own clock: it cannot panic, so it is read without
-		// supervision, which costs more than the reading on every burst.
-		reading = l.state.clock.Since(l.origin)
-	} else {
-		l.state.calling = callingTick
-		err := supervise.Call(ErrClockPanic, func() { reading = l.state.clock.Since(l.origin) })
-		l.state.calling = callingNone
-		if err != nil {
-			l.state.Counts.ClockPanics++
-			return l.state.Now, err
-		}
+	l.state.calling = callingTick
+	now, err := l.timeline.Tick()
+	l.state.calling = callingNone
+	if err != nil {
+		l.state.Counts.ClockPanics++
+		return l.state.Now, err
 	}
-	if reading < l.reading {
-		l.waits.setAt = math.MinInt64 // the timer is on the clock's time: set it again (arm)
-	}
-	if reading > l.reading {
-		d := reading - l.reading // below 0 if the step passed the largest Duration
-		if d < 0 || d > math.MaxInt64-l.state.Now {
-			l.state.Now = math.MaxInt64
-		} else {
-			l.state.Now += d
-		}
-	}
-	l.reading = reading // State.Wall is worked out from it when a function run by Do may read it
-	return l.state.Now, nil
+	l.state.Now = now
+	return now, nil
 }

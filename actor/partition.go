@@ -260,10 +260,7 @@ type loop struct {
 	d          algorithms.Decision // a waiter's decision, for schedule to read: a pointer to it passed on escapes, and this one is on the heap already
 	scratch    algorithms.Decision // where the table decides a single request (peek): likewise on the heap already
 	keys       keys                // the table, with what it can do (table.go)
-	origin     time.Time           // the clock's reading at Start
-	reading    time.Duration       // the clock's latest reading, as time since origin
-	real       bool                // the clock is clock.Real, which is not supervised (tick)
-	instants   bool                // the clock is clock.Real or a *clock.Fake, whose timers read the time it reads (arm)
+	timeline   Timeline            // the clock's readings, and the lines' timer
 	inflight   inflight            // the request being served, until it is answered
 	stopping   bool                // the stop message has come: drain, then exit
 	unfinished unfinished          // what a goroutine that ended left undone, for the next (carry_on.go)
@@ -298,10 +295,8 @@ func newPartition(table Table, clk clock.Clock, origin time.Time, mailboxSize in
 		mailbox: make(chan Message, max(mailboxSize, 0)),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
-		loop:    &loop{state: State{Table: table, Wall: origin, clock: clk}, origin: origin, real: clk == clock.Real()},
+		loop:    &loop{state: State{Table: table, Wall: origin, clock: clk}, timeline: NewTimeline(clk, origin)},
 	}
-	_, fake := clk.(*clock.Fake)
-	p.loop.instants = p.loop.real || fake
 	p.replies.New = func() any { return make(chan reply, 1) }
 	p.loop.keys = keysOf(table)
 	return p

@@ -142,7 +142,7 @@ func (l *loop) batch(req *Message, now time.Duration, clockErr error) (served in
 // lines of the keys whose policies it changed.
 func (l *loop) do(req *Message, now time.Duration, clockErr error) (served int) {
 	l.state.ClockErr = clockErr
-	l.state.Wall = l.origin.Add(l.reading)
+	l.state.Wall = l.timeline.Wall()
 	err := req.arg.(func(*State) error)(&l.state)
 	l.state.ClockErr = nil
 	l.retryChanged(l.state.Now)

@@ -45,8 +45,8 @@ func granted(t *testing.T, p *Partition, clk mover, d time.Duration, ch chan rep
 	t.Helper()
 	clk.Advance(d)
 	select {
-	case <-p.loop.waits.fired:
-		p.loop.waits.fired = nil // spent, as receive leaves it
+	case <-p.loop.timeline.Fired():
+		p.loop.timeline.Spent() // as receive does
 		p.loop.wake()
 	default:
 	}

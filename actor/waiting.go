@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"time"
-
-	"github.com/chanlimit/chanlimit/clock"
 )
 
 // Waiting (WaitN). The partition keeps the callers waiting on a key in a
@@ -44,15 +42,13 @@ import (
 // or errLeft for its leave message. A channel whose caller sent a leave is
 // never put back in the pool, since the leave may still be in the mailbox.
 
-// waiting is the lines of a partition's keys and their timer.
+// waiting is the lines of a partition's keys (their timer is the
+// Timeline's).
 type waiting struct {
 	lines map[string]*line
 	due   lineHeap // the lines, earliest at first
 	max   int      // MaxWaiters: the longest line; 0: no cap
-	timer clock.Timer
-	fired <-chan time.Time // the timer's channel while it is set, else nil
-	setAt time.Duration    // the instant the timer is set for
-	ns    []int            // the requests of a line and one more, for Ahead
+	ns    []int    // the requests of a line and one more, for Ahead
 }
 
 // line is the callers waiting on one key, oldest first.

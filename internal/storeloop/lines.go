@@ -9,7 +9,6 @@ import (
 
 	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/algorithms"
-	"github.com/chanlimit/chanlimit/clock"
 	"github.com/chanlimit/chanlimit/internal/storetable"
 )
 
@@ -25,16 +24,12 @@ import (
 // after it. The first waiter's deadline is checked when its head's first
 // decision lands.
 
-// lines is the lines of a partition's keys, and their timer.
+// lines is the lines of a partition's keys (their timer is the
+// Timeline's).
 type lines struct {
 	byKey map[string]*line
 	due   lineHeap // the lines, earliest at first
 	max   int      // MaxWaiters: the longest line; 0: no cap
-
-	clock clock.Clock
-	timer clock.Timer
-	fired <-chan time.Time // the timer's channel while it is set, else nil
-	setAt time.Duration    // the instant the timer is set for
 }
 
 // line is the callers waiting on one key, first first.

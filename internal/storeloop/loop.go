@@ -30,13 +30,11 @@
 package storeloop
 
 import (
-	"math"
 	"time"
 
 	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/clock"
 	"github.com/chanlimit/chanlimit/internal/storetable"
-	"github.com/chanlimit/chanlimit/internal/supervise"
 )
 
 // Expiry of the local keys, after each burst, as a partition in memory
@@ -55,11 +53,8 @@ type loop struct {
 	size     int // the mailbox's
 	table    *storetable.Table
 	state    actor.State
-	origin   time.Time     // the clock's reading at Start
-	reading  time.Duration // the clock's latest reading, as time since origin
-	real     bool          // the clock is clock.Real, which is not supervised (tick)
-	instants bool          // the clock is clock.Real or a *clock.Fake, whose timers read the time it reads (arm)
-	stopping bool          // the stop message has come: drain, then exit
+	timeline actor.Timeline // the clock's readings, and the lines' timer
+	stopping bool           // the stop message has come: drain, then exit
 
 	lines    lines           // the lines of callers waiting on keys (lines.go)
 	inflight inflight        // what is being served, until it is answered (carry.go)
@@ -89,20 +84,16 @@ func Start(table *storetable.Table, clk clock.Clock, origin time.Time, mailboxSi
 // started.
 func newLoop(table *storetable.Table, clk clock.Clock, origin time.Time, mailboxSize, maxWaiters int) (*actor.Partition, *loop) {
 	p, srv := actor.Open(mailboxSize)
-	_, fake := clk.(*clock.Fake)
 	l := &loop{
-		srv:     srv,
-		mailbox: srv.Mailbox(),
-		size:    max(mailboxSize, 1),
-		table:   table,
-		state:   actor.NewState(table, clk, origin),
-		origin:  origin,
-		real:    clk == clock.Real(),
-		trips:   newTrips(),
+		srv:      srv,
+		mailbox:  srv.Mailbox(),
+		size:     max(mailboxSize, 1),
+		table:    table,
+		state:    actor.NewState(table, clk, origin),
+		timeline: actor.NewTimeline(clk, origin),
+		trips:    newTrips(),
 	}
-	l.instants = l.real || fake
 	l.lines.max = max(maxWaiters, 0)
-	l.lines.clock = clk
 	return p, l
 }
 
@@ -188,7 +179,7 @@ const (
 // mailbox's worth of requests is gathered (trips.gatherRoom), it leaves
 // the mailbox unread.
 func (l *loop) receive() (actor.Message, *trip, int) {
-	fired := l.lines.fired
+	fired := l.timeline.Fired()
 	if fired == nil && l.trips.out == 0 {
 		return <-l.mailbox, nil, gotRequest
 	}
@@ -204,7 +195,7 @@ func (l *loop) receive() (actor.Message, *trip, int) {
 	case req := <-mailbox:
 		return req, nil, gotRequest
 	case <-fired:
-		l.lines.fired = nil // spent
+		l.timeline.Spent()
 		return actor.Message{}, nil, gotTimer
 	case tr := <-landed:
 		return actor.Message{}, tr, gotTrip
@@ -242,35 +233,17 @@ func (l *loop) exit() {
 	l.srv.Exit()
 }
 
-// tick reads the clock and returns the partition's timeline, as a
-// partition in memory does: the time since Start, counting only forward
-// steps of the clock, up to the largest Duration. If the clock panics,
-// tick counts it and returns its error, and the timeline stays where it
-// was.
+// tick reads the clock once for a burst (actor.Timeline.Tick), and
+// returns the partition's now. If the clock panics, tick counts it and
+// returns its error, and now stays where it was.
 func (l *loop) tick() (time.Duration, error) {
-	var reading time.Duration
-	if l.real {
-		reading = clock.Real().Since(l.origin) // cannot panic: not supervised
-	} else {
-		l.inflight.clock = true
-		err := supervise.Call(actor.ErrClockPanic, func() { reading = l.lines.clock.Since(l.origin) })
-		l.inflight.clock = false
-		if err != nil {
-			l.state.Counts.ClockPanics++
-			return l.state.Now, err
-		}
+	l.inflight.clock = true
+	now, err := l.timeline.Tick()
+	l.inflight.clock = false
+	if err != nil {
+		l.state.Counts.ClockPanics++
+		return l.state.Now, err
 	}
-	if reading < l.reading {
-		l.lines.setAt = math.MinInt64 // the timer is on the clock's time: set it again (arm)
-	}
-	if reading > l.reading {
-		d := reading - l.reading // below 0 if the step passed the largest Duration
-		if d < 0 || d > math.MaxInt64-l.state.Now {
-			l.state.Now = math.MaxInt64
-		} else {
-			l.state.Now += d
-		}
-	}
-	l.reading = reading
-	return l.state.Now, nil
+	l.state.Now = now
+	return now, nil
 }

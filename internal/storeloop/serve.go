@@ -309,7 +309,7 @@ func (l *loop) serve(req *actor.Message, now time.Duration, clockErr error) (ser
 		served = len(items)
 	case actor.KindDo:
 		l.state.ClockErr = clockErr
-		l.state.Wall = l.origin.Add(l.reading)
+		l.state.Wall = l.timeline.Wall()
 		err = req.Func()(&l.state)
 		l.state.ClockErr = nil
 		l.retryChanged(l.state.Now)

@@ -3,74 +3,31 @@ package storeloop
 import (
 	"math"
 	"time"
-
-	"github.com/chanlimit/chanlimit/actor"
-	"github.com/chanlimit/chanlimit/clock"
-	"github.com/chanlimit/chanlimit/internal/supervise"
 )
 
-// The lines' one timer, from the Clock, set for the earliest line due and
-// read only while a line exists, as a partition in memory keeps its own.
+// The lines' one timer: the Timeline's, set for the earliest line due.
 
 // arm sets the timer for the earliest line due, at now on the timeline,
 // or stops it if no line is due (every head out). A clock whose timer
 // panics fails the waiters, which nothing else would wake.
 func (l *loop) arm(now time.Duration) {
-	ls := &l.lines
-	if len(ls.due) == 0 || ls.due[0].at == math.MaxInt64 {
-		l.stopTimer()
-		return
+	at := time.Duration(math.MaxInt64)
+	if len(l.lines.due) > 0 {
+		at = l.lines.due[0].at
 	}
-	at := ls.due[0].at
-	if ls.fired != nil && ls.setAt == at {
-		return
-	}
-	err := l.timerCall(func() {
-		made := ls.timer == nil
-		if made {
-			ls.timer = ls.clock.NewTimer(at - now)
-		}
-		if t, ok := ls.timer.(clock.AtTimer); ok && l.instants {
-			t.ResetAt(l.instant(at, now))
-		} else if !made {
-			ls.timer.Reset(at - now)
-		}
-		ls.fired, ls.setAt = ls.timer.C(), at
-	})
-	if err != nil {
-		ls.timer, ls.fired = nil, nil
+	if err := l.clockCall(func() error { return l.timeline.Arm(at, now) }); err != nil {
 		l.closeLines(err)
 	}
 }
 
-// instant returns the clock's time at at on the timeline, where now is:
-// the reading now stands for, plus the wait, so that a timer set for it
-// fires exactly when the clock reads it.
-func (l *loop) instant(at, now time.Duration) time.Time {
-	if !l.real {
-		if r := l.lines.clock.Since(l.origin); r < l.reading {
-			l.reading = r
-		}
-	}
-	return l.origin.Add(l.reading).Add(at - now)
-}
-
 // stopTimer stops the timer, if it is set.
-func (l *loop) stopTimer() {
-	ls := &l.lines
-	if ls.fired == nil {
-		return
-	}
-	ls.fired = nil
-	if l.timerCall(func() { ls.timer.Stop() }) != nil {
-		ls.timer = nil
-	}
-}
+func (l *loop) stopTimer() { _ = l.clockCall(l.timeline.Disarm) } // a panic drops the timer, and is counted
 
-// timerCall calls f, a call on the clock's timer, supervised.
-func (l *loop) timerCall(f func()) error {
+// clockCall runs f, a call on the clock's timer, noting it for carryOn,
+// and counts a panic.
+func (l *loop) clockCall(f func() error) error {
 	l.inflight.clock = true
-	err := supervise.Call(actor.ErrClockPanic, f)
+	err := f()
 	l.inflight.clock = false
 	if err != nil {
 		l.state.Counts.ClockPanics++
