@@ -30,6 +30,7 @@ type store struct {
 	keys   map[*keytable.Set]*keytable.Keys
 	origin time.Time
 	calls  [][]storetable.Kind // the kinds of each call's ops, as it came
+	opKeys [][]string          // and their keys
 
 	held    bool
 	release chan struct{} // a held call takes one to go on
@@ -40,11 +41,11 @@ var errDown = errors.New("store: down")
 
 func (s *store) Decide(ctx context.Context, ops []storetable.Op) {
 	s.mu.Lock()
-	kinds := make([]storetable.Kind, len(ops))
+	kinds, keys := make([]storetable.Kind, len(ops)), make([]string, len(ops))
 	for i := range ops {
-		kinds[i] = ops[i].Kind
+		kinds[i], keys[i] = ops[i].Kind, ops[i].Key
 	}
-	s.calls = append(s.calls, kinds)
+	s.calls, s.opKeys = append(s.calls, kinds), append(s.opKeys, keys)
 	held := s.held
 	s.mu.Unlock()
 	if held {
@@ -88,6 +89,13 @@ func (s *store) callsOf() [][]storetable.Kind {
 	return append([][]storetable.Kind(nil), s.calls...)
 }
 
+// keysOf returns the keys of the ops of call i.
+func (s *store) keysOf(i int) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.opKeys[i]
+}
+
 // setUp returns a partition on a store in memory, with a limit of limit a
 // second, on a fake clock, and the store, held; its loop is not started.
 func setUp(t *testing.T, limit, mailbox int, mode storetable.Mode) (*actor.Partition, *loop, *store) {
@@ -116,44 +124,6 @@ func stop(p *actor.Partition, st *store) {
 		case st.release <- struct{}{}:
 		}
 	}
-}
-
-// TestTripsOutWhileTheLoopServes: two round trips go out at once, the
-// loop serving its other messages meanwhile; what comes while both are out
-// is gathered and goes out in one trip when one lands.
-func TestTripsOutWhileTheLoopServes(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p, l, st := setUp(t, 10, 8, storetable.FailClosed)
-		go l.run()
-		defer stop(p, st)
-		answers := make(chan error, 4)
-		allow := func(key string) {
-			d, err := p.AllowN(context.Background(), key, 1)
-			if err == nil && !d.Allowed {
-				err = errors.New("denied")
-			}
-			answers <- err
-		}
-		go allow("a")
-		synctest.Wait()
-		go allow("b")
-		synctest.Wait()
-		require.Len(t, st.callsOf(), 2, "two trips out")
-		go allow("c")
-		go allow("d")
-		synctest.Wait()
-		require.Len(t, st.callsOf(), 2, "no room: gathered")
-		require.NoError(t, p.Do(context.Background(), func(s *actor.State) error { return nil }), "a Do is served while the trips are out")
-
-		st.release <- struct{}{}
-		synctest.Wait()
-		assert.Equal(t, [][]storetable.Kind{{storetable.Allow}, {storetable.Allow}, {storetable.Allow, storetable.Allow}}, st.callsOf(), "the gathered requests go out together")
-		st.release <- struct{}{}
-		st.release <- struct{}{}
-		for range 4 {
-			assert.NoError(t, <-answers)
-		}
-	})
 }
 
 // TestAGrantWhoseCallerLeftGoesBack: the store granted a request whose
