@@ -176,3 +176,44 @@ func TestStoreManyLinesLeaveRoom(t *testing.T) {
 		assert.EqualValues(t, 300, granted.Load())
 	})
 }
+
+// halfStore fails the ops on "bad", and has its memStore decide the others.
+type halfStore struct{ *memStore }
+
+func (s halfStore) Decide(ctx context.Context, ops []StoreOp) {
+	var good []StoreOp
+	var at []int
+	for i := range ops {
+		if ops[i].Key == "bad" {
+			ops[i].Err = errDown
+			continue
+		}
+		good = append(good, ops[i])
+		at = append(at, i)
+	}
+	s.memStore.Decide(ctx, good)
+	for k, i := range at {
+		ops[i] = good[k]
+	}
+}
+
+// TestStoreGoexitWhileLandingGivesBackStoreGrants: a batch's item the
+// store granted goes back when a later item, decided by FailLocal's local
+// rule, ends the goroutine and the batch fails. Before, the store kept
+// the unit.
+func TestStoreGoexitWhileLandingGivesBackStoreGrants(t *testing.T) {
+	require.NoError(t, registerExitOnTwo())
+	synctest.Test(t, func(t *testing.T) {
+		st := halfStore{newMemStore(clock.Real(), FailLocal)}
+		r := routerOn(t, st.memStore, st, Config{Algorithm: "test_store_exit_on_two", Limit: 2, Window: time.Hour, Partitions: 1})
+		ctx := context.Background()
+		out := make([]Decision, 2)
+		err := r.AllowBatch(ctx, []Request{{Key: "k", N: 1}, {Key: "bad", N: 2}}, out)
+		require.ErrorIs(t, err, ErrAlgorithmPanic)
+		for i := range 2 {
+			d, err := r.AllowN(ctx, "k", 1)
+			require.NoError(t, err)
+			assert.True(t, d.Allowed, "unit %d: k's unit, granted for a batch that failed, went back", i)
+		}
+	})
+}

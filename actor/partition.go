@@ -222,6 +222,16 @@ func (s *State) ReadClock() (time.Time, error) {
 	return t, err
 }
 
+// ExitedInClock reports whether ReadClock was under way, and clears the
+// mark: a loop of another package (server.go) asks it when its goroutine
+// ends, to tell a runtime.Goexit in the clock from one in a rule. (This
+// package's loop reads the mark itself.)
+func (s *State) ExitedInClock() bool {
+	in := s.calling == callingClock
+	s.calling = callingNone
+	return in
+}
+
 // calling says what code the goroutine does not own it is in, for when
 // that code ends the goroutine (see carryOn).
 type calling uint8

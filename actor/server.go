@@ -43,9 +43,6 @@ func Open(mailboxSize int) (*Partition, *Server) {
 // sent as it was.
 func (s *Server) Mailbox() <-chan Message { return s.p.mailbox }
 
-// Stopping reports whether Stop was called: new callers are turned away.
-func (s *Server) Stopping() bool { return closed(s.p.stop) }
-
 // Exit tells the callers that every message and every waiter has its
 // answer: those that sent theirs as the partition stopped, and may have
 // come after the loop's last look at the mailbox, stop waiting (with

@@ -10,13 +10,14 @@ import (
 
 // arm sets the timer for the earliest line due, or stops it if there is
 // none; now is the partition's latest reading of the clock (state.Now).
-// The timer is the Clock's: if a call on it panics, every waiter is
+// The timer is the Clock's: if setting it panics, every waiter is
 // answered with its error, since nothing would wake them.
 func (l *loop) arm(now time.Duration) {
-	at := time.Duration(math.MaxInt64)
-	if len(l.waits.due) > 0 {
-		at = l.waits.due[0].at
+	if len(l.waits.due) == 0 || l.waits.due[0].at == math.MaxInt64 {
+		l.stopTimer() // nothing needs it: a panic there fails nobody
+		return
 	}
+	at := l.waits.due[0].at
 	if err := l.clockCall(func() error { return l.timeline.Arm(at, now) }); err != nil {
 		l.closeLines(err)
 	}

@@ -197,7 +197,7 @@ type Counts struct {
 	Panicked uint64 // keys dropped because their rule panicked
 	Idle     int    // keys held whose state is untouched
 
-	StoreErrors uint64 // a remote table's: requests its store failed to answer
+	StoreErrors uint64 // a Store's table's (storetable): requests its store failed to answer
 }
 
 // Limit caps the keys a table holds. When the table is full, a new key

@@ -14,8 +14,8 @@ import (
 // and starts another goroutine in its place, on the same state, whose
 // takeOver answers it: the message in flight, and the rest of a trip
 // that was landing, get an error (ErrAlgorithmPanic, or ErrClockPanic),
-// and what they were granted is given back; the messages of the burst
-// after them are served. carryOn itself calls no code it does not own,
+// and what they were granted is given back, to where it came from; the
+// messages of the burst after them are served. carryOn itself calls no code it does not own,
 // since the goroutine is ending; takeOver may, and if that code ends its
 // goroutine too, the next goroutine goes on from where it stopped.
 
@@ -56,12 +56,13 @@ type leftUndone struct {
 // carryOn, deferred by run, notes what the ending goroutine leaves undone
 // and starts a goroutine to carry on.
 func (l *loop) carryOn() {
+	readClock := l.state.ExitedInClock() // a function run by Do was reading the clock
 	switch {
 	case l.inflight.clock && l.left.first.Kind() != 0: // the burst is not served yet: serve it as if the clock had panicked
 		l.state.Counts.ClockPanics++
 		l.left.resume = l.left.first
 		l.stopping = l.stopping || l.left.first.Kind() == actor.KindStop
-	case l.inflight.clock:
+	case l.inflight.clock || readClock:
 		l.state.Counts.ClockPanics++
 		l.left.answer = supervise.Exited(actor.ErrClockPanic)
 	default:
@@ -133,11 +134,10 @@ func (l *loop) answerInflight() {
 }
 
 // answerLanding answers, with an error, the requests of the trip whose
-// answers were being delivered when the goroutine ended, and serves its
-// chores so: a head asked is answered with the error, and its line goes
-// on; a grant whose answer waited is answered so, and given back to the
-// store (a grant of the local keys is not: that would call the rule
-// again, while it ends goroutines).
+// answers were being delivered when the goroutine ended, giving back
+// what they were granted, and serves its chores so: a head asked is
+// answered with the error, and its line goes on; a grant whose answer
+// waited is answered so, and given back.
 func (l *loop) answerLanding() {
 	tr := l.left.landing
 	if tr == nil {
@@ -145,8 +145,18 @@ func (l *loop) answerLanding() {
 	}
 	l.left.landing = nil
 	exited := supervise.Exited(actor.ErrAlgorithmPanic)
+	requests := len(tr.items) - len(tr.chores) // the requests' items come first
 	for i := l.left.landingAt; i < len(tr.run); i++ {
 		tr.run[i].Answer(algorithms.Decision{}, exited) // unless its caller gave up
+		end := requests
+		if i+1 < len(tr.sent) {
+			end = tr.sent[i+1]
+		}
+		for k := tr.sent[i]; k < end; k++ { // its grants go back: the request failed
+			if it := &tr.items[k]; it.Kind != storetable.Peek && it.Err == nil && it.D.Allowed {
+				l.refund(it.Key, tr.now, it.N, it.By, it.Grant)
+			}
+		}
 	}
 	first, from := len(tr.items)-len(tr.chores), l.left.choreAt
 	l.left.choreAt = 0
@@ -161,24 +171,22 @@ func (l *loop) answerLanding() {
 				}
 				l.askNext(ln, c.at)
 			}
-			if it.Err == nil && it.D.Allowed && it.By == storetable.FromStore {
+			if it.Err == nil && it.D.Allowed {
 				l.refund(c.item.Key, c.at, c.item.N, it.By, it.Grant)
 			}
 		case c.w != nil:
 			if !l.quotaWaiterLeft(c.w) {
 				c.w.msg.Answer(algorithms.Decision{}, exited)
 			}
-			if c.by == storetable.FromStore {
-				l.refund(c.item.Key, c.at, c.w.msg.N(), c.by, c.grant)
-			}
+			l.refund(c.item.Key, c.at, c.w.msg.N(), c.by, c.grant)
 		case c.req.Kind() != 0:
 			c.req.Answer(algorithms.Decision{}, exited) // unless its caller gave up
 			switch {
-			case c.req.Kind() == actor.KindAllow && c.d.Allowed && c.by == storetable.FromStore:
+			case c.req.Kind() == actor.KindAllow && c.d.Allowed:
 				l.refund(c.req.Key(), c.at, c.req.N(), c.by, c.grant)
 			case c.req.Kind() == actor.KindTry:
 				for i := range c.items {
-					if it := &c.items[i]; it.D.Allowed && it.By == storetable.FromStore {
+					if it := &c.items[i]; it.D.Allowed {
 						l.refund(it.Key, c.at, it.N, it.By, it.Grant)
 					}
 				}

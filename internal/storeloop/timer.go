@@ -8,13 +8,15 @@ import (
 // The lines' one timer: the Timeline's, set for the earliest line due.
 
 // arm sets the timer for the earliest line due, at now on the timeline,
-// or stops it if no line is due (every head out). A clock whose timer
-// panics fails the waiters, which nothing else would wake.
+// or stops it if no line is due (every head out: its trip wakes the
+// line). A clock whose timer panics as it is set fails the waiters, which
+// nothing else would wake.
 func (l *loop) arm(now time.Duration) {
-	at := time.Duration(math.MaxInt64)
-	if len(l.lines.due) > 0 {
-		at = l.lines.due[0].at
+	if len(l.lines.due) == 0 || l.lines.due[0].at == math.MaxInt64 {
+		l.stopTimer() // nothing needs it: a panic there fails nobody
+		return
 	}
+	at := l.lines.due[0].at
 	if err := l.clockCall(func() error { return l.timeline.Arm(at, now) }); err != nil {
 		l.closeLines(err)
 	}
