@@ -41,7 +41,10 @@ type Store interface {
 	// of callers that left only from answers). Decide is called by
 	// several goroutines at once (each partition has a few round trips
 	// out, and a router many partitions). It must not keep ops, or write
-	// into them, once it has returned: the router reuses them.
+	// into them, once it has returned: the router reuses them. A Decide
+	// that panics, or ends its goroutine (runtime.Goexit), answered none
+	// of ops: each is one the store could not answer (ErrStoreUnavailable,
+	// wrapping the panic's value), and the router goes on.
 	Decide(ctx context.Context, ops []StoreOp)
 
 	// FailMode says what the router does with a request the store could

@@ -7,6 +7,7 @@ import (
 
 	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/internal/storetable"
+	"github.com/chanlimit/chanlimit/internal/supervise"
 )
 
 // A partition's round trips to its store, as one component: the trips
@@ -87,8 +88,8 @@ func (ts *trips) launch(tr *trip) {
 	ts.out++
 	if ts.workers < ts.out {
 		ts.workers++
-		work, landed := ts.work, ts.landed
-		ts.done.Go(func() { tripWorker(work, landed) })
+		work, landed, done := ts.work, ts.landed, &ts.done
+		ts.done.Go(func() { tripWorker(work, landed, done) })
 	}
 	ts.work <- tr // room: at most maxTrips are out
 }
@@ -102,9 +103,25 @@ func (ts *trips) back(tr *trip) {
 
 // tripWorker makes the trips sent on work, one at a time, sending each
 // back on landed (room: at most maxTrips are out), until work is closed.
-func tripWorker(work <-chan *trip, landed chan<- *trip) {
+// A store that ends the goroutine (runtime.Goexit) could not answer: its
+// trip lands failed, and another worker takes this one's place, counted
+// in done.
+func tripWorker(work <-chan *trip, landed chan<- *trip, done *sync.WaitGroup) {
 	for tr := range work {
-		tr.out.Go(tr.ctx)
+		exited := true
+		func() {
+			defer func() {
+				if !exited {
+					return
+				}
+				tr.out.Fail(supervise.Exited(storetable.ErrStoreUnavailable))
+				tr.cancel()
+				landed <- tr
+				done.Go(func() { tripWorker(work, landed, done) }) // before this one is done: stop waits for both
+			}()
+			tr.out.Go(tr.ctx)
+			exited = false
+		}()
 		tr.cancel()
 		landed <- tr
 	}

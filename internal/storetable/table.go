@@ -15,6 +15,7 @@ import (
 	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/internal/keytable"
+	"github.com/chanlimit/chanlimit/internal/supervise"
 )
 
 // Decider is a router's Store as its tables see it: chanlimit.Store, with
@@ -70,8 +71,8 @@ var ErrStoreUnavailable = errors.New("chanlimit: store unavailable")
 
 // unavailable returns err wrapping ErrStoreUnavailable.
 func unavailable(err error) error {
-	if errors.Is(err, ErrStoreUnavailable) {
-		return err
+	if supervise.Panicked(err) || errors.Is(err, ErrStoreUnavailable) {
+		return err // a panic's wraps it already, and is asked nothing
 	}
 	return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 }
@@ -163,8 +164,22 @@ type Trip struct {
 	at    []int
 }
 
-// Go makes the round trip, bounded by ctx as the store can.
-func (tr *Trip) Go(ctx context.Context) { tr.store.Decide(ctx, tr.ops) }
+// Go makes the round trip, bounded by ctx as the store can. A store that
+// panics could not answer: every op fails with an error wrapping
+// ErrStoreUnavailable and the panic, for the FailMode to decide.
+func (tr *Trip) Go(ctx context.Context) {
+	if err := supervise.Call(ErrStoreUnavailable, func() { tr.store.Decide(ctx, tr.ops) }); err != nil {
+		tr.Fail(err)
+	}
+}
+
+// Fail fails every op of tr with err: the store did not answer (it
+// panicked, or ended the goroutine that made the round trip).
+func (tr *Trip) Fail(err error) {
+	for i := range tr.ops {
+		tr.ops[i].Decision, tr.ops[i].Grant, tr.ops[i].Err = algorithms.Decision{}, 0, err
+	}
+}
 
 // Prepare returns the round trip that decides items at now, or nil if
 // none is needed: the items refused at once (n above the capacity) are
