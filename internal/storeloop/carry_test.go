@@ -12,12 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chanlimit/chanlimit/actor"
-	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/clock"
-	"github.com/chanlimit/chanlimit/internal/keytable"
 	"github.com/chanlimit/chanlimit/internal/storetable"
 )
 
+// exitingNow is a Fake whose Now ends its goroutine (runtime.Goexit)
+// while exit is set.
 type exitingNow struct {
 	*clock.Fake
 	exit *atomic.Bool
@@ -37,16 +37,12 @@ func (c exitingNow) Now() time.Time {
 func TestAGoexitInReadClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var exit atomic.Bool
-		fw, err := algorithms.NewFixedWindow(algorithms.Params{Limit: 1, Window: time.Second})
-		require.NoError(t, err)
-		set := keytable.NewSet([]keytable.Policy{{Name: "p", Algorithm: "fixed_window", Params: algorithms.Params{Limit: 1, Window: time.Second}, Rule: keytable.NewRule(fw)}})
 		clk := exitingNow{clock.NewFake(time.Unix(0, 0)), &exit}
-		st := &store{keys: map[*keytable.Set]*keytable.Keys{}, origin: clk.Fake.Now(), release: make(chan struct{})}
-		table := storetable.New(st, storetable.FailClosed, keytable.NewKeys(set), true, clk.Fake.Now())
-		p := Start(table, clk, clk.Fake.Now(), 8, 0)
-		defer func() { p.Stop(); <-p.Done() }()
+		p, l, st := setUpOn(t, clk, clk.Fake.Now(), 1, 8, storetable.FailClosed)
+		go l.run()
+		defer stop(p, st)
 		exit.Store(true)
-		err = p.Do(context.Background(), func(s *actor.State) error { _, err := s.ReadClock(); return err })
+		err := p.Do(context.Background(), func(s *actor.State) error { _, err := s.ReadClock(); return err })
 		exit.Store(false)
 		assert.ErrorIs(t, err, actor.ErrClockPanic)
 		var panics uint64

@@ -100,13 +100,19 @@ func (s *store) keysOf(i int) []string {
 // second, on a fake clock, and the store, held; its loop is not started.
 func setUp(t *testing.T, limit, mailbox int, mode storetable.Mode) (*actor.Partition, *loop, *store) {
 	t.Helper()
+	clk := clock.NewFake(time.Unix(0, 0))
+	return setUpOn(t, clk, clk.Now(), limit, mailbox, mode)
+}
+
+// setUpOn is setUp on clk, which reads origin now.
+func setUpOn(t *testing.T, clk clock.Clock, origin time.Time, limit, mailbox int, mode storetable.Mode) (*actor.Partition, *loop, *store) {
+	t.Helper()
 	fw, err := algorithms.NewFixedWindow(algorithms.Params{Limit: limit, Window: time.Second})
 	require.NoError(t, err)
 	set := keytable.NewSet([]keytable.Policy{{Name: "p", Algorithm: "fixed_window", Params: algorithms.Params{Limit: limit, Window: time.Second}, Rule: keytable.NewRule(fw)}})
-	clk := clock.NewFake(time.Unix(0, 0))
-	st := &store{keys: map[*keytable.Set]*keytable.Keys{}, origin: clk.Now(), held: true, release: make(chan struct{})}
-	table := storetable.New(st, mode, keytable.NewKeys(set), true, clk.Now())
-	p, l := newLoop(table, clk, clk.Now(), mailbox, 0)
+	st := &store{keys: map[*keytable.Set]*keytable.Keys{}, origin: origin, held: true, release: make(chan struct{})}
+	table := storetable.New(st, mode, keytable.NewKeys(set), true, origin)
+	p, l := newLoop(table, clk, origin, mailbox, 0)
 	return p, l, st
 }
 
