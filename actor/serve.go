@@ -219,17 +219,8 @@ func waiterFlight(w waiter) inflight {
 // for one whose answer it got just as its context ended. So does what a
 // function run by Do did: see Do.)
 func (l *loop) deliver(req *Message, now time.Duration, r *reply) {
-	var c Counts
-	c.count(req, r) // now: once sent, a batch's items are the caller's
-	select {
-	case req.reply <- *r:
-		ring(req.ticket())
-		l.state.Counts.Allowed += c.Allowed
-		l.state.Counts.Denied += c.Denied
-		l.state.Counts.Refused += c.Refused
-		l.state.Counts.WouldDeny += c.WouldDeny
+	if l.state.Counts.deliver(req, r) {
 		return
-	default:
 	}
 	switch req.kind {
 	case KindAllow:
@@ -253,6 +244,24 @@ func (l *loop) giveBack(now time.Duration) {
 		if it := &items[l.inflight.refund]; it.D.Allowed && !it.Gone {
 			l.keys.giveBack(it.Key, now, it.N)
 		}
+	}
+}
+
+// deliver sends r to req without blocking, rings its Ticket, and counts
+// it, if the caller got it; it reports whether the caller did.
+func (c *Counts) deliver(req *Message, r *reply) bool {
+	var n Counts
+	n.count(req, r) // now: once sent, a batch's items are the caller's
+	select {
+	case req.reply <- *r:
+		ring(req.ticket())
+		c.Allowed += n.Allowed
+		c.Denied += n.Denied
+		c.Refused += n.Refused
+		c.WouldDeny += n.WouldDeny
+		return true
+	default:
+		return false
 	}
 }
 

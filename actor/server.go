@@ -105,14 +105,15 @@ func (req *Message) Is(w *Message) bool { return req.reply == w.reply }
 
 // TooLate returns the error of a wait refused at once, because its grant
 // would come in wait, after the caller's deadline, in budget: it wraps
-// context.DeadlineExceeded, and Counts.Add counts it as a denial.
+// context.DeadlineExceeded, and Counts.Answer counts it as a denial.
 func TooLate(wait, budget time.Duration) error { return &tooLate{wait: wait, budget: budget} }
 
-// Add counts the answer d, err to req, delivered, as this package's loop
-// counts its own: a batch's items one by one, a try's left to wait and a
-// peek's never.
-func (c *Counts) Add(req *Message, d algorithms.Decision, err error) {
-	c.count(req, &reply{d: d, err: err})
+// Answer sends req its answer d, err, as Message.Answer does, and if the
+// caller got it, counts it as this package's loop counts its own: a
+// batch's items one by one, a try's left to wait and a peek's never. It
+// reports whether the caller got it.
+func (c *Counts) Answer(req *Message, d algorithms.Decision, err error) (delivered bool) {
+	return c.deliver(req, &reply{d: d, err: err})
 }
 
 // NewState returns a loop's state, lent to the functions of KindDo, on

@@ -329,10 +329,7 @@ func (l *loop) serve(req *actor.Message, now time.Duration, clockErr error) (ser
 // happened, as it cannot for one whose answer it got just as its context
 // ended. So does what a function run by Do did.)
 func (l *loop) deliver(req *actor.Message, now time.Duration, d algorithms.Decision, err error) {
-	var c actor.Counts
-	c.Add(req, d, err) // now: once sent, a batch's items are the caller's
-	if req.Answer(d, err) {
-		l.count(&c)
+	if l.state.Counts.Answer(req, d, err) {
 		return
 	}
 	switch req.Kind() {
@@ -343,14 +340,6 @@ func (l *loop) deliver(req *actor.Message, now time.Duration, d algorithms.Decis
 	case actor.KindBatch, actor.KindTry:
 		l.giveBack(now)
 	}
-}
-
-// count adds c to the partition's counts.
-func (l *loop) count(c *actor.Counts) {
-	l.state.Counts.Allowed += c.Allowed
-	l.state.Counts.Denied += c.Denied
-	l.state.Counts.Refused += c.Refused
-	l.state.Counts.WouldDeny += c.WouldDeny
 }
 
 // refund gives back n units on key, granted at now, to where the grant

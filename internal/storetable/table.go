@@ -310,19 +310,17 @@ func (t *Table) open(key string, n int) algorithms.Decision {
 // at once. Of the Table's own methods it calls Expire, and GiveBack, for a
 // grant its local keys made (FailLocal's), which goes back to them (a
 // grant of the store's goes back through Prepare and Finish, as every
-// other request does). Those of actor.Table and keytable's, which a
-// function run by Do could call, answer errTrips.
+// other request does). Those of actor.Table, which a function run by Do
+// could call, answer errTrips.
 
 func (t *Table) GiveBack(key string, now time.Duration, n int) error {
 	return t.local.GiveBack(key, now, n)
 }
 
-func (t *Table) AllowN(string, time.Duration, int, *algorithms.Decision) error    { return errTrips }
-func (t *Table) AllowTurn(string, time.Duration, int, *algorithms.Decision) error { return errTrips }
-func (t *Table) PeekN(string, time.Duration, int, *algorithms.Decision) error     { return errTrips }
-func (t *Table) DecideDry(string, time.Duration, int, bool) (bool, error)         { return false, errTrips }
-func (t *Table) Refund(string, time.Duration, int) error                          { return errTrips }
-func (t *Table) Reset(string)                                                     {}
+func (t *Table) AllowN(string, time.Duration, int, *algorithms.Decision) error { return errTrips }
+func (t *Table) PeekN(string, time.Duration, int, *algorithms.Decision) error  { return errTrips }
+func (t *Table) Refund(string, time.Duration, int) error                       { return errTrips }
+func (t *Table) Reset(string)                                                  {}
 
 // HasDryRun tells whether key's policies include a dry-run one.
 func (t *Table) HasDryRun(key string) bool { return t.setOf(key).HasDryRun() }
