@@ -3,6 +3,7 @@ package chanlimit
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -239,20 +240,35 @@ func (r *Router) SetPolicies(ctx context.Context, policies ...Policy) error {
 		return fmt.Errorf("chanlimit: SetPolicies: %w", err)
 	}
 	for _, p := range r.parts { // all of them, not to be left half-done
-		err := p.Do(context.Background(), func(s *actor.State) error {
-			keysOf(s).SetPolicies(set, s.Now)
-			return nil
-		})
-		// A rule that ends the goroutine (runtime.Goexit) fails the Do
-		// as a panic would, once the partition has finished the switch
-		// (keytable.Keys.Resume): the key it was on is dropped and
-		// counted, as for a panic, and the switch goes on.
-		if err != nil && !supervise.Panicked(err) {
+		if err := switchPolicies(p, set); err != nil {
 			return fmt.Errorf("chanlimit: SetPolicies: %w", err)
 		}
 	}
 	r.policies.Store(set)
 	return nil
+}
+
+// switchPolicies puts the keys of p without an override under set. The
+// partition installs set in one step, and then carries its keys over to
+// it; a rule that ends the goroutine (runtime.Goexit) on a key fails the
+// Do as a panic would, the key it was on dropped and counted, as for a
+// panic, and the keys not carried yet are carried as they are next used:
+// another Do carries them now, until one meets no Goexit. Each Goexit
+// drops a key, so that ends.
+func switchPolicies(p *actor.Partition, set *keytable.Set) error {
+	for {
+		err := p.Do(context.Background(), func(s *actor.State) error {
+			keysOf(s).SetPolicies(set, s.Now)
+			return nil
+		})
+		switch {
+		case errors.Is(err, ErrAlgorithmPanic) && supervise.Panicked(err): // a Goexit: again
+		case err == nil || supervise.Panicked(err):
+			return nil
+		default:
+			return err
+		}
+	}
 }
 
 // SetOverride puts key under policies of its own, in place of the

@@ -19,7 +19,6 @@ type unfinished struct {
 	resume Message // that request, if the clock ended the goroutine: to serve on the reading before
 	next   Message // a request taken from the mailbox while the lines due are served before it (serve): to serve after them
 	answer error   // the error for the request in flight, if the goroutine ended while serving it
-	ended  bool    // a goroutine ended: the table is to Resume
 }
 
 // carryOn, deferred by run, notes what the ending goroutine leaves undone
@@ -40,13 +39,11 @@ func (p *Partition) carryOn() {
 	}
 	l.state.calling = callingNone
 	l.unfinished.first = Message{}
-	l.unfinished.ended = true
 	go p.run()
 }
 
 // takeOver finishes what the goroutine before this one left undone: it
-// has the table finish work it must not leave half-done (Resume), serves
-// the request whose reading of the clock ended it, on the reading before
+// serves the request whose reading of the clock ended it, on the reading before
 // (so a request that needs the time fails, and one that needs none goes
 // on, as when the clock panics), answers the request it was serving with
 // an error, having given back what a batch was granted, then serves what
@@ -57,12 +54,6 @@ func (p *Partition) carryOn() {
 // runs while a goroutine is ending.
 func (p *Partition) takeOver() {
 	l := p.loop
-	if l.unfinished.ended {
-		// First: if the table's work ends this goroutine too, the next
-		// one goes on with it.
-		l.keys.resume(l.state.Now)
-		l.unfinished.ended = false
-	}
 	if req := l.unfinished.resume; req.kind != 0 {
 		l.unfinished.resume = Message{}
 		if req.kind != KindStop { // carryOn noted the stop message: run drains

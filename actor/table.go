@@ -169,12 +169,6 @@ type Abandoner interface {
 	// the key the rule was working on, as for a panic, and counts it as
 	// one.
 	Abandoned()
-
-	// Resume is called by the goroutine that takes over from one that
-	// ended (after Abandoned), before it serves anything: the table
-	// finishes the work the rule interrupted, if it must not be left
-	// half-done (a router's: a switch of its policies).
-	Resume(now time.Duration)
 }
 
 // keys is a partition's Table with the optional interfaces it has, found
@@ -282,12 +276,6 @@ func (k *keys) changed() (bool, []string) {
 func (k *keys) abandoned() {
 	if k.abandon != nil {
 		k.abandon.Abandoned()
-	}
-}
-
-func (k *keys) resume(now time.Duration) {
-	if k.abandon != nil {
-		k.abandon.Resume(now)
 	}
 }
 

@@ -20,16 +20,14 @@ func (t *table[S]) tally() Counts {
 
 func (t *table[S]) clearTally() { t.counts = Counts{} }
 
-func (t *table[S]) each(f func(i uint32, key []byte)) {
-	if t.evicting() {
-		for i := t.oldest; i != none; i = t.links[i].newer {
-			f(i, t.keyBytes(t.slots[i].key))
-		}
-		return
+func (t *table[S]) first() (string, bool) {
+	switch {
+	case t.held == 0:
+		return "", false
+	case t.evicting():
+		return string(t.keyBytes(t.slots[t.oldest].key)), true
 	}
-	for i := range t.slots {
-		f(uint32(i), t.keyBytes(t.slots[i].key))
-	}
+	return string(t.keyBytes(t.slots[t.held-1].key)), true // the last: none moves when it goes
 }
 
 func (t *table[S]) carry(from setTable, i uint32, now time.Duration) {

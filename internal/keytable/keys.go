@@ -20,6 +20,8 @@ import (
 // the key's state being let go, and only ClearOverride removes it.
 type Keys struct {
 	def       setTable                  // the keys under the router's policies
+	behind    setTable                  // the router's table before SetPolicies switched it, with the keys not carried over yet, or nil
+	switched  time.Duration             // when SetPolicies switched: behind's keys are carried over as of then
 	overrides map[string]*overrideTable // each key with an override, and the table it is in
 	bySet     map[string]*overrideTable // the tables of overrides, by their Set's id
 	list      []*overrideTable          // the same, for Expire to take in turn
@@ -29,7 +31,6 @@ type Keys struct {
 	asking    setTable         // the table calling into a rule, for Abandoned
 	moving    setTable         // the table a key is moving out of (SetOverride, ClearOverride), for Abandoned
 	movingKey string           // that key
-	switching *switching       // the switch of the router's policies under way, until it is done (Resume)
 	pinned    pins             // the keys the partition has callers waiting on, never evicted (Pin)
 	changed   changes          // what changed in the policies keys are under, until Changed
 	pick      []int32          // AllowEach's: which table each item goes to
@@ -75,17 +76,6 @@ func (k *Keys) Changed() (all bool, keys []string) {
 	return all, keys
 }
 
-// switching is a switch of the router's policies (SetPolicies) under way:
-// the keys of from go to to, in from's order, done of them so far (the one
-// being carried included). from is not changed meanwhile, so a switch that
-// a rule interrupts by ending the goroutine goes on where it stopped
-// (Resume), past the key the rule was on, which is dropped (it never
-// reaches to), as a panic drops it.
-type switching struct {
-	from, to setTable
-	done     int
-}
-
 // overrideTable is the table of the keys whose override holds one Set.
 type overrideTable struct {
 	set   *Set
@@ -120,6 +110,9 @@ func (k *Keys) tableOf(key string) setTable {
 			return o.table
 		}
 	}
+	if k.behind != nil {
+		k.carry(key)
+	}
 	return k.def
 }
 
@@ -135,27 +128,36 @@ func (k *Keys) Quota(key string, now time.Duration, q *Quota) (bool, error) {
 
 // Expire expires the router's table with three quarters of budget and,
 // with the rest, one override table, each in turn from one call to the
-// next: at most budget steps in all.
+// next: at most budget steps in all. Keys a switch of the router's
+// policies left behind expire with the router's table's share.
 func (k *Keys) Expire(now time.Duration, budget int) int {
-	if len(k.list) == 0 {
-		k.asking = k.def
-		dropped := k.def.Expire(now, budget)
-		k.asking = nil
-		return dropped
+	rest := 0
+	if len(k.list) > 0 {
+		rest = max(budget/4, 1)
 	}
-	rest := max(budget/4, 1)
-	k.asking = k.def
-	dropped := k.def.Expire(now, budget-rest)
-	k.next %= len(k.list)
-	k.asking = k.list[k.next].table
-	dropped += k.list[k.next].table.Expire(now, rest)
-	k.next++
+	dropped := k.expire(k.def, now, budget-rest)
+	if k.behind != nil {
+		dropped += k.expire(k.behind, now, budget-rest)
+		k.carried()
+	}
+	if rest > 0 {
+		k.next %= len(k.list)
+		dropped += k.expire(k.list[k.next].table, now, rest)
+		k.next++
+	}
+	return dropped
+}
+
+// expire expires t, noted as the table asking.
+func (k *Keys) expire(t setTable, now time.Duration, budget int) int {
+	k.asking = t
+	dropped := t.Expire(now, budget)
 	k.asking = nil
 	return dropped
 }
 
 func (k *Keys) Len() int {
-	n := k.def.Len()
+	n := k.Capped()
 	for _, o := range k.list {
 		n += o.table.Len()
 	}
@@ -166,6 +168,10 @@ func (k *Keys) Counts(now time.Duration) Counts {
 	c := k.retired
 	k.asking = k.def
 	c.add(k.def.Counts(now))
+	if k.behind != nil {
+		k.asking = k.behind
+		c.add(k.behind.Counts(now))
+	}
 	for _, o := range k.list {
 		k.asking = o.table
 		c.add(o.table.Counts(now))
@@ -189,9 +195,11 @@ func (k *Keys) Bound(limit Limit) {
 }
 
 // AppendSnapshot appends the entries of the router's table, then those of
-// the override tables. Which policies a key's states are under is for
-// Overrides to say.
+// the override tables, having carried over the keys a switch of the
+// router's policies left behind. Which policies a key's states are under
+// is for Overrides to say.
 func (k *Keys) AppendSnapshot(dst []byte, now time.Duration) ([]byte, int, error) {
+	k.settle()
 	k.asking = k.def
 	dst, n, err := k.def.AppendSnapshot(dst, now)
 	for _, o := range k.list {
@@ -221,7 +229,12 @@ func (k *Keys) Load(key string, states []byte, now, age time.Duration) error {
 // empty. k keeps its counts and its Limit; other's counts are dropped.
 func (k *Keys) Replace(other Table) {
 	o := other.(*Keys)
+	o.settle()
 	k.retire(k.def)
+	if k.behind != nil {
+		k.retire(k.behind)
+		k.behind = nil
+	}
 	for _, sh := range k.list {
 		k.retire(sh.table)
 	}
@@ -257,20 +270,14 @@ func (k *Keys) Abandoned() {
 		}
 		k.moving, k.movingKey = nil, ""
 	}
-}
-
-// Resume finishes a switch of the router's policies that a rule
-// interrupted by ending the goroutine.
-func (k *Keys) Resume(now time.Duration) {
-	if k.switching != nil {
-		k.finishSwitch(now)
+	if k.behind != nil {
+		k.carried() // the key moving may have been its last
 	}
 }
 
-// holds reports whether t is one of k's tables, or will be once the switch
-// under way is done.
+// holds reports whether t is one of k's tables.
 func (k *Keys) holds(t setTable) bool {
-	if t == k.def || (k.switching != nil && t == k.switching.to) {
+	if t == k.def || t == k.behind {
 		return true
 	}
 	for _, o := range k.list {
@@ -291,7 +298,12 @@ func (k *Keys) moveKey(key string, from, to setTable, now time.Duration) {
 
 // Capped returns the number of keys the cap (Bound) counts: those without
 // an override.
-func (k *Keys) Capped() int { return k.def.Len() }
+func (k *Keys) Capped() int {
+	if k.behind != nil {
+		return k.def.Len() + k.behind.Len()
+	}
+	return k.def.Len()
+}
 
 // Keys returns k: a partition's table is its keys.
 func (k *Keys) Keys() *Keys { return k }
@@ -302,38 +314,56 @@ func (k *Keys) Set() *Set { return k.def.policySet() }
 // SetPolicies puts the keys without an override under set, at now: each
 // keeps its state under every policy of set whose name and algorithm one
 // of its old policies had (as it is under the same Params, adopted by the
-// new rule under others), and starts untouched under the others. If a rule
-// ends the goroutine meanwhile, the switch is left under way, for Resume
-// to finish before the partition serves anything else.
+// new rule under others), and starts untouched under the others.
+//
+// The switch is made in one step: set is the router's at once, and the
+// keys are then carried over to it one by one. If a rule ends the
+// goroutine meanwhile, the key it was on is dropped, as for a panic, and
+// the keys not carried yet are carried as they are next asked about, as
+// of now; SetPolicies with the same set carries the rest. Until then the
+// keys left behind count under the cap, and a new key evicts (EvictLRU)
+// among the keys carried alone.
 func (k *Keys) SetPolicies(set *Set, now time.Duration) {
-	if set.Same(k.def.policySet()) {
-		return
+	if !set.Same(k.def.policySet()) {
+		k.settle() // a switch before this one, left unfinished
+		t := set.newTable()
+		t.Bound(k.limit)
+		k.def, k.behind, k.switched = t, k.def, now
+		k.changed.every()
 	}
-	t := set.newTable()
-	t.Bound(k.limit)
-	k.changed.every() // first: a switch a rule interrupts is finished by Resume
-	k.switching = &switching{from: k.def, to: t}
-	k.finishSwitch(now)
+	k.settle()
 }
 
-// finishSwitch carries on the switch under way: the keys of from not done
-// yet go to to; then to takes from's place.
-func (k *Keys) finishSwitch(now time.Duration) {
-	sw := k.switching
-	skip := sw.done
-	k.asking = sw.to
-	sw.from.each(func(i uint32, key []byte) {
-		if skip > 0 {
-			skip--
+// settle carries over to the router's table every key that a switch of
+// its policies left behind.
+func (k *Keys) settle() {
+	for k.behind != nil {
+		key, ok := k.behind.first()
+		if !ok {
+			k.carried()
 			return
 		}
-		sw.done++ // first: if the rule ends the goroutine on this key, the switch goes on past it
-		sw.to.carry(sw.from, i, now)
-		sw.to.keepFresh(string(key), now)
-	})
-	k.asking = nil
-	k.retire(sw.from)
-	k.def, k.switching = sw.to, nil
+		k.carry(key)
+	}
+}
+
+// carry carries key over, if it was left behind, as of the switch.
+func (k *Keys) carry(key string) {
+	k.moveKey(key, k.behind, k.def, k.switched)
+	k.carried()
+}
+
+// carried notes that keys were carried over, or dropped, from behind: the
+// router's table holds back as many places under the cap as behind still
+// holds keys, and behind is let go with its last.
+func (k *Keys) carried() {
+	if k.behind.Len() > 0 {
+		k.def.reserve(k.behind.Len())
+		return
+	}
+	k.retire(k.behind)
+	k.def.reserve(0)
+	k.behind = nil
 }
 
 // Override returns key's override, or nil.

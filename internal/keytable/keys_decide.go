@@ -71,6 +71,9 @@ func (k *Keys) HasDryRun(key string) bool { return k.tableOf(key).HasDryRun(key)
 // its own in order. Items of one key are in one table, so their order
 // holds.
 func (k *Keys) AllowEach(items []Item, now time.Duration) {
+	for i := 0; k.behind != nil && i < len(items); i++ {
+		k.carry(items[i].Key) // left behind by a switch of the router's policies
+	}
 	if len(k.overrides) == 0 {
 		k.asking = k.def
 		k.def.allowEach(items, now, nil, 0)

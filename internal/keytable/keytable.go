@@ -163,10 +163,6 @@ type setTable interface {
 	tally() Counts // the counts, Idle left 0
 	clearTally()
 
-	// each calls f with every key held, its slot and its key's bytes
-	// (which alias the table's), oldest use first while evicting.
-	each(f func(i uint32, key []byte))
-
 	// keepFresh holds key with the fresh states, unless they are
 	// untouched at now; it ignores the cap.
 	keepFresh(key string, now time.Duration)
@@ -175,6 +171,14 @@ type setTable interface {
 	// policy, to the fresh states of t (see give), under supervision: a
 	// rule that panics leaves t's fresh states untouched.
 	carry(from setTable, i uint32, now time.Duration)
+
+	// first returns a key held, the oldest use while evicting; ok is
+	// false if none is.
+	first() (key string, ok bool)
+
+	// reserve holds back n places under the cap: the table is full
+	// with n keys fewer than its Limit allows.
+	reserve(n int)
 
 	// slotOf returns the slot of key, or none.
 	slotOf(key string) uint32

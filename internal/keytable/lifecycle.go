@@ -108,8 +108,11 @@ func (t *table[S]) Bound(limit Limit) {
 // evicting reports whether the table keeps its keys in order of use.
 func (t *table[S]) evicting() bool { return t.limit.Max > 0 && t.limit.Evict }
 
-// full reports whether the table holds as many keys as its Limit allows.
-func (t *table[S]) full() bool { return t.limit.Max > 0 && t.held >= t.limit.Max }
+// full reports whether the table holds as many keys as its Limit allows,
+// with the places it holds back (reserve).
+func (t *table[S]) full() bool { return t.limit.Max > 0 && t.held+t.reserved >= t.limit.Max }
+
+func (t *table[S]) reserve(n int) { t.reserved = n }
 
 // admit makes room for a new key if the table is full: first by letting
 // idle keys expire, then, if eviction is on, by evicting the least recently
@@ -188,7 +191,7 @@ func (t *table[S]) hasRoom(now time.Duration) (ok bool) {
 	}
 	t.supervised(func() {
 		// Again after a panic, which dropped a key: then fewer are needed.
-		need := t.held - t.limit.Max + 1 // idle keys to drop: more than one only in a table given more keys than its cap (Restore)
+		need := t.held + t.reserved - t.limit.Max + 1 // idle keys to drop: more than one only in a table given more keys than its cap (Restore)
 		ok = need <= 0
 		if ok {
 			return

@@ -41,6 +41,7 @@ type table[S any] struct {
 	links          []link // links[i] is slots[i]'s, while evicting
 	due            []due
 	limit          Limit
+	reserved       int    // places under the cap held back for keys not carried over yet (Keys.carried)
 	newest         uint32 // the recency list's ends
 	oldest         uint32
 	counts         Counts

@@ -45,7 +45,7 @@ type leftUndone struct {
 	first  actor.Message   // the first message of a burst, until the clock's reading for it
 	resume actor.Message   // that message, if the clock ended the goroutine: to serve on the reading before
 	answer error           // the error for the message in flight
-	ended  bool            // a goroutine ended: the table is to Resume
+	ended  bool            // a goroutine ended: takeOver has work
 	rest   []actor.Message // the burst, from the message after the one it was on
 
 	landing   *trip // the trip whose answers were being delivered
@@ -76,18 +76,16 @@ func (l *loop) carryOn() {
 }
 
 // takeOver finishes what the goroutine before this one left undone, each
-// step in turn, none deferred: the table's work it must not leave
-// half-done (Resume), the message whose reading of the clock ended it, on
-// the reading before (so one that needs the time fails), the message in
-// flight, the trip landing, and the rest of the burst; then it sends
-// what these left for the store and sets the lines' timer, which nothing
-// else would.
+// step in turn, none deferred: the message whose reading of the clock
+// ended it, on the reading before (so one that needs the time fails), the
+// message in flight, the trip landing, and the rest of the burst; then it
+// sends what these left for the store and sets the lines' timer, which
+// nothing else would.
 func (l *loop) takeOver() {
 	if !l.left.ended {
 		return
 	}
-	l.left.ended = false // first: if the table's work ends this goroutine too, the next goes on after it
-	l.table.Resume(l.state.Now)
+	l.left.ended = false
 	if req := l.left.resume; req.Kind() != 0 {
 		l.left.resume = actor.Message{}
 		if req.Kind() != actor.KindStop { // carryOn noted the stop message: run drains

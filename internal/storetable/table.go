@@ -353,7 +353,6 @@ func (t *Table) Counts(now time.Duration) keytable.Counts {
 	return c
 }
 func (t *Table) Bound(limit keytable.Limit) { t.local.Bound(limit) }
-func (t *Table) Resume(now time.Duration)   { t.local.Resume(now) }
 func (t *Table) Changed() (bool, []string)  { return t.local.Changed() }
 
 // Quota tells the set alone: each policy's state is the store's, which
