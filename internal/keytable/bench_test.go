@@ -47,3 +47,33 @@ func BenchmarkAllowEach(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSetPolicies: a switch of a partition's 100,000 token-bucket
+// keys to a bucket of another limit, each key's state adopted: the pause
+// a partition makes for SetPolicies. One op is one switch.
+func BenchmarkSetPolicies(b *testing.B) {
+	sets := make([]*Set, 2)
+	for i := range sets {
+		p := algorithms.Params{Limit: 100 + i, Window: time.Second}
+		rule, err := algorithms.NewTokenBucket(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sets[i] = NewSet([]Policy{{Name: "p", Algorithm: algorithms.TokenBucketName, Params: p, Rule: NewRule(rule)}})
+	}
+	k := NewKeys(sets[0])
+	for i := range 100_000 {
+		var d algorithms.Decision
+		if err := k.AllowN(fmt.Sprintf("api-key-%08d", i), 0, 1, &d); err != nil {
+			b.Fatal(err)
+		}
+	}
+	i := 0
+	for b.Loop() {
+		i++
+		k.SetPolicies(sets[i%2], time.Millisecond)
+	}
+	if k.Len() != 100_000 {
+		b.Fatal(k.Len())
+	}
+}

@@ -20,14 +20,26 @@ func (t *table[S]) tally() Counts {
 
 func (t *table[S]) clearTally() { t.counts = Counts{} }
 
-func (t *table[S]) first() (string, bool) {
-	switch {
-	case t.held == 0:
-		return "", false
-	case t.evicting():
-		return string(t.keyBytes(t.slots[t.oldest].key)), true
+func (t *table[S]) each(f func(i uint32, key []byte)) {
+	if t.evicting() {
+		for i := t.oldest; i != none; i = t.links[i].newer {
+			f(i, t.keyBytes(t.slots[i].key))
+		}
+		return
 	}
-	return string(t.keyBytes(t.slots[t.held-1].key)), true // the last: none moves when it goes
+	for i := len(t.slots) - 1; i >= 0; i-- {
+		f(uint32(i), t.keyBytes(t.slots[i].key))
+	}
+}
+
+func (t *table[S]) dropFirst(n int) {
+	for ; n > 0 && t.held > 0; n-- {
+		if t.evicting() {
+			t.remove(t.oldest)
+		} else {
+			t.remove(uint32(t.held - 1)) // the last: none moves
+		}
+	}
 }
 
 func (t *table[S]) carry(from setTable, i uint32, now time.Duration) {

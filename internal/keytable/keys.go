@@ -22,6 +22,8 @@ type Keys struct {
 	def       setTable                  // the keys under the router's policies
 	behind    setTable                  // the router's table before SetPolicies switched it, with the keys not carried over yet, or nil
 	switched  time.Duration             // when SetPolicies switched: behind's keys are carried over as of then
+	sweeping  bool                      // settle is carrying behind's keys over
+	swept     int                       // the keys of behind it has carried, or is carrying
 	overrides map[string]*overrideTable // each key with an override, and the table it is in
 	bySet     map[string]*overrideTable // the tables of overrides, by their Set's id
 	list      []*overrideTable          // the same, for Expire to take in turn
@@ -270,6 +272,10 @@ func (k *Keys) Abandoned() {
 		}
 		k.moving, k.movingKey = nil, ""
 	}
+	if k.sweeping {
+		k.behind.dropFirst(k.swept)
+		k.sweeping = false
+	}
 	if k.behind != nil {
 		k.carried() // the key moving may have been its last
 	}
@@ -335,16 +341,24 @@ func (k *Keys) SetPolicies(set *Set, now time.Duration) {
 }
 
 // settle carries over to the router's table every key that a switch of
-// its policies left behind.
+// its policies left behind. If a rule ends the goroutine meanwhile,
+// Abandoned drops from behind the keys carried, and the key the rule was
+// on (swept counts them): behind then holds the keys still to carry.
 func (k *Keys) settle() {
-	for k.behind != nil {
-		key, ok := k.behind.first()
-		if !ok {
-			k.carried()
-			return
-		}
-		k.carry(key)
+	if k.behind == nil {
+		return
 	}
+	k.sweeping, k.swept = true, 0
+	k.asking = k.def
+	k.behind.each(func(i uint32, key []byte) {
+		k.swept++ // first: if the rule ends the goroutine on this key, it is dropped
+		k.def.carry(k.behind, i, k.switched)
+		k.def.keepFresh(string(key), k.switched)
+	})
+	k.asking, k.sweeping = nil, false
+	k.retire(k.behind)
+	k.def.reserve(0)
+	k.behind = nil
 }
 
 // carry carries key over, if it was left behind, as of the switch.

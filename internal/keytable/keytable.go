@@ -172,9 +172,13 @@ type setTable interface {
 	// rule that panics leaves t's fresh states untouched.
 	carry(from setTable, i uint32, now time.Duration)
 
-	// first returns a key held, the oldest use while evicting; ok is
-	// false if none is.
-	first() (key string, ok bool)
+	// each calls f with every key held, its slot and its key's bytes
+	// (which alias the table's): the oldest use first while evicting,
+	// else the last slot first. f must not change the table.
+	each(f func(i uint32, key []byte))
+
+	// dropFirst drops the first n keys each gives.
+	dropFirst(n int)
 
 	// reserve holds back n places under the cap: the table is full
 	// with n keys fewer than its Limit allows.

@@ -106,3 +106,34 @@ func TestASwitchIsInstalledInOneStep(t *testing.T) {
 	_, err = tryAllow(k, "another", 300*ms, 1)
 	require.ErrorIs(t, err, actor.ErrTooManyKeys, "the cap holds once every key is carried")
 }
+
+// TestASwitchInterruptedKeepsTheOrderOfUse: with eviction on, a switch
+// carries the keys over oldest use first; one a rule interrupts on its
+// first key drops that key, and carries the others in the same order, so
+// that the next key evicted is the oldest used of those left.
+func TestASwitchInterruptedKeepsTheOrderOfUse(t *testing.T) {
+	var exit string
+	newSet := func(limit int) *Set {
+		m := exitsInAdopt{fixedWindow(limit, s), &exit}
+		return NewSet([]Policy{{Name: "p", Algorithm: "exits", Params: Params{Limit: limit, Window: s}, Rule: NewRule[algorithms.FixedWindowState](m)}})
+	}
+	k := NewKeys(newSet(3))
+	k.Bound(Limit{Max: 4, Evict: true})
+	for _, key := range []string{"a", "b", "c", "d"} {
+		allow(t, k, key, 0, 1)
+	}
+	allow(t, k, "a", 0, 1) // a is used last: b is the oldest
+	five := newSet(5)
+	exit = "any"
+	require.True(t, setPoliciesExiting(k, five, 100*ms))
+	exit = ""
+	k.SetPolicies(five, 100*ms)
+	assert.Equal(t, none, k.def.slotOf("b"), "the oldest used, which the rule ended the goroutine on")
+	assert.Equal(t, 3, k.Len())
+
+	allow(t, k, "e", 200*ms, 1) // room for one
+	allow(t, k, "f", 200*ms, 1) // evicts the oldest used left: c
+	for key, want := range map[string]bool{"a": true, "c": false, "d": true, "e": true, "f": true} {
+		assert.Equal(t, want, k.def.slotOf(key) != none, key)
+	}
+}
