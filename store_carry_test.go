@@ -198,22 +198,31 @@ func (s halfStore) Decide(ctx context.Context, ops []StoreOp) {
 }
 
 // TestStoreGoexitWhileLandingGivesBackStoreGrants: a batch's item the
-// store granted goes back when a later item, decided by FailLocal's local
-// rule, ends the goroutine and the batch fails. Before, the store kept
-// the unit.
+// store granted goes back when another item, decided by FailLocal's local
+// rule, ends the goroutine and the batch fails, whether the granted item
+// comes before it or after. Before, the store kept the unit; with the
+// granted item after (Table.Finish had not reached its answer), it still
+// did.
 func TestStoreGoexitWhileLandingGivesBackStoreGrants(t *testing.T) {
 	require.NoError(t, registerExitOnTwo())
-	synctest.Test(t, func(t *testing.T) {
-		st := halfStore{newMemStore(clock.Real(), FailLocal)}
-		r := routerOn(t, st.memStore, st, Config{Algorithm: "test_store_exit_on_two", Limit: 2, Window: time.Hour, Partitions: 1})
-		ctx := context.Background()
-		out := make([]Decision, 2)
-		err := r.AllowBatch(ctx, []Request{{Key: "k", N: 1}, {Key: "bad", N: 2}}, out)
-		require.ErrorIs(t, err, ErrAlgorithmPanic)
-		for i := range 2 {
-			d, err := r.AllowN(ctx, "k", 1)
-			require.NoError(t, err)
-			assert.True(t, d.Allowed, "unit %d: k's unit, granted for a batch that failed, went back", i)
-		}
-	})
+	for name, batch := range map[string][]Request{
+		"granted first": {{Key: "k", N: 1}, {Key: "bad", N: 2}},
+		"granted after": {{Key: "bad", N: 2}, {Key: "k", N: 1}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := halfStore{newMemStore(clock.Real(), FailLocal)}
+				r := routerOn(t, st.memStore, st, Config{Algorithm: "test_store_exit_on_two", Limit: 2, Window: time.Hour, Partitions: 1})
+				ctx := context.Background()
+				out := make([]Decision, 2)
+				err := r.AllowBatch(ctx, batch, out)
+				require.ErrorIs(t, err, ErrAlgorithmPanic)
+				for i := range 2 {
+					d, err := r.AllowN(ctx, "k", 1)
+					require.NoError(t, err)
+					assert.True(t, d.Allowed, "unit %d: k's unit, granted for a batch that failed, went back", i)
+				}
+			})
+		})
+	}
 }

@@ -229,8 +229,13 @@ func (t *Table) newTrip(n int) *Trip {
 }
 
 // Finish delivers the answers of tr, which has landed, to items, and
-// keeps tr to fill again.
+// keeps tr to fill again. Every answer the store gave is in items before
+// the local keys are touched (a Reset's, and a failed op's under the
+// FailMode, in the order of the ops), since FailLocal's rule may end the
+// goroutine: then each grant the store made is in its item, to be given
+// back.
 func (t *Table) Finish(tr *Trip, items []Item, now time.Duration) {
+	local := false // an op touches the local keys
 	for k := range tr.ops {
 		op, it := &tr.ops[k], &items[tr.at[k]]
 		if it.Dry { // the item's decision is its line's: the store adds WouldDeny
@@ -242,10 +247,21 @@ func (t *Table) Finish(tr *Trip, items []Item, now time.Duration) {
 			continue
 		}
 		it.D, it.Err, it.By, it.Grant = op.Decision, nil, FromStore, op.Grant
-		if op.Kind == Reset {
-			t.local.Reset(it.Key) // its local state, if FailLocal decided on it
-		}
 		if op.Err != nil {
+			it.D, it.Err, it.By = algorithms.Decision{}, unavailable(op.Err), FromNowhere // until failed
+		}
+		local = local || op.Err != nil || op.Kind == Reset
+	}
+	for k := 0; local && k < len(tr.ops); k++ {
+		op, it := &tr.ops[k], &items[tr.at[k]]
+		switch {
+		case it.Dry:
+		case op.Kind == Reset:
+			t.local.Reset(it.Key) // its local state, if FailLocal decided on it
+			if op.Err != nil {
+				t.failed(it, op, now)
+			}
+		case op.Err != nil:
 			t.failed(it, op, now)
 		}
 	}
