@@ -123,3 +123,28 @@ func TestAllocsOfNewKeys(t *testing.T) {
 		assert.LessOrEqual(t, after.Mallocs-before.Mallocs, uint64(16), "%s: allocations for %d new keys", algorithm, len(keys))
 	}
 }
+
+// TestAllocsOfAnObserve: an Observe that keeps nothing costs no
+// allocation on Allow, AllowN or AllowBatch.
+func TestAllocsOfAnObserve(t *testing.T) {
+	var seen int
+	r, _ := newRouter(t, chanlimit.Config{Limit: 1 << 20, Window: time.Second, Partitions: 4,
+		Observe: func(_ context.Context, e chanlimit.Event) { seen += e.N }})
+	ctx := context.Background()
+	keys := make([]string, 100)
+	reqs := make([]chanlimit.Request, 64)
+	for i := range keys {
+		keys[i] = fmt.Sprint("key-", i)
+		r.Allow(keys[i])
+	}
+	for i := range reqs {
+		reqs[i] = chanlimit.Request{Key: keys[i], N: 1}
+	}
+	out := make([]chanlimit.Decision, len(reqs))
+	i := 0
+	next := func() string { i++; return keys[i%len(keys)] }
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { r.Allow(next()) }), "Allow")
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { _, _ = r.AllowN(ctx, next(), 2) }), "AllowN")
+	assert.Zero(t, testing.AllocsPerRun(200, func() { _ = r.AllowBatch(ctx, reqs, out) }), "AllowBatch")
+	assert.Positive(t, seen)
+}

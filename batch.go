@@ -8,6 +8,7 @@ import (
 
 	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/internal/keytable"
+	"github.com/chanlimit/chanlimit/internal/shaping"
 )
 
 // batch is AllowBatch's scratch space, kept for the next call unless a
@@ -47,7 +48,7 @@ func (r *Router) AllowBatch(ctx context.Context, reqs []Request, out []Decision)
 			return fmt.Errorf("chanlimit: AllowBatch: request %d: %w", i, err)
 		}
 	}
-	return r.batch(ctx, reqs, out, nil, (*actor.Partition).SendBatch)
+	return r.batch(ctx, reqs, out, nil, (*actor.Partition).SendBatch, EventAllow)
 }
 
 // sendFunc sends a partition its part of a batch (Partition.SendBatch,
@@ -59,12 +60,13 @@ type sendFunc func(p *actor.Partition, ctx context.Context, items *[]keytable.It
 // AllowBatch does. With errs, it writes each request's error into
 // errs[i] as well, and passes by the requests whose errs[i] is set
 // already.
-func (r *Router) batch(ctx context.Context, reqs []Request, out []Decision, errs []error, send sendFunc) error {
-	return r.batchWith(r.batches.Get().(*batch), ctx, reqs, out, errs, send)
+// Each request decided is observed as an Event of kind (see tried).
+func (r *Router) batch(ctx context.Context, reqs []Request, out []Decision, errs []error, send sendFunc, kind EventKind) error {
+	return r.batchWith(r.batches.Get().(*batch), ctx, reqs, out, errs, send, kind)
 }
 
 // batchWith is batch with b, a batch from r.batches, as scratch space.
-func (r *Router) batchWith(b *batch, ctx context.Context, reqs []Request, out []Decision, errs []error, send sendFunc) error {
+func (r *Router) batchWith(b *batch, ctx context.Context, reqs []Request, out []Decision, errs []error, send sendFunc, kind EventKind) error {
 	for i, req := range reqs {
 		if errs != nil && errs[i] != nil {
 			continue
@@ -111,6 +113,9 @@ func (r *Router) batchWith(b *batch, ctx context.Context, reqs []Request, out []
 			if it.Err != nil && i < refused {
 				refused, refusal = i, it.Err
 			}
+			if r.observe != nil {
+				r.observeItem(ctx, kind, &reqs[i], it.D, it.Err)
+			}
 		}
 	}
 	if err == nil && refusal != nil && errs == nil { // with errs, each refusal is its request's alone
@@ -149,7 +154,7 @@ func (b *batch) reset() {
 // as with AllowBatch, the parts decided stand, and a request not decided
 // has a zero out[i] and a nil errs[i].
 func (r *Router) AllowEach(ctx context.Context, reqs []Request, out []Decision, errs []error) error {
-	return r.eachOf("AllowEach", ctx, reqs, out, errs, (*actor.Partition).SendBatch)
+	return r.eachOf("AllowEach", ctx, reqs, out, errs, (*actor.Partition).SendBatch, EventAllow)
 }
 
 // TryWaitEach decides every request of reqs as WaitN would if it could
@@ -172,19 +177,44 @@ func (r *Router) AllowEach(ctx context.Context, reqs []Request, out []Decision, 
 // A pipeline that shapes its items (package pipeline's Throttle) tries
 // each item so, and has only those not granted wait, with WaitN.
 func (r *Router) TryWaitEach(ctx context.Context, reqs []Request, out []Decision, errs []error) error {
-	return r.eachOf("TryWaitEach", ctx, reqs, out, errs, (*actor.Partition).SendTries)
+	kind := EventAllow
+	if r.observe != nil && shaping.Is(ctx) {
+		kind = tried
+	}
+	return r.eachOf("TryWaitEach", ctx, reqs, out, errs, (*actor.Partition).SendTries, kind)
 }
 
 // eachOf checks each request of reqs that errs does not pass by, and sends
 // the others to their partitions with send.
-func (r *Router) eachOf(method string, ctx context.Context, reqs []Request, out []Decision, errs []error, send sendFunc) error {
+func (r *Router) eachOf(method string, ctx context.Context, reqs []Request, out []Decision, errs []error, send sendFunc, kind EventKind) error {
 	if len(out) < len(reqs) || len(errs) < len(reqs) {
 		return fmt.Errorf("%w: %s: %d requests, %d slots for decisions and %d for errors", ErrShortOutput, method, len(reqs), len(out), len(errs))
 	}
 	for i := range reqs {
 		if errs[i] == nil {
 			errs[i] = r.check(reqs[i].Key, reqs[i].N)
+			if errs[i] != nil && r.observe != nil {
+				r.observeItem(ctx, kind, &reqs[i], Decision{}, errs[i])
+			}
 		}
 	}
-	return r.batch(ctx, reqs, out, errs, send)
+	return r.batch(ctx, reqs, out, errs, send, kind)
+}
+
+// tried is the kind of a TryWaitEach item tried by a stage that shapes
+// its items (internal/shaping): observed as a wait if it is granted or
+// fails, and not at all if it is to wait, since its wait (StartWait) is
+// observed then.
+const tried EventKind = 0
+
+// observeItem observes a batch's request req, answered with d and err,
+// as an Event of kind.
+func (r *Router) observeItem(ctx context.Context, kind EventKind, req *Request, d Decision, err error) {
+	if kind == tried {
+		if err == nil && !d.Allowed {
+			return
+		}
+		kind = EventWait
+	}
+	r.observed(ctx, Event{Kind: kind, Key: req.Key, N: req.N, Decision: d, Err: err})
 }

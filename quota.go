@@ -48,7 +48,11 @@ type PolicyQuota struct {
 // the key's quota if the request was decided, and is empty otherwise. q
 // nil asks for none.
 func (r *Router) AllowQuota(ctx context.Context, key string, n int, q *Quota) (Decision, error) {
-	return r.quota(ctx, key, n, q, (*actor.Partition).AllowQuota)
+	d, err := r.quota(ctx, key, n, q, (*actor.Partition).AllowQuota)
+	if r.observe != nil {
+		r.observed(ctx, Event{Kind: EventAllow, Key: key, N: n, Decision: d, Err: err})
+	}
+	return d, err
 }
 
 // PeekQuota is Peek, and writes into q what AllowQuota would, changing
@@ -63,7 +67,13 @@ func (r *Router) PeekQuota(ctx context.Context, key string, n int, q *Quota) (De
 // how long the wait would be), writes into q what AllowQuota would. After
 // any other error, q is empty.
 func (r *Router) WaitQuota(ctx context.Context, key string, n int, q *Quota) (Decision, error) {
-	return r.quota(ctx, key, n, q, (*actor.Partition).WaitQuota)
+	if r.observe == nil {
+		return r.quota(ctx, key, n, q, (*actor.Partition).WaitQuota)
+	}
+	start := r.now()
+	d, err := r.quota(ctx, key, n, q, (*actor.Partition).WaitQuota)
+	r.observed(ctx, Event{Kind: EventWait, Key: key, N: n, Decision: d, Err: err, Waited: r.since(start)})
+	return d, err
 }
 
 // askQuota is a partition's AllowQuota, PeekQuota or WaitQuota.

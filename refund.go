@@ -28,8 +28,12 @@ import "context"
 // back by Refund. On any error but the first two the refund may or may
 // not have been made.
 func (r *Router) Refund(ctx context.Context, key string, n int) error {
-	if err := r.check(key, n); err != nil {
-		return err
+	err := r.check(key, n)
+	if err == nil {
+		err = r.partition(key).Refund(ctx, key, n)
 	}
-	return r.partition(key).Refund(ctx, key, n)
+	if r.observe != nil {
+		r.observed(ctx, Event{Kind: EventRefund, Key: key, N: n, Err: err})
+	}
+	return err
 }

@@ -128,6 +128,14 @@ type Config struct {
 	// holds across processes. The store decides on its own clock unless
 	// Clock is set.
 	Store Store
+
+	// Observe, if not nil, is told of each request the router answers,
+	// on the caller's goroutine, after the answer came and before the
+	// call returns (Event says which calls, and when). It must not block.
+	// A panic in it is recovered and counted in Stats.ObservePanics: the
+	// call returns its answer as if nothing happened. LogDecisions makes
+	// one that logs; nil costs nothing.
+	Observe func(ctx context.Context, e Event)
 }
 
 // Limits and defaults of Config.
@@ -168,6 +176,8 @@ type Router struct {
 	overrides      atomic.Int64                 // keys with an override, counted by their partitions
 	panicked       atomic.Uint64                // panics met outside the partitions: while Restore loads
 	store          Store                        // Config.Store
+	observe        func(context.Context, Event) // Config.Observe
+	observePanics  atomic.Uint64                // its panics, recovered
 	closeOnce      sync.Once
 	batches        sync.Pool     // of *batch
 	quotas         sync.Pool     // of *keytable.Quota, for a partition to fill in (quota.go)
@@ -216,6 +226,7 @@ func New(cfg Config) (*Router, error) {
 		maxOverrides:   cfg.MaxOverrides,
 		clock:          clk,
 		store:          cfg.Store,
+		observe:        cfg.Observe,
 		policiesToken:  make(chan struct{}, 1),
 		overridesToken: make(chan struct{}, 1),
 	}
@@ -301,10 +312,15 @@ func (r *Router) Allow(key string) bool {
 // the algorithm or the clock panicked. A bad n is reported first, then a
 // long key, then a done ctx, then a closed router.
 func (r *Router) AllowN(ctx context.Context, key string, n int) (Decision, error) {
-	if err := r.check(key, n); err != nil {
-		return Decision{}, err
+	var d Decision
+	err := r.check(key, n)
+	if err == nil {
+		d, err = r.partition(key).AllowN(ctx, key, n)
 	}
-	return r.partition(key).AllowN(ctx, key, n)
+	if r.observe != nil {
+		r.observed(ctx, Event{Kind: EventAllow, Key: key, N: n, Decision: d, Err: err})
+	}
+	return d, err
 }
 
 // check returns the error for an n no key can be allowed, or a key too

@@ -37,6 +37,8 @@ type Stats struct {
 
 	StoreErrors uint64 // requests Config.Store failed to answer, a batch's items one by one; 0 without a Store
 
+	ObservePanics uint64 // panics of Config.Observe, recovered; the router's alone, not its partitions'
+
 	Partitions []Stats // each partition's figures, in the order of partitions; theirs is nil
 }
 
@@ -87,5 +89,6 @@ func (r *Router) Stats(ctx context.Context) (Stats, error) {
 		st.StoreErrors += ps.StoreErrors
 	}
 	st.Panicked += r.panicked.Load()
+	st.ObservePanics = r.observePanics.Load()
 	return st, nil
 }

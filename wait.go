@@ -42,10 +42,20 @@ func (r *Router) Wait(ctx context.Context, key string) error {
 // still waiting with ErrClosed. A key with callers waiting is never
 // forgotten or evicted.
 func (r *Router) WaitN(ctx context.Context, key string, n int) (Decision, error) {
-	if err := r.check(key, n); err != nil {
-		return Decision{}, err
+	if r.observe == nil {
+		if err := r.check(key, n); err != nil {
+			return Decision{}, err
+		}
+		return r.partition(key).WaitN(ctx, key, n)
 	}
-	return r.partition(key).WaitN(ctx, key, n)
+	start := r.now()
+	var d Decision
+	err := r.check(key, n)
+	if err == nil {
+		d, err = r.partition(key).WaitN(ctx, key, n)
+	}
+	r.observed(ctx, Event{Kind: EventWait, Key: key, N: n, Decision: d, Err: err, Waited: r.since(start)})
+	return d, err
 }
 
 // A Ticket is a wait that StartWait put in its key's line. Once it is
@@ -79,8 +89,23 @@ type Ticket = actor.Ticket
 // StartWait itself, with no Ticket: ErrInvalidCount, ErrKeyTooLong,
 // ErrClosed, an error for a nil ready, or ctx.Err() if ctx is done first.
 func (r *Router) StartWait(ctx context.Context, key string, n int, ready chan<- *Ticket) (*Ticket, error) {
-	if err := r.check(key, n); err != nil {
-		return nil, err
+	if r.observe == nil {
+		if err := r.check(key, n); err != nil {
+			return nil, err
+		}
+		return r.partition(key).StartWait(ctx, key, n, ready)
 	}
-	return r.partition(key).StartWait(ctx, key, n, ready)
+	start := r.now()
+	err := r.check(key, n)
+	if err == nil {
+		var t *Ticket
+		t, err = r.partition(key).StartWaitObserved(ctx, key, n, ready, func(d Decision, err error) {
+			r.observed(ctx, Event{Kind: EventWait, Key: key, N: n, Decision: d, Err: err, Waited: r.since(start)})
+		})
+		if err == nil {
+			return t, nil
+		}
+	}
+	r.observed(ctx, Event{Kind: EventWait, Key: key, N: n, Err: err, Waited: r.since(start)})
+	return nil, err
 }

@@ -23,7 +23,8 @@ type Ticket struct {
 	ch    chan reply     // its answer, exactly one
 	ready chan<- *Ticket // where it rings
 
-	rung bool // set on the partition's goroutine before it rings; read once the goroutine has exited
+	rung    bool                             // set on the partition's goroutine before it rings; read once the goroutine has exited
+	observe func(algorithms.Decision, error) // StartWaitObserved's, told of the answer as Answer first reads it
 
 	// The owner's:
 	left     error // Leave's reason, the answer if it left first
@@ -53,10 +54,18 @@ type Ticket struct {
 // goroutine to exit, and the Ticket rings with ErrClosed if the goroutine
 // exited without answering it.
 func (p *Partition) StartWait(ctx context.Context, key string, n int, ready chan<- *Ticket) (*Ticket, error) {
+	return p.StartWaitObserved(ctx, key, n, ready, nil)
+}
+
+// StartWaitObserved is StartWait, and has the Ticket call observe, if not
+// nil, with its answer when Answer first reads it, on the goroutine that
+// reads it, before Answer returns; not if Leave took it out of its line
+// before it was answered.
+func (p *Partition) StartWaitObserved(ctx context.Context, key string, n int, ready chan<- *Ticket, observe func(algorithms.Decision, error)) (*Ticket, error) {
 	if ready == nil {
 		return nil, errNoReady
 	}
-	t := &Ticket{p: p, key: key, ready: ready, ch: p.replies.Get().(chan reply)}
+	t := &Ticket{p: p, key: key, ready: ready, ch: p.replies.Get().(chan reply), observe: observe}
 	_, stopping, err := p.send(ctx, Message{kind: KindWait, key: key, n: n, reply: t.ch, arg: t})
 	if err != nil {
 		return nil, err
@@ -93,6 +102,8 @@ func (t *Ticket) Answer() (algorithms.Decision, error) {
 		}
 		if t.r.err == errLeft {
 			t.r.err = t.left
+		} else if t.observe != nil {
+			t.observe(t.r.d, t.r.err)
 		}
 	}
 	return t.r.d, t.r.err

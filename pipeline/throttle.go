@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/internal/shaping"
 )
 
 // Throttle passes items on once their key's quota admits them (WaitN
@@ -42,6 +43,7 @@ func Throttle[T any](ctx context.Context, r *chanlimit.Router, in <-chan T, key 
 	most := cmp.Or(max(opts.MaxPending, 0), DefaultMaxPending)
 	s := &shaper[T]{
 		ctx:     ctx,
+		tryCtx:  shaping.Context(ctx),
 		r:       r,
 		key:     key,
 		opts:    opts,
@@ -60,6 +62,7 @@ func Throttle[T any](ctx context.Context, r *chanlimit.Router, in <-chan T, key 
 // waits in the router's line for the key (its Ticket).
 type shaper[T any] struct {
 	ctx     context.Context
+	tryCtx  context.Context // ctx, marked so that the router observes each item as one wait
 	r       *chanlimit.Router
 	key     func(T) string
 	opts    Options[T]
@@ -218,7 +221,7 @@ func (s *shaper[T]) try() {
 	s.reqs, s.errs = s.reqs[:0], s.errs[:0]
 	sweep(weighing[T]{s}, len(trying))
 	s.ds = slices.Grow(s.ds[:0], len(trying))[:len(trying)]
-	err := s.r.TryWaitEach(s.ctx, s.reqs, s.ds, s.errs)
+	err := s.r.TryWaitEach(s.tryCtx, s.reqs, s.ds, s.errs)
 	s.trying = s.trying[len(trying):len(trying)] // next adds the keys' next items after these
 	for i, j := range trying {
 		res := Result[T]{Item: j.item, Decision: s.ds[i], Err: s.errs[i]}
