@@ -594,3 +594,25 @@ func TestStoreCallWithADeadlineCenturiesAway(t *testing.T) {
 		assert.True(t, d.Allowed)
 	})
 }
+
+// TestStoreTopDeniedAndObserve: with a Store, a router lists the keys it
+// denied and observes each answer, as in memory.
+func TestStoreTopDeniedAndObserve(t *testing.T) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	m := newMemStore(clk, FailClosed)
+	var events []Event
+	r := routerOn(t, m, m, Config{Limit: 1, Window: time.Hour, Clock: clk, Partitions: 2,
+		Observe: func(_ context.Context, e Event) { events = append(events, e) }})
+	ctx := context.Background()
+	for range 3 {
+		r.Allow("a")
+	}
+	r.Allow("b")
+	r.Allow("b")
+	top, err := r.TopDenied(ctx, 5)
+	require.NoError(t, err)
+	assert.Equal(t, []KeyCount{{Key: "a", Count: 2}, {Key: "b", Count: 1}}, top)
+	require.Len(t, events, 5)
+	assert.Equal(t, Event{Kind: EventAllow, Key: "b", N: 1, Decision: events[4].Decision}, events[4])
+	assert.False(t, events[4].Decision.Allowed)
+}

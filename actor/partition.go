@@ -73,6 +73,7 @@ import (
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/clock"
 	"github.com/chanlimit/chanlimit/internal/supervise"
+	"github.com/chanlimit/chanlimit/internal/topk"
 )
 
 // Expiry: after each burst of messages the table may do expireBase steps
@@ -204,8 +205,23 @@ type State struct {
 	Waiting int // WaitN calls in line on the partition's keys
 
 	clock   clock.Clock
-	calling calling // the code the goroutine is in that it does not own, if it may end the goroutine
+	calling calling      // the code the goroutine is in that it does not own, if it may end the goroutine
+	denied  topk.Denials // the keys denied: AllowN's, a batch's items', WaitN's refused at once
 }
+
+// Tick sets Now to now, a reading of the partition's clock, and moves the
+// count of the keys denied on to it: a loop calls it with each reading.
+func (s *State) Tick(now time.Duration) {
+	s.Now = now
+	s.denied.Tick(now)
+}
+
+// EachDenied calls f with each key the partition has counted denials of
+// (as Counts.Denied counts them) in the last one to two minutes of its
+// timeline (internal/topk: at most 128 keys, every key with more than
+// 1/64 of a minute's denials among them), its count, and how much that
+// count may overestimate by: count-err <= the true count <= count.
+func (s *State) EachDenied(f func(key string, count, err uint64)) { s.denied.Each(f) }
 
 // ReadClock returns the clock's reading now, its time of day, for a
 // function that needs one besides Wall: a clock's time of day can be set,
@@ -244,7 +260,8 @@ const (
 
 // Counts are what a partition counts itself: the answers it delivered (a
 // batch's items one by one), and the panics of its Clock. A request whose
-// caller gave up before its answer counts nowhere, and neither does a Peek.
+// caller gave up before its answer counts nowhere, and neither does a
+// Peek.
 type Counts struct {
 	Allowed     uint64 // decisions that allowed
 	Denied      uint64 // decisions that denied
@@ -305,7 +322,7 @@ func newPartition(table Table, clk clock.Clock, origin time.Time, mailboxSize in
 		mailbox: make(chan Message, max(mailboxSize, 0)),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
-		loop:    &loop{state: State{Table: table, Wall: origin, clock: clk}, timeline: NewTimeline(clk, origin)},
+		loop:    &loop{state: NewState(table, clk, origin), timeline: NewTimeline(clk, origin)},
 	}
 	p.replies.New = func() any { return make(chan reply, 1) }
 	p.loop.keys = keysOf(table)

@@ -219,7 +219,7 @@ func waiterFlight(w waiter) inflight {
 // for one whose answer it got just as its context ended. So does what a
 // function run by Do did: see Do.)
 func (l *loop) deliver(req *Message, now time.Duration, r *reply) {
-	if l.state.Counts.deliver(req, r) {
+	if l.state.deliver(req, r) {
 		return
 	}
 	switch req.kind {
@@ -249,19 +249,46 @@ func (l *loop) giveBack(now time.Duration) {
 
 // deliver sends r to req without blocking, rings its Ticket, and counts
 // it, if the caller got it; it reports whether the caller did.
-func (c *Counts) deliver(req *Message, r *reply) bool {
+func (s *State) deliver(req *Message, r *reply) bool {
 	var n Counts
 	n.count(req, r) // now: once sent, a batch's items are the caller's
+	s.stageDenied(req, r)
 	select {
 	case req.reply <- *r:
 		ring(req.ticket())
+		c := &s.Counts
 		c.Allowed += n.Allowed
 		c.Denied += n.Denied
 		c.Refused += n.Refused
 		c.WouldDeny += n.WouldDeny
+		s.denied.Commit()
 		return true
 	default:
+		s.denied.Discard()
 		return false
+	}
+}
+
+// stageDenied stages the keys that the answer r to req denies: AllowN's,
+// a batch's items', a WaitN's refused at once (not a try's: its items
+// not granted are to wait).
+func (s *State) stageDenied(req *Message, r *reply) {
+	switch req.kind {
+	case KindAllow:
+		if r.err == nil && !r.d.Allowed {
+			s.denied.Stage(req.key)
+		}
+	case KindWait:
+		if _, late := r.err.(*tooLate); late {
+			s.denied.Stage(req.key)
+		}
+	case KindBatch:
+		items := *req.Items()
+		for i := range items {
+			if it := &items[i]; it.Err == nil && !it.D.Allowed {
+				s.denied.Stage(it.Key)
+			}
+		}
 	}
 }
 

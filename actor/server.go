@@ -105,15 +105,16 @@ func (req *Message) Is(w *Message) bool { return req.reply == w.reply }
 
 // TooLate returns the error of a wait refused at once, because its grant
 // would come in wait, after the caller's deadline, in budget: it wraps
-// context.DeadlineExceeded, and Counts.Answer counts it as a denial.
+// context.DeadlineExceeded, and State.Answer counts it as a denial.
 func TooLate(wait, budget time.Duration) error { return &tooLate{wait: wait, budget: budget} }
 
 // Answer sends req its answer d, err, as Message.Answer does, and if the
-// caller got it, counts it as this package's loop counts its own: a
-// batch's items one by one, a try's left to wait and a peek's never. It
-// reports whether the caller got it.
-func (c *Counts) Answer(req *Message, d algorithms.Decision, err error) (delivered bool) {
-	return c.deliver(req, &reply{d: d, err: err})
+// caller got it, counts it as this package's loop counts its own, in
+// Counts (a batch's items one by one, a try's left to wait and a peek's
+// never) and among the keys denied (EachDenied). It reports whether the
+// caller got it.
+func (s *State) Answer(req *Message, d algorithms.Decision, err error) (delivered bool) {
+	return s.deliver(req, &reply{d: d, err: err})
 }
 
 // NewState returns a loop's state, lent to the functions of KindDo, on

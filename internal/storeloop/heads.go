@@ -113,7 +113,7 @@ func (l *loop) answer(ln *line, at time.Duration, d algorithms.Decision, err err
 // deliverWaiter answers w, which is always delivered (a waiter's caller
 // leaves with a leave message, not by marking its channel), and counts it.
 func (l *loop) deliverWaiter(w *waiter, d algorithms.Decision, err error) {
-	l.state.Counts.Answer(&w.msg, d, err)
+	l.state.Answer(&w.msg, d, err)
 }
 
 // tooLate answers ln's head that its wait, decided d at at, passes its

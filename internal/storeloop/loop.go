@@ -244,6 +244,6 @@ func (l *loop) tick() (time.Duration, error) {
 		l.state.Counts.ClockPanics++
 		return l.state.Now, err
 	}
-	l.state.Now = now
+	l.state.Tick(now)
 	return now, nil
 }

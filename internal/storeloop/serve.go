@@ -329,7 +329,7 @@ func (l *loop) serve(req *actor.Message, now time.Duration, clockErr error) (ser
 // happened, as it cannot for one whose answer it got just as its context
 // ended. So does what a function run by Do did.)
 func (l *loop) deliver(req *actor.Message, now time.Duration, d algorithms.Decision, err error) {
-	if l.state.Counts.Answer(req, d, err) {
+	if l.state.Answer(req, d, err) {
 		return
 	}
 	switch req.Kind() {

@@ -1,0 +1,79 @@
+package topk
+
+import "time"
+
+// Generation is how long a generation of Denials counts, on the
+// partition's timeline.
+const Generation = time.Minute
+
+// Denials is what one partition counts of the keys it denied over the
+// last minute: two Summaries, the current generation's and the one
+// before, each Generation long, so that the two together span at least
+// the last Generation and at most the last two. Only the partition's
+// goroutine touches it.
+type Denials struct {
+	cur, prev Summary
+	start     time.Duration // when cur began, on the partition's timeline
+	staged    []string      // denials to add once their answers are delivered (Stage)
+}
+
+// Tick moves the generations on to now, a reading of the partition's
+// timeline: once cur is a Generation old it becomes prev, and once prev
+// is too, both are emptied.
+func (d *Denials) Tick(now time.Duration) {
+	age := now - d.start
+	if age < Generation {
+		return // the common case, each burst
+	}
+	if age >= 2*Generation {
+		d.prev.Empty()
+		d.cur.Empty()
+	} else {
+		d.prev, d.cur = d.cur, d.prev
+		d.cur.Empty()
+	}
+	d.start = now - age%Generation
+}
+
+// Add counts a denial of key in the current generation.
+func (d *Denials) Add(key string) { d.cur.Add(key) }
+
+// Stage notes a denial of key whose answer is about to be sent: Commit
+// adds the denials staged, once their answer is delivered, and Discard
+// forgets them, if its caller had left.
+func (d *Denials) Stage(key string) { d.staged = append(d.staged, key) }
+
+// Commit adds the denials staged.
+func (d *Denials) Commit() {
+	for _, key := range d.staged {
+		d.cur.Add(key)
+	}
+	d.Discard()
+}
+
+// Discard forgets the denials staged.
+func (d *Denials) Discard() {
+	clear(d.staged)
+	d.staged = d.staged[:0]
+}
+
+// Each calls f with each key either generation holds, its count over
+// both, and how much that count may overestimate by (err): a key one
+// generation does not hold counts that generation's Floor, the most it
+// may have had there, in count and in err, so that count-err <= its true
+// count over both <= count.
+func (d *Denials) Each(f func(key string, count, err uint64)) {
+	curFloor, prevFloor := d.cur.Floor(), d.prev.Floor()
+	d.cur.Each(func(key string, count, err uint64) {
+		if c, e, ok := d.prev.Lookup(key); ok {
+			f(key, count+c, err+e)
+			return
+		}
+		f(key, count+prevFloor, err+prevFloor)
+	})
+	d.prev.Each(func(key string, count, err uint64) {
+		if _, _, ok := d.cur.Lookup(key); !ok {
+			f(key, count+curFloor, err+curFloor)
+		}
+	})
+}
