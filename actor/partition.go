@@ -205,8 +205,8 @@ type State struct {
 	Waiting int // WaitN calls in line on the partition's keys
 
 	clock   clock.Clock
-	calling calling      // the code the goroutine is in that it does not own, if it may end the goroutine
-	denied  topk.Denials // the keys denied: AllowN's, a batch's items', WaitN's refused at once
+	calling calling       // the code the goroutine is in that it does not own, if it may end the goroutine
+	denied  *topk.Denials // the keys denied: AllowN's, a batch's items', WaitN's refused at once (apart: a few KB)
 }
 
 // Tick sets Now to now, a reading of the partition's clock, and moves the

@@ -61,19 +61,20 @@ func (d *Denials) Discard() {
 // both, and how much that count may overestimate by (err): a key one
 // generation does not hold counts that generation's Floor, the most it
 // may have had there, in count and in err, so that count-err <= its true
-// count over both <= count.
+// count over both <= count. Each key is a string of its own.
 func (d *Denials) Each(f func(key string, count, err uint64)) {
 	curFloor, prevFloor := d.cur.Floor(), d.prev.Floor()
-	d.cur.Each(func(key string, count, err uint64) {
+	d.cur.Each(func(b []byte, count, err uint64) {
+		key := string(b)
 		if c, e, ok := d.prev.Lookup(key); ok {
 			f(key, count+c, err+e)
 			return
 		}
 		f(key, count+prevFloor, err+prevFloor)
 	})
-	d.prev.Each(func(key string, count, err uint64) {
-		if _, _, ok := d.cur.Lookup(key); !ok {
-			f(key, count+curFloor, err+curFloor)
+	d.prev.Each(func(b []byte, count, err uint64) {
+		if _, _, ok := d.cur.Lookup(string(b)); !ok {
+			f(string(b), count+curFloor, err+curFloor)
 		}
 	})
 }

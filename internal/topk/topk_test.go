@@ -19,13 +19,20 @@ func checkSummary(t *testing.T, s *Summary, truth map[string]uint64) {
 		total += c
 	}
 	require.Equal(t, total, s.Total())
-	require.LessOrEqual(t, len(s.heap), Size)
-	require.Len(t, s.index, len(s.heap))
-	for i, e := range s.heap {
-		require.Equal(t, i, s.index[e.key], "the index of %q", e.key)
-		if i > 0 {
-			require.LessOrEqual(t, s.heap[(i-1)/2].count, e.count, "the heap at %d", i)
+	require.LessOrEqual(t, s.n, Size)
+	indexed := 0
+	for _, x := range s.index {
+		if x != 0 {
+			indexed++
 		}
+	}
+	require.Equal(t, s.n, indexed, "every entry in use is indexed, once")
+	for e := range s.n {
+		require.Equal(t, e, s.find(s.entries[e].hash, string(s.entries[e].key)), "entry %d found by its key", e)
+		require.GreaterOrEqual(t, s.entries[e].count, s.low, "entry %d has less than the least", e)
+	}
+	for _, e := range s.lows[:s.nlows] {
+		require.Less(t, int(e), s.n)
 	}
 	for key, n := range truth {
 		count, err, ok := s.Lookup(key)
@@ -86,10 +93,9 @@ func TestSummaryCopiesItsKeys(t *testing.T) {
 	var s Summary
 	buf := []byte("key-1")
 	s.Add(string(buf[:5]))
-	key := ""
-	s.Each(func(k string, _, _ uint64) { key = k })
 	buf[4] = '2'
-	assert.Equal(t, "key-1", key)
+	_, _, ok := s.Lookup("key-1")
+	assert.True(t, ok)
 }
 
 // TestDenialsOverTwoGenerations: Denials counts the last one to two
@@ -189,4 +195,44 @@ func FuzzSummary(f *testing.F) {
 		}
 		checkSummary(t, &s, truth)
 	})
+}
+
+// TestSummaryCountsWithoutAllocating: once its entries have room for the
+// keys, counting allocates nothing, even as new keys keep taking the
+// places of others.
+func TestSummaryCountsWithoutAllocating(t *testing.T) {
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("api-key-%06d", i)
+	}
+	var s Summary
+	for _, k := range keys {
+		s.Add(k)
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(1000, func() {
+		s.Add(keys[i%len(keys)])
+		i += 7
+	})
+	assert.Zero(t, allocs)
+}
+
+// BenchmarkSummaryAdd: a denial counted, among 1,000 keys denied in turn
+// (each a new key for a summary of 64: the worst case), and among 50.
+func BenchmarkSummaryAdd(b *testing.B) {
+	for _, n := range []int{50, 1000} {
+		b.Run(fmt.Sprint("keys=", n), func(b *testing.B) {
+			keys := make([]string, n)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("api-key-%08d", i)
+			}
+			var d Denials
+			i := 0
+			for b.Loop() {
+				d.Stage(keys[i%n])
+				d.Commit()
+				i++
+			}
+		})
+	}
 }
