@@ -29,10 +29,12 @@ func (w *reusedWriter) Header() http.Header         { return w.h }
 func (w *reusedWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (w *reusedWriter) WriteHeader(status int)      { w.status = status }
 
-// TestMiddlewareAllocs: an allowed request allocates the fields' values
-// alone (two objects: the values' slice and the RateLimit value), with one
-// policy or several, with or without an override in the router; the
-// quota the router writes comes from a pool.
+// TestMiddlewareAllocs: an allowed request allocates three objects: its
+// context for the handler (with its Decision and key, for DecisionFrom
+// and KeyFrom, and the fields' values), the request the handler gets
+// with it, and the RateLimit value; with one policy or several, with or
+// without an override in the router; the quota the router writes comes
+// from a pool.
 func TestMiddlewareAllocs(t *testing.T) {
 	cases := []struct {
 		name     string
@@ -57,7 +59,7 @@ func TestMiddlewareAllocs(t *testing.T) {
 				h.ServeHTTP(w, req)
 			})
 			assert.Equal(t, 200, w.status)
-			assert.LessOrEqual(t, allocs, 2.0)
+			assert.LessOrEqual(t, allocs, 4.0)
 		})
 	}
 }
@@ -77,5 +79,5 @@ func TestMiddlewareAllocsWithRefund(t *testing.T) {
 	})
 	assert.Equal(t, 503, w.status)
 	assert.Positive(t, refunds)
-	assert.LessOrEqual(t, allocs, 3.0)
+	assert.LessOrEqual(t, allocs, 4.0)
 }

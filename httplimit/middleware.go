@@ -163,9 +163,12 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 		return
 	}
 
-	// One allocation holds the fields' values; each field gets a slice
-	// of its own, capped, so that adding to one never writes another.
-	values := make([]string, 3)
+	// One allocation holds the request's context for the handler, with
+	// its Decision and key (DecisionFrom, KeyFrom), and the fields'
+	// values; each field gets a slice of its own, capped, so that adding
+	// to one never writes another.
+	info := &requestInfo{Context: ctx, d: d, key: key}
+	values := info.values[:]
 	fields := m.policyFields(q.Policies)
 	values[0] = fields.value
 	var buf [128]byte
@@ -178,6 +181,7 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 		h[fieldRateLimit] = values[1:2:2]
 	}
 	if d.Allowed {
+		req = req.WithContext(info)
 		if m.opts.Refund == nil {
 			next.ServeHTTP(w, req)
 			return
@@ -194,7 +198,7 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 	values[2] = strconv.FormatInt(t, 10)
 	h[fieldRetryAfter] = values[2:3:3]
 	if m.opts.OnLimited != nil {
-		m.opts.OnLimited.ServeHTTP(w, req.WithContext(context.WithValue(ctx, decisionKey{}, d)))
+		m.opts.OnLimited.ServeHTTP(w, req.WithContext(info))
 		return
 	}
 	writeLimited(w, d)
@@ -268,13 +272,56 @@ func (m *middleware) policyFields(set []chanlimit.Policy) *policyFields {
 	return f
 }
 
-// decisionKey keys the refusal's Decision in the context OnLimited gets.
-type decisionKey struct{}
+// requestInfo is the context of a request the middleware decided, as
+// the handler or OnLimited gets it: the request's own, with its Decision
+// and key, and room for the fields' values, in one allocation.
+type requestInfo struct {
+	context.Context
+	d      chanlimit.Decision
+	key    string
+	values [3]string // RateLimit-Policy, RateLimit, Retry-After
+}
 
-// DecisionFrom returns the Decision that refused r, in OnLimited.
+// infoKey keys a requestInfo in its own context.
+type infoKey struct{}
+
+// Value returns c for infoKey, and otherwise the request's own context's
+// value for k.
+func (c *requestInfo) Value(k any) any {
+	if k == (infoKey{}) {
+		return c
+	}
+	return c.Context.Value(k)
+}
+
+// infoFrom returns the requestInfo of the innermost middleware that
+// decided r.
+func infoFrom(r *http.Request) (*requestInfo, bool) {
+	info, ok := r.Context().Value(infoKey{}).(*requestInfo)
+	return info, ok
+}
+
+// DecisionFrom returns the Decision the middleware made for r: in the
+// wrapped handler, the grant; in OnLimited, the refusal. With several
+// middlewares on one request, it is the innermost one's (the refusing
+// one's, in OnLimited).
 func DecisionFrom(r *http.Request) (chanlimit.Decision, bool) {
-	d, ok := r.Context().Value(decisionKey{}).(chanlimit.Decision)
-	return d, ok
+	info, ok := infoFrom(r)
+	if !ok {
+		return chanlimit.Decision{}, false
+	}
+	return info.d, true
+}
+
+// KeyFrom returns the key the middleware limited r by (Options.Key's),
+// in the wrapped handler and in OnLimited; with several middlewares on
+// one request, the innermost one's.
+func KeyFrom(r *http.Request) (string, bool) {
+	info, ok := infoFrom(r)
+	if !ok {
+		return "", false
+	}
+	return info.key, true
 }
 
 // problem is an RFC 9457 problem details object.
