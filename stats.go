@@ -2,8 +2,11 @@ package chanlimit
 
 import (
 	"context"
+	"maps"
+	"slices"
 
 	"github.com/chanlimit/chanlimit/actor"
+	"github.com/chanlimit/chanlimit/internal/keytable"
 )
 
 // Stats are a router's figures, summed over its partitions. Each
@@ -39,17 +42,37 @@ type Stats struct {
 
 	ObservePanics uint64 // panics of Config.Observe, recovered; the router's alone, not its partitions'
 
+	// Policies has one PolicyStats for each name among the router's
+	// policies and its overrides' (and any policy that counted since
+	// New, whose name may be gone since), in name order; past MaxPolicyStats
+	// names, the rest are summed under one more named "other". The
+	// router's alone: nil in Partitions.
+	Policies []PolicyStats
+
 	Partitions []Stats // each partition's figures, in the order of partitions; theirs is nil
 }
+
+// PolicyStats are the counts of one policy name, summed over the sets of
+// policies (the router's, the overrides') that have a policy of that name.
+type PolicyStats struct {
+	Name      string
+	Denied    uint64 // denials this policy decided (Decision.Policy), as Stats.Denied counts them
+	WouldDeny uint64 // decisions in which this dry-run policy would have denied (a Peek's not counted; with a Store, which tells whether one would have and not which, each dry-run policy of the key's set counts it)
+}
+
+// MaxPolicyStats is the most names Stats.Policies lists one by one.
+const MaxPolicyStats = 64
 
 // Stats asks every partition for its figures, through its mailbox. Keys
 // and Idle count what the partitions hold at that moment; docs/keys.md
 // says more of how exact Idle is when very many keys become idle at once.
 func (r *Router) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{Partitions: make([]Stats, len(r.parts))}
+	policies := make([]map[string]*PolicyStats, len(r.parts))
 	err := r.each(ctx, func(i int, s *actor.State) error {
 		t := tableOf(s)
 		c := t.Counts(s.Now)
+		policies[i] = policyStats(s, t.Keys(), c.WouldDeny)
 		st.Partitions[i] = Stats{
 			Keys:    t.Len() - c.Idle,
 			Idle:    c.Idle,
@@ -90,5 +113,59 @@ func (r *Router) Stats(ctx context.Context) (Stats, error) {
 	}
 	st.Panicked += r.panicked.Load()
 	st.ObservePanics = r.observePanics.Load()
+	st.Policies = mergePolicyStats(r.policies.Load(), policies)
 	return st, nil
+}
+
+// policyStats returns a partition's counts by policy name: every name of
+// its overrides' sets, and every name that counted.
+func policyStats(s *actor.State, keys *keytable.Keys, wouldDeny map[string]uint64) map[string]*PolicyStats {
+	m := map[string]*PolicyStats{}
+	of := func(name string) *PolicyStats {
+		ps, ok := m[name]
+		if !ok {
+			ps = &PolicyStats{Name: name}
+			m[name] = ps
+		}
+		return ps
+	}
+	keys.EachOverrideSet(func(set *keytable.Set) { set.EachName(func(name string) { of(name) }) })
+	s.EachPolicyDenied(func(name string, n uint64) { of(name).Denied += n })
+	for name, n := range wouldDeny {
+		of(name).WouldDeny += n
+	}
+	return m
+}
+
+// mergePolicyStats sums the partitions' counts by name, with the names of
+// the router's policies, set, in name order; past MaxPolicyStats names,
+// the rest under one named "other".
+func mergePolicyStats(set *keytable.Set, parts []map[string]*PolicyStats) []PolicyStats {
+	all := map[string]*PolicyStats{}
+	set.EachName(func(name string) { all[name] = &PolicyStats{Name: name} })
+	for _, m := range parts {
+		for name, ps := range m {
+			sum, ok := all[name]
+			if !ok {
+				sum = &PolicyStats{Name: name}
+				all[name] = sum
+			}
+			sum.Denied += ps.Denied
+			sum.WouldDeny += ps.WouldDeny
+		}
+	}
+	names := slices.Sorted(maps.Keys(all))
+	out := make([]PolicyStats, 0, min(len(names), MaxPolicyStats+1))
+	for i, name := range names {
+		if i < MaxPolicyStats {
+			out = append(out, *all[name])
+			continue
+		}
+		if i == MaxPolicyStats {
+			out = append(out, PolicyStats{Name: "other"})
+		}
+		out[MaxPolicyStats].Denied += all[name].Denied
+		out[MaxPolicyStats].WouldDeny += all[name].WouldDeny
+	}
+	return out
 }

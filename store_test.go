@@ -616,3 +616,23 @@ func TestStoreTopDeniedAndObserve(t *testing.T) {
 	assert.Equal(t, Event{Kind: EventAllow, Key: "b", N: 1, Decision: events[4].Decision}, events[4])
 	assert.False(t, events[4].Decision.Allowed)
 }
+
+// TestStoreStatsPolicies: with a Store, Stats.Policies counts the
+// denials by policy as in memory, and a decision the store says a
+// dry-run policy would have denied under the key's dry-run policy.
+func TestStoreStatsPolicies(t *testing.T) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	m := newMemStore(clk, FailClosed)
+	r := routerOn(t, m, m, Config{Clock: clk, Policies: []Policy{
+		{Name: "second", Limit: 2, Window: time.Second},
+		{Name: "trial", Limit: 1, Window: time.Hour, DryRun: true},
+	}})
+	for range 3 {
+		r.Allow("a")
+	}
+	_, err := r.Peek(context.Background(), "a", 1)
+	require.NoError(t, err)
+	st, err := r.Stats(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, []PolicyStats{{Name: "second", Denied: 1}, {Name: "trial", WouldDeny: 2}}, st.Policies)
+}

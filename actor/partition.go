@@ -205,8 +205,21 @@ type State struct {
 	Waiting int // WaitN calls in line on the partition's keys
 
 	clock   clock.Clock
-	calling calling       // the code the goroutine is in that it does not own, if it may end the goroutine
-	denied  *topk.Denials // the keys denied: AllowN's, a batch's items', WaitN's refused at once (apart: a few KB)
+	calling calling           // the code the goroutine is in that it does not own, if it may end the goroutine
+	denied  *topk.Denials     // the keys denied: AllowN's, a batch's items', WaitN's refused at once (apart: a few KB)
+	by      map[string]uint64 // the denials by the policy that decided them (Decision.Policy)
+	staged  []denial          // the denials of an answer about to be sent, counted once it is
+}
+
+// denial is a denial of key by policy, whose answer is about to be sent.
+type denial struct{ key, policy string }
+
+// EachPolicyDenied calls f with the name of each policy that decided
+// denials (Decision.Policy), and how many, as Counts.Denied counts them.
+func (s *State) EachPolicyDenied(f func(policy string, denied uint64)) {
+	for policy, n := range s.by {
+		f(policy, n)
+	}
 }
 
 // Tick sets Now to now, a reading of the partition's clock, and moves the

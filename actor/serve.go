@@ -261,12 +261,30 @@ func (s *State) deliver(req *Message, r *reply) bool {
 		c.Denied += n.Denied
 		c.Refused += n.Refused
 		c.WouldDeny += n.WouldDeny
-		s.denied.Commit()
+		s.commitDenied()
 		return true
 	default:
-		s.denied.Discard()
+		clear(s.staged)
+		s.staged = s.staged[:0]
 		return false
 	}
+}
+
+// commitDenied counts the denials staged, their answer delivered: each
+// key among the keys denied, each by its policy.
+func (s *State) commitDenied() {
+	for _, d := range s.staged {
+		s.denied.Add(d.key)
+		if d.policy == "" {
+			continue
+		}
+		if s.by == nil {
+			s.by = make(map[string]uint64)
+		}
+		s.by[d.policy]++
+	}
+	clear(s.staged)
+	s.staged = s.staged[:0]
 }
 
 // stageDenied stages the keys that the answer r to req denies: AllowN's,
@@ -276,17 +294,17 @@ func (s *State) stageDenied(req *Message, r *reply) {
 	switch req.kind {
 	case KindAllow:
 		if r.err == nil && !r.d.Allowed {
-			s.denied.Stage(req.key)
+			s.staged = append(s.staged, denial{req.key, r.d.Policy})
 		}
 	case KindWait:
 		if _, late := r.err.(*tooLate); late {
-			s.denied.Stage(req.key)
+			s.staged = append(s.staged, denial{req.key, r.d.Policy})
 		}
 	case KindBatch:
 		items := *req.Items()
 		for i := range items {
 			if it := &items[i]; it.Err == nil && !it.D.Allowed {
-				s.denied.Stage(it.Key)
+				s.staged = append(s.staged, denial{it.Key, it.D.Policy})
 			}
 		}
 	}

@@ -46,9 +46,12 @@ func ExampleNew() {
 	// chanlimit_keys{state="idle"} 0
 	// chanlimit_keys_evicted_total 0
 	// chanlimit_keys_expired_total 0
+	// chanlimit_observe_panics_total 0
 	// chanlimit_overrides 0
 	// chanlimit_partition_queued_requests{partition="0"} 0
 	// chanlimit_partition_queued_requests{partition="1"} 0
+	// chanlimit_policy_denied_total{policy="default"} 1
+	// chanlimit_policy_would_deny_total{policy="default"} 0
 	// chanlimit_queued_requests 0
 	// chanlimit_store_errors_total 0
 	// chanlimit_waiting_requests 0

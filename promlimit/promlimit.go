@@ -50,11 +50,18 @@ const DefaultTimeout = 5 * time.Second
 //	chanlimit_keys_evicted_total         counter: keys evicted (EvictLRU)
 //	chanlimit_store_errors_total         counter: requests a remote store failed to answer
 //	chanlimit_would_deny_total           counter: decisions a dry-run policy would have denied
+//	chanlimit_policy_denied_total{policy}     counter: denials each policy decided (Stats.Policies)
+//	chanlimit_policy_would_deny_total{policy} counter: decisions each dry-run policy would have denied
+//	chanlimit_observe_panics_total       counter: panics of Config.Observe, recovered
+//
+// The policy series have one value of the label for each name of
+// Stats.Policies: at most chanlimit.MaxPolicyStats names and "other".
 type Collector struct {
 	router  *chanlimit.Router
 	timeout time.Duration
 
 	decisions, keys, queued, partitionQueued, waiting, overrides, expired, evicted, storeErrors, wouldDeny *prometheus.Desc
+	policyDenied, policyWouldDeny, observePanics                                                           *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -79,6 +86,9 @@ func New(r *chanlimit.Router, opts Options) *Collector {
 		evicted:         desc("keys_evicted_total", "Keys evicted, not idle, to make room for a new key (EvictLRU)."),
 		storeErrors:     desc("store_errors_total", "Requests a remote store failed to answer."),
 		wouldDeny:       desc("would_deny_total", "Decisions a dry-run policy would have denied, allowed or not: whom a limit in dry run would refuse."),
+		policyDenied:    desc("policy_denied_total", "Denials each policy decided, by the policy's name.", "policy"),
+		policyWouldDeny: desc("policy_would_deny_total", "Decisions each dry-run policy would have denied, by the policy's name.", "policy"),
+		observePanics:   desc("observe_panics_total", "Panics of the router's Observe function, recovered."),
 	}
 }
 
@@ -98,7 +108,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *Collector) descs() []*prometheus.Desc {
-	return []*prometheus.Desc{c.decisions, c.keys, c.queued, c.partitionQueued, c.waiting, c.overrides, c.expired, c.evicted, c.storeErrors, c.wouldDeny}
+	return []*prometheus.Desc{c.decisions, c.keys, c.queued, c.partitionQueued, c.waiting, c.overrides, c.expired, c.evicted, c.storeErrors, c.wouldDeny,
+		c.policyDenied, c.policyWouldDeny, c.observePanics}
 }
 
 // Collect asks the router for its Stats and sends them as metrics. If the
@@ -139,6 +150,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.evicted, st.Evicted)
 	counter(c.storeErrors, st.StoreErrors)
 	counter(c.wouldDeny, st.WouldDeny)
+	for _, p := range st.Policies {
+		counter(c.policyDenied, p.Denied, p.Name)
+		counter(c.policyWouldDeny, p.WouldDeny, p.Name)
+	}
+	counter(c.observePanics, st.ObservePanics)
 }
 
 // invalid sends an invalid metric with err for each description.

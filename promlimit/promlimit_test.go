@@ -100,6 +100,17 @@ chanlimit_store_errors_total{router="api"} 0
 # HELP chanlimit_would_deny_total Decisions a dry-run policy would have denied, allowed or not: whom a limit in dry run would refuse.
 # TYPE chanlimit_would_deny_total counter
 chanlimit_would_deny_total{router="api"} 0
+# HELP chanlimit_policy_denied_total Denials each policy decided, by the policy's name.
+# TYPE chanlimit_policy_denied_total counter
+chanlimit_policy_denied_total{policy="default",router="api"} 1
+chanlimit_policy_denied_total{policy="vip",router="api"} 0
+# HELP chanlimit_policy_would_deny_total Decisions each dry-run policy would have denied, by the policy's name.
+# TYPE chanlimit_policy_would_deny_total counter
+chanlimit_policy_would_deny_total{policy="default",router="api"} 0
+chanlimit_policy_would_deny_total{policy="vip",router="api"} 0
+# HELP chanlimit_observe_panics_total Panics of the router's Observe function, recovered.
+# TYPE chanlimit_observe_panics_total counter
+chanlimit_observe_panics_total{router="api"} 0
 `
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want)))
 

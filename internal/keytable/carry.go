@@ -15,10 +15,16 @@ func (t *table[S]) columns() []column { return t.cols }
 func (t *table[S]) tally() Counts {
 	c := t.counts
 	c.Idle = 0
+	for j, n := range t.wouldDeny {
+		c.addWouldDeny(t.set.policies[j].Name, n)
+	}
 	return c
 }
 
-func (t *table[S]) clearTally() { t.counts = Counts{} }
+func (t *table[S]) clearTally() {
+	t.counts = Counts{}
+	clear(t.wouldDeny)
+}
 
 func (t *table[S]) each(f func(i uint32, key []byte)) {
 	if t.evicting() {

@@ -132,17 +132,19 @@ func grants(d *algorithms.Decision) bool {
 // lengthens keepFor to the states of those that allow.
 func (t *table[S]) decideDry(i uint32, now time.Duration, n int, take bool) (wouldDeny bool) {
 	for _, j := range t.set.dry {
-		if n > t.set.capacities[j] {
-			wouldDeny = true
-			continue
+		denies := n > t.set.capacities[j]
+		if !denies {
+			e := &t.ds[j]
+			t.cols[j].decide(i, now, n, e, take)
+			if e.Allowed {
+				t.keepFor = max(t.keepFor, e.ResetAfter)
+			}
+			denies = !e.Allowed
 		}
-		e := &t.ds[j]
-		t.cols[j].decide(i, now, n, e, take)
-		if e.Allowed {
-			t.keepFor = max(t.keepFor, e.ResetAfter)
-		} else {
-			wouldDeny = true
+		if denies && take { // a decision, not a peek: counted
+			t.wouldDeny[j]++
 		}
+		wouldDeny = wouldDeny || denies
 	}
 	return wouldDeny
 }

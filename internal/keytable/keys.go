@@ -168,6 +168,7 @@ func (k *Keys) Len() int {
 
 func (k *Keys) Counts(now time.Duration) Counts {
 	c := k.retired
+	c.WouldDeny = maps.Clone(c.WouldDeny) // the retired counts' own stay as they are
 	k.asking = k.def
 	c.add(k.def.Counts(now))
 	if k.behind != nil {
@@ -188,6 +189,9 @@ func (c *Counts) add(o Counts) {
 	c.Evicted += o.Evicted
 	c.Panicked += o.Panicked
 	c.Idle += o.Idle
+	for name, n := range o.WouldDeny {
+		c.addWouldDeny(name, n)
+	}
 }
 
 func (k *Keys) Bound(limit Limit) {
@@ -386,6 +390,14 @@ func (k *Keys) Override(key string) *Set {
 		return o.set
 	}
 	return nil
+}
+
+// EachOverrideSet calls f with each set of policies an override holds,
+// once however many keys it is the override of.
+func (k *Keys) EachOverrideSet(f func(set *Set)) {
+	for _, o := range k.list {
+		f(o.set)
+	}
 }
 
 // Overrides returns the number of keys with an override.

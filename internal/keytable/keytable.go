@@ -206,6 +206,22 @@ type Counts struct {
 	Idle     int    // keys held whose state is untouched
 
 	StoreErrors uint64 // a Store's table's (storetable): requests its store failed to answer
+
+	// WouldDeny counts, by the name of each dry-run policy, the decisions
+	// it would have denied (a Peek's not counted); nil if none has.
+	WouldDeny map[string]uint64
+}
+
+// addWouldDeny adds n decisions that the dry-run policy name would have
+// denied.
+func (c *Counts) addWouldDeny(name string, n uint64) {
+	if n == 0 {
+		return
+	}
+	if c.WouldDeny == nil {
+		c.WouldDeny = make(map[string]uint64)
+	}
+	c.WouldDeny[name] += n
 }
 
 // Limit caps the keys a table holds. When the table is full, a new key

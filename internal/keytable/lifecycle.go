@@ -55,7 +55,7 @@ func (t *table[S]) idleTop(now time.Duration) bool {
 
 func (t *table[S]) Counts(now time.Duration) Counts {
 	idle := t.idle(now) // first: it may drop a key whose rule panics
-	c := t.counts
+	c := t.tally()
 	c.Idle = idle
 	return c
 }

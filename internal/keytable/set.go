@@ -74,6 +74,20 @@ func NewSet(policies []Policy) *Set {
 // HasDryRun reports whether s has a dry-run policy.
 func (s *Set) HasDryRun() bool { return len(s.dry) > 0 }
 
+// EachName calls f with the name of each policy of s, in order.
+func (s *Set) EachName(f func(name string)) {
+	for j := range s.policies {
+		f(s.policies[j].Name)
+	}
+}
+
+// EachDryRun calls f with the name of each dry-run policy of s, in order.
+func (s *Set) EachDryRun(f func(name string)) {
+	for _, j := range s.dry {
+		f(s.policies[j].Name)
+	}
+}
+
 // Policies returns the policies of s, which the caller must not change.
 func (s *Set) Policies() []Policy { return s.policies }
 

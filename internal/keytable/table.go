@@ -45,14 +45,15 @@ type table[S any] struct {
 	newest         uint32 // the recency list's ends
 	oldest         uint32
 	counts         Counts
-	keys           []byte // the bytes of every key held, end to end, and garbage
-	garbage        int    // bytes in keys of keys no longer held
-	keyRoom        int    // the most bytes keys may take: 4 GiB - 1, or math.MaxInt (less in tests)
-	scratch        []byte // appendKey's: a key's states
-	state          []byte // appendKey's: one of them
-	stack          []int  // idle's
-	asking         uint32 // the slot whose state the rule is asked about, or none
-	batch          []Item // the batch AllowEach is deciding, and the item it is on
+	wouldDeny      []uint64 // per policy of set: the decisions it would have denied, if it is a dry-run one
+	keys           []byte   // the bytes of every key held, end to end, and garbage
+	garbage        int      // bytes in keys of keys no longer held
+	keyRoom        int      // the most bytes keys may take: 4 GiB - 1, or math.MaxInt (less in tests)
+	scratch        []byte   // appendKey's: a key's states
+	state          []byte   // appendKey's: one of them
+	stack          []int    // idle's
+	asking         uint32   // the slot whose state the rule is asked about, or none
+	batch          []Item   // the batch AllowEach is deciding, and the item it is on
 	item           int
 	zero           S                   // the state of every key not held; only ever copied
 	fresh          S                   // the first policy's state of a key the table does not hold, while it is decided or loaded, or PeekN's copy: a field, as &fresh escapes
@@ -77,6 +78,9 @@ func newTable[S any](set *Set, rules policyRules[S], extra []column) *table[S] {
 	t.cols = append([]column{head[S]{t}}, extra...)
 	if t.multi {
 		t.ds = make([]algorithms.Decision, len(t.cols))
+	}
+	if set.HasDryRun() {
+		t.wouldDeny = make([]uint64, len(t.cols))
 	}
 	return t
 }

@@ -88,6 +88,11 @@ type Table struct {
 	local  *keytable.Keys
 	errors uint64 // requests the store failed to answer (Counts.StoreErrors)
 
+	// wouldDeny counts the store's decisions a dry-run policy would have
+	// denied, under the name of each dry-run policy of the key's set: the
+	// store says whether one would have, not which.
+	wouldDeny map[string]uint64
+
 	// spare holds trips that landed (Finish), to fill again: a partition
 	// has at most two out, and a trip's slices grown afresh for each
 	// round trip cost more, under load, than deciding its ops.
@@ -243,10 +248,14 @@ func (t *Table) Finish(tr *Trip, items []Item, now time.Duration) {
 				t.errors++ // the dry-run policies did not decide: nothing would have denied
 			} else {
 				it.D.WouldDeny = op.Decision.WouldDeny
+				t.countWouldDeny(op)
 			}
 			continue
 		}
 		it.D, it.Err, it.By, it.Grant = op.Decision, nil, FromStore, op.Grant
+		if op.Err == nil {
+			t.countWouldDeny(op)
+		}
 		if op.Err != nil {
 			it.D, it.Err, it.By = algorithms.Decision{}, unavailable(op.Err), FromNowhere // until failed
 		}
@@ -266,6 +275,27 @@ func (t *Table) Finish(tr *Trip, items []Item, now time.Duration) {
 		}
 	}
 	t.keep(tr)
+}
+
+// countWouldDeny counts op's decision, if a dry-run policy would have
+// denied it and it was a decision (not a peek), under each dry-run policy
+// of its set.
+func (t *Table) countWouldDeny(op *Op) {
+	if !op.Decision.WouldDeny || op.Kind == Peek {
+		return
+	}
+	op.Set.EachDryRun(func(name string) {
+		t.wouldDeny = addTo(t.wouldDeny, name)
+	})
+}
+
+// addTo adds one to name's count in m, which it makes if it is nil.
+func addTo(m map[string]uint64, name string) map[string]uint64 {
+	if m == nil {
+		m = make(map[string]uint64)
+	}
+	m[name]++
+	return m
 }
 
 // keep keeps tr, which has landed and been delivered, to fill again,
@@ -366,6 +396,12 @@ func (t *Table) Len() int                                 { return t.local.Len()
 func (t *Table) Counts(now time.Duration) keytable.Counts {
 	c := t.local.Counts(now)
 	c.StoreErrors = t.errors
+	for name, n := range t.wouldDeny {
+		if c.WouldDeny == nil {
+			c.WouldDeny = make(map[string]uint64)
+		}
+		c.WouldDeny[name] += n
+	}
 	return c
 }
 func (t *Table) Bound(limit keytable.Limit) { t.local.Bound(limit) }

@@ -14,7 +14,6 @@ const Generation = time.Minute
 type Denials struct {
 	cur, prev Summary
 	start     time.Duration // when cur began, on the partition's timeline
-	staged    []string      // denials to add once their answers are delivered (Stage)
 }
 
 // Tick moves the generations on to now, a reading of the partition's
@@ -37,25 +36,6 @@ func (d *Denials) Tick(now time.Duration) {
 
 // Add counts a denial of key in the current generation.
 func (d *Denials) Add(key string) { d.cur.Add(key) }
-
-// Stage notes a denial of key whose answer is about to be sent: Commit
-// adds the denials staged, once their answer is delivered, and Discard
-// forgets them, if its caller had left.
-func (d *Denials) Stage(key string) { d.staged = append(d.staged, key) }
-
-// Commit adds the denials staged.
-func (d *Denials) Commit() {
-	for _, key := range d.staged {
-		d.cur.Add(key)
-	}
-	d.Discard()
-}
-
-// Discard forgets the denials staged.
-func (d *Denials) Discard() {
-	clear(d.staged)
-	d.staged = d.staged[:0]
-}
 
 // Each calls f with each key either generation holds, its count over
 // both, and how much that count may overestimate by (err): a key one

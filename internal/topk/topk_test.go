@@ -229,8 +229,7 @@ func BenchmarkSummaryAdd(b *testing.B) {
 			var d Denials
 			i := 0
 			for b.Loop() {
-				d.Stage(keys[i%n])
-				d.Commit()
+				d.Add(keys[i%n])
 				i++
 			}
 		})
