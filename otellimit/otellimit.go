@@ -18,6 +18,7 @@ package otellimit
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync"
 	"sync/atomic"
 
@@ -69,8 +70,8 @@ const otherPolicy = "other"
 //
 // The first chanlimit.MaxPolicyStats policy names met are recorded as
 // they are; any other as "other", so that a policy name never makes
-// series without end. Recording allocates nothing once a name's
-// attributes are made (metric.WithAttributeSet, kept per name).
+// series without end. Recording allocates nothing in this package once a
+// name's attributes are made (metric.WithAttributeSet, kept per name).
 func Observer(mp metric.MeterProvider) (func(ctx context.Context, e chanlimit.Event), error) {
 	if mp == nil {
 		return nil, errors.New("otellimit: Observer: the MeterProvider is nil")
@@ -93,14 +94,24 @@ func Observer(mp metric.MeterProvider) (func(ctx context.Context, e chanlimit.Ev
 	return o.observe, nil
 }
 
-// observer is one Observer's instruments, and the attributes it has made.
+// observer is one Observer's instruments, and the attributes it has
+// made. Its tables are read without a lock, each a map replaced whole
+// (under mu) when a name or a set is new: they stop growing once every
+// policy name has been met.
 type observer struct {
 	decisions, wouldDeny metric.Int64Counter
 	waited               metric.Float64Histogram
 
-	sets  sync.Map     // of setKey: metric.MeasurementOption (metric.WithAttributeSet)
-	names sync.Map     // of policy names met, up to MaxPolicyStats: struct{}
-	named atomic.Int64 // names met
+	mu    sync.Mutex                         // held to replace a table
+	sets  atomic.Pointer[map[setKey]options] // metric.WithAttributeSet of each set met
+	names atomic.Pointer[map[string]string]  // each policy name met, and the name it is recorded by
+}
+
+// options are the options that record with one set of attributes, as
+// slices made once: a variadic call with a slice of its own makes none.
+type options struct {
+	add    []metric.AddOption
+	record []metric.RecordOption
 }
 
 // setKey names one set of attributes the observer records with.
@@ -123,12 +134,12 @@ func (o *observer) observe(ctx context.Context, e chanlimit.Event) {
 		result = resultDenied
 	}
 	none := e.Err != nil || e.Kind == chanlimit.EventRefund || d.Policy == ""
-	o.decisions.Add(ctx, 1, o.set(setKey{kind: e.Kind, result: result, policy: policy, none: none}))
+	o.decisions.Add(ctx, 1, o.set(setKey{kind: e.Kind, result: result, policy: policy, none: none}).add...)
 	if d.WouldDeny {
-		o.wouldDeny.Add(ctx, 1, o.set(setKey{kind: e.Kind, policy: policy, none: none}))
+		o.wouldDeny.Add(ctx, 1, o.set(setKey{kind: e.Kind, policy: policy, none: none}).add...)
 	}
 	if e.Kind == chanlimit.EventWait {
-		o.waited.Record(ctx, e.Waited.Seconds(), o.set(setKey{result: result, none: true}))
+		o.waited.Record(ctx, e.Waited.Seconds(), o.set(setKey{result: result, none: true}).record...)
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.AddEvent("chanlimit.decision", trace.WithAttributes(eventAttributes(&e)...))
@@ -138,24 +149,53 @@ func (o *observer) observe(ctx context.Context, e chanlimit.Event) {
 // policy returns the name to record a policy by: its own, for the first
 // MaxPolicyStats names met, and otherwise "other".
 func (o *observer) policy(name string) string {
-	if _, ok := o.names.Load(name); ok {
-		return name
+	if names := o.names.Load(); names != nil {
+		if as, ok := (*names)[name]; ok {
+			return as
+		}
 	}
-	if o.named.Add(1) > chanlimit.MaxPolicyStats {
-		o.named.Add(-1)
-		return otherPolicy
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	old := o.names.Load()
+	if old != nil {
+		if as, ok := (*old)[name]; ok {
+			return as
+		}
 	}
-	if _, had := o.names.LoadOrStore(name, struct{}{}); had {
-		o.named.Add(-1) // another caller stored it first
+	names := map[string]string{}
+	kept := 0
+	if old != nil {
+		for k, v := range *old {
+			names[k] = v
+			if k == v {
+				kept++
+			}
+		}
 	}
-	return name
+	as := name
+	if kept >= chanlimit.MaxPolicyStats {
+		as = otherPolicy
+	}
+	names[name] = as
+	o.names.Store(&names)
+	return as
 }
 
-// set returns the measurement option of the attributes k names, made
-// once.
-func (o *observer) set(k setKey) metric.MeasurementOption {
-	if opt, ok := o.sets.Load(k); ok {
-		return opt.(metric.MeasurementOption)
+// set returns the options of the attributes k names, made once.
+func (o *observer) set(k setKey) options {
+	if sets := o.sets.Load(); sets != nil {
+		if opt, ok := (*sets)[k]; ok {
+			return opt
+		}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	sets := map[setKey]options{}
+	if old := o.sets.Load(); old != nil {
+		if opt, ok := (*old)[k]; ok {
+			return opt
+		}
+		maps.Copy(sets, *old)
 	}
 	attrs := make([]attribute.KeyValue, 0, 3)
 	if k.kind != 0 {
@@ -167,8 +207,11 @@ func (o *observer) set(k setKey) metric.MeasurementOption {
 	if !k.none {
 		attrs = append(attrs, keyPolicy.String(k.policy))
 	}
-	opt, _ := o.sets.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(attrs...)))
-	return opt.(metric.MeasurementOption)
+	opt := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	opts := options{add: []metric.AddOption{opt}, record: []metric.RecordOption{opt}}
+	sets[k] = opts
+	o.sets.Store(&sets)
+	return opts
 }
 
 // eventAttributes returns the attributes of e's span event, those that
