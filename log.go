@@ -6,7 +6,7 @@ import (
 )
 
 // LogDecisions returns an Observe (Config.Observe) that logs each Event
-// with l (slog.Default() if l is nil): a denial, or a decision a dry-run
+// with l (if l is nil, with slog.Default() as it is at each Event): a denial, or a decision a dry-run
 // policy would have denied, at Info; an error at Warn; a grant, and a
 // refund, at Debug. The message is "chanlimit " and the Event's kind
 // ("chanlimit allow", "chanlimit wait", "chanlimit refund"); the
@@ -20,10 +20,11 @@ import (
 // Keys are logged as given: where keys are secrets (API keys), wrap l's
 // handler with one that redacts the "key" attribute.
 func LogDecisions(l *slog.Logger) func(ctx context.Context, e Event) {
-	if l == nil {
-		l = slog.Default()
-	}
 	return func(ctx context.Context, e Event) {
+		l := l
+		if l == nil {
+			l = slog.Default()
+		}
 		d := &e.Decision
 		decided := e.Kind != EventRefund && (d.Allowed || d.Limit != 0) // a wait refused at once has its denial too
 		level := slog.LevelDebug

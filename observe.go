@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/chanlimit/chanlimit/clock"
 	"github.com/chanlimit/chanlimit/internal/supervise"
 )
 
@@ -75,17 +76,29 @@ func (r *Router) observed(ctx context.Context, e Event) {
 }
 
 // since returns the time on Config.Clock from start, a reading of it, to
-// now: 0 if the clock panics, which the partitions' supervision counts
-// where they meet it.
-func (r *Router) since(start time.Time) (d time.Duration) {
-	if start.IsZero() || supervise.Call(ErrClockPanic, func() { d = r.clock.Now().Sub(start) }) != nil {
+// now: 0 if either reading failed.
+func (r *Router) since(start time.Time) time.Duration {
+	end := r.now()
+	if start.IsZero() || end.IsZero() {
 		return 0
 	}
-	return max(d, 0)
+	return max(end.Sub(start), 0)
 }
 
-// now returns a reading of Config.Clock, the zero Time if it panics.
+// now returns a reading of Config.Clock, or the zero Time if the clock
+// panics or ends its goroutine (runtime.Goexit), which the partitions'
+// supervision counts where they meet it. A clock of package clock is read
+// on the caller's goroutine; any other on a goroutine of its own, since
+// no recover stops a Goexit and a caller's goroutine must not end.
 func (r *Router) now() (t time.Time) {
-	_ = supervise.Call(ErrClockPanic, func() { t = r.clock.Now() })
+	if _, fake := r.clock.(*clock.Fake); fake || r.clock == clock.Real() {
+		return r.clock.Now()
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done) // also when the clock ends this goroutine
+		_ = supervise.Call(ErrClockPanic, func() { t = r.clock.Now() })
+	}()
+	<-done
 	return t
 }

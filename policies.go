@@ -222,7 +222,10 @@ func takeToken(ctx context.Context, token chan struct{}) (release func(), err er
 // its state (it starts untouched, and the panic counts in
 // Stats.Panicked), and the switch goes on. A switch costs each partition
 // a pass over its keys, during which it serves no request, and holds the
-// old and the new table meanwhile.
+// old and the new table meanwhile. (A rule that runs runtime.Goexit ends
+// that pass: the partition, already under the new policies, serves the
+// requests queued meanwhile, carrying each key over as it is asked about,
+// until SetPolicies asks it to carry the rest.)
 func (r *Router) SetPolicies(ctx context.Context, policies ...Policy) error {
 	set, err := compile("SetPolicies", policies)
 	if err != nil {

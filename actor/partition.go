@@ -206,7 +206,7 @@ type State struct {
 
 	clock   clock.Clock
 	calling calling           // the code the goroutine is in that it does not own, if it may end the goroutine
-	denied  *topk.Denials     // the keys denied: AllowN's, a batch's items', WaitN's refused at once (apart: a few KB)
+	denied  *topk.Denials     // the keys denied: AllowN's, a batch's items', WaitN's refused at once (apart: a few KB; made at the first)
 	by      map[string]uint64 // the denials by the policy that decided them (Decision.Policy)
 	staged  []denial          // the denials of an answer about to be sent, counted once it is
 }
@@ -226,7 +226,9 @@ func (s *State) EachPolicyDenied(f func(policy string, denied uint64)) {
 // count of the keys denied on to it: a loop calls it with each reading.
 func (s *State) Tick(now time.Duration) {
 	s.Now = now
-	s.denied.Tick(now)
+	if s.denied != nil {
+		s.denied.Tick(now)
+	}
 }
 
 // EachDenied calls f with each key the partition has counted denials of
@@ -234,7 +236,11 @@ func (s *State) Tick(now time.Duration) {
 // timeline (internal/topk: at most 128 keys, every key with more than
 // 1/64 of a minute's denials among them), its count, and how much that
 // count may overestimate by: count-err <= the true count <= count.
-func (s *State) EachDenied(f func(key string, count, err uint64)) { s.denied.Each(f) }
+func (s *State) EachDenied(f func(key string, count, err uint64)) {
+	if s.denied != nil {
+		s.denied.Each(f)
+	}
+}
 
 // ReadClock returns the clock's reading now, its time of day, for a
 // function that needs one besides Wall: a clock's time of day can be set,

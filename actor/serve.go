@@ -7,6 +7,7 @@ import (
 
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/internal/supervise"
+	"github.com/chanlimit/chanlimit/internal/topk"
 )
 
 // Serving one message: its decision, its answer, its give-back when the
@@ -273,6 +274,10 @@ func (s *State) deliver(req *Message, r *reply) bool {
 // commitDenied counts the denials staged, their answer delivered: each
 // key among the keys denied, each by its policy.
 func (s *State) commitDenied() {
+	if len(s.staged) > 0 && s.denied == nil {
+		s.denied = new(topk.Denials)
+		s.denied.Tick(s.Now) // its generations start now
+	}
 	for _, d := range s.staged {
 		s.denied.Add(d.key)
 		if d.policy == "" {

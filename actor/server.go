@@ -5,7 +5,6 @@ import (
 
 	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/clock"
-	"github.com/chanlimit/chanlimit/internal/topk"
 )
 
 // A Partition's far side, for a loop of another package. Start serves a
@@ -122,5 +121,5 @@ func (s *State) Answer(req *Message, d algorithms.Decision, err error) (delivere
 // table, whose ReadClock reads clk; wall is the time of day its Now
 // stands for.
 func NewState(table Table, clk clock.Clock, wall time.Time) State {
-	return State{Table: table, Wall: wall, clock: clk, denied: new(topk.Denials)}
+	return State{Table: table, Wall: wall, clock: clk}
 }

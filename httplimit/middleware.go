@@ -282,6 +282,11 @@ type requestInfo struct {
 	values [3]string // RateLimit-Policy, RateLimit, Retry-After
 }
 
+// String names the context without its values: a key may be a secret.
+func (c *requestInfo) String() string {
+	return fmt.Sprint(c.Context) + ".WithValue(httplimit's decision and key)"
+}
+
 // infoKey keys a requestInfo in its own context.
 type infoKey struct{}
 

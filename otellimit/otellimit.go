@@ -19,7 +19,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"sync"
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -95,14 +94,14 @@ func Observer(mp metric.MeterProvider) (func(ctx context.Context, e chanlimit.Ev
 }
 
 // observer is one Observer's instruments, and the attributes it has
-// made. Its tables are read without a lock, each a map replaced whole
-// (under mu) when a name or a set is new: they stop growing once every
-// policy name has been met.
+// made. Its tables are read with no lock, each a map never changed once
+// stored: a name or a set that is new makes a copy with it, stored if no
+// other caller stored one meanwhile (else made again). They stop growing
+// once every policy name has been met.
 type observer struct {
 	decisions, wouldDeny metric.Int64Counter
 	waited               metric.Float64Histogram
 
-	mu    sync.Mutex                         // held to replace a table
 	sets  atomic.Pointer[map[setKey]options] // metric.WithAttributeSet of each set met
 	names atomic.Pointer[map[string]string]  // each policy name met, and the name it is recorded by
 }
@@ -149,69 +148,63 @@ func (o *observer) observe(ctx context.Context, e chanlimit.Event) {
 // policy returns the name to record a policy by: its own, for the first
 // MaxPolicyStats names met, and otherwise "other".
 func (o *observer) policy(name string) string {
-	if names := o.names.Load(); names != nil {
-		if as, ok := (*names)[name]; ok {
-			return as
-		}
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	old := o.names.Load()
-	if old != nil {
-		if as, ok := (*old)[name]; ok {
-			return as
-		}
-	}
-	names := map[string]string{}
-	kept := 0
-	if old != nil {
-		for k, v := range *old {
-			names[k] = v
-			if k == v {
-				kept++
+	for {
+		old := o.names.Load()
+		if old != nil {
+			if as, ok := (*old)[name]; ok {
+				return as
 			}
 		}
+		names := map[string]string{}
+		kept := 0
+		if old != nil {
+			for k, v := range *old {
+				names[k] = v
+				if k == v {
+					kept++
+				}
+			}
+		}
+		as := name
+		if kept >= chanlimit.MaxPolicyStats {
+			as = otherPolicy
+		}
+		names[name] = as
+		if o.names.CompareAndSwap(old, &names) {
+			return as
+		}
 	}
-	as := name
-	if kept >= chanlimit.MaxPolicyStats {
-		as = otherPolicy
-	}
-	names[name] = as
-	o.names.Store(&names)
-	return as
 }
 
 // set returns the options of the attributes k names, made once.
 func (o *observer) set(k setKey) options {
-	if sets := o.sets.Load(); sets != nil {
-		if opt, ok := (*sets)[k]; ok {
-			return opt
+	for {
+		old := o.sets.Load()
+		if old != nil {
+			if opts, ok := (*old)[k]; ok {
+				return opts
+			}
+		}
+		attrs := make([]attribute.KeyValue, 0, 3)
+		if k.kind != 0 {
+			attrs = append(attrs, keyEvent.String(k.kind.String()))
+		}
+		if k.result != "" {
+			attrs = append(attrs, keyResult.String(k.result))
+		}
+		if !k.none {
+			attrs = append(attrs, keyPolicy.String(k.policy))
+		}
+		opt := metric.WithAttributeSet(attribute.NewSet(attrs...))
+		opts := options{add: []metric.AddOption{opt}, record: []metric.RecordOption{opt}}
+		sets := map[setKey]options{k: opts}
+		if old != nil {
+			maps.Copy(sets, *old)
+		}
+		if o.sets.CompareAndSwap(old, &sets) {
+			return opts
 		}
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	sets := map[setKey]options{}
-	if old := o.sets.Load(); old != nil {
-		if opt, ok := (*old)[k]; ok {
-			return opt
-		}
-		maps.Copy(sets, *old)
-	}
-	attrs := make([]attribute.KeyValue, 0, 3)
-	if k.kind != 0 {
-		attrs = append(attrs, keyEvent.String(k.kind.String()))
-	}
-	if k.result != "" {
-		attrs = append(attrs, keyResult.String(k.result))
-	}
-	if !k.none {
-		attrs = append(attrs, keyPolicy.String(k.policy))
-	}
-	opt := metric.WithAttributeSet(attribute.NewSet(attrs...))
-	opts := options{add: []metric.AddOption{opt}, record: []metric.RecordOption{opt}}
-	sets[k] = opts
-	o.sets.Store(&sets)
-	return opts
 }
 
 // eventAttributes returns the attributes of e's span event, those that

@@ -28,7 +28,7 @@ func (t *table[S]) clearTally() {
 
 func (t *table[S]) each(f func(i uint32, key []byte)) {
 	if t.evicting() {
-		for i := t.oldest; i != none; i = t.links[i].newer {
+		for i := t.newest; i != none; i = t.links[i].older {
 			f(i, t.keyBytes(t.slots[i].key))
 		}
 		return
@@ -41,7 +41,7 @@ func (t *table[S]) each(f func(i uint32, key []byte)) {
 func (t *table[S]) dropFirst(n int) {
 	for ; n > 0 && t.held > 0; n-- {
 		if t.evicting() {
-			t.remove(t.oldest)
+			t.remove(t.newest)
 		} else {
 			t.remove(uint32(t.held - 1)) // the last: none moves
 		}
@@ -66,7 +66,7 @@ func (t *table[S]) carry(from setTable, i uint32, now time.Duration) {
 	}
 }
 
-func (t *table[S]) keepFresh(key string, now time.Duration) {
+func (t *table[S]) keepFresh(key string, now time.Duration, oldest bool) {
 	if i, ok := t.lookup(key); ok {
 		t.remove(i)
 	}
@@ -77,6 +77,10 @@ func (t *table[S]) keepFresh(key string, now time.Duration) {
 		t.counts.Expired++ // idle under its new policies: let go, as Expire would
 	case t.room(len(key)):
 		t.insert(key, after(now, wait))
+		if i := uint32(len(t.slots) - 1); oldest && t.evicting() { // the slot insert took
+			t.unlink(i)
+			t.linkOldest(i)
+		}
 	}
 	t.clearFresh()
 }
@@ -90,13 +94,14 @@ func (t *table[S]) slotOf(key string) uint32 {
 
 func (t *table[S]) drop(i uint32) { t.remove(i) }
 
-// moveKey moves key, if from holds it, into to, at now.
-func moveKey(key string, from, to setTable, now time.Duration) {
+// moveKey moves key, if from holds it, into to, at now: at the oldest
+// end of to's order of use if oldest, else at the newest.
+func moveKey(key string, from, to setTable, now time.Duration, oldest bool) {
 	i := from.slotOf(key)
 	if i == none {
 		return
 	}
 	to.carry(from, i, now)
 	from.drop(i)
-	to.keepFresh(key, now)
+	to.keepFresh(key, now, oldest)
 }

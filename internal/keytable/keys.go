@@ -114,6 +114,12 @@ func (k *Keys) tableOf(key string) setTable {
 	}
 	if k.behind != nil {
 		k.carry(key)
+		if k.behind != nil && k.limit.Max > 0 && k.def.slotOf(key) == none && k.Capped() >= k.limit.Max {
+			// A new key at the cap: it may make room by letting an idle
+			// key go, or evicting the least recently used, among keys
+			// still left behind too, which only the router's table can do.
+			k.settle()
+		}
 	}
 	return k.def
 }
@@ -131,17 +137,14 @@ func (k *Keys) Quota(key string, now time.Duration, q *Quota) (bool, error) {
 // Expire expires the router's table with three quarters of budget and,
 // with the rest, one override table, each in turn from one call to the
 // next: at most budget steps in all. Keys a switch of the router's
-// policies left behind expire with the router's table's share.
+// policies left behind wait to be carried over (their state is to be
+// read under the new policies, as of the switch), not expired.
 func (k *Keys) Expire(now time.Duration, budget int) int {
 	rest := 0
 	if len(k.list) > 0 {
 		rest = max(budget/4, 1)
 	}
 	dropped := k.expire(k.def, now, budget-rest)
-	if k.behind != nil {
-		dropped += k.expire(k.behind, now, budget-rest)
-		k.carried()
-	}
 	if rest > 0 {
 		k.next %= len(k.list)
 		dropped += k.expire(k.list[k.next].table, now, rest)
@@ -302,7 +305,7 @@ func (k *Keys) holds(t setTable) bool {
 // for Abandoned.
 func (k *Keys) moveKey(key string, from, to setTable, now time.Duration) {
 	k.asking, k.moving, k.movingKey = to, from, key
-	moveKey(key, from, to, now)
+	moveKey(key, from, to, now, from == k.behind) // a key left behind is older in use than any the new table got since
 	k.asking, k.moving, k.movingKey = nil, nil, ""
 }
 
@@ -331,8 +334,10 @@ func (k *Keys) Set() *Set { return k.def.policySet() }
 // goroutine meanwhile, the key it was on is dropped, as for a panic, and
 // the keys not carried yet are carried as they are next asked about, as
 // of now; SetPolicies with the same set carries the rest. Until then the
-// keys left behind count under the cap, and a new key evicts (EvictLRU)
-// among the keys carried alone.
+// keys left behind count under the cap, and a new key that finds the cap
+// reached has them all carried first, so that it may take the place of
+// an idle key, or evict the least recently used (EvictLRU), among them
+// too.
 func (k *Keys) SetPolicies(set *Set, now time.Duration) {
 	if !set.Same(k.def.policySet()) {
 		k.settle() // a switch before this one, left unfinished
@@ -357,7 +362,7 @@ func (k *Keys) settle() {
 	k.behind.each(func(i uint32, key []byte) {
 		k.swept++ // first: if the rule ends the goroutine on this key, it is dropped
 		k.def.carry(k.behind, i, k.switched)
-		k.def.keepFresh(string(key), k.switched)
+		k.def.keepFresh(string(key), k.switched, true) // newest first, each at the oldest end: their order is kept, older than any key since
 	})
 	k.asking, k.sweeping = nil, false
 	k.retire(k.behind)

@@ -164,8 +164,9 @@ type setTable interface {
 	clearTally()
 
 	// keepFresh holds key with the fresh states, unless they are
-	// untouched at now; it ignores the cap.
-	keepFresh(key string, now time.Duration)
+	// untouched at now; it ignores the cap. While evicting, the key goes
+	// to the oldest end of the order of use if oldest, else the newest.
+	keepFresh(key string, now time.Duration, oldest bool)
 
 	// carry gives the states of the key in slot i of from, policy by
 	// policy, to the fresh states of t (see give), under supervision: a
@@ -173,7 +174,7 @@ type setTable interface {
 	carry(from setTable, i uint32, now time.Duration)
 
 	// each calls f with every key held, its slot and its key's bytes
-	// (which alias the table's): the oldest use first while evicting,
+	// (which alias the table's): the newest use first while evicting,
 	// else the last slot first. f must not change the table.
 	each(f func(i uint32, key []byte))
 

@@ -20,6 +20,18 @@ func (t *table[S]) link(i uint32) {
 	t.newest = i
 }
 
+// linkOldest puts slot i at the oldest end of the recency list.
+func (t *table[S]) linkOldest(i uint32) {
+	ln := &t.links[i]
+	ln.newer, ln.older = t.oldest, none
+	if t.oldest != none {
+		t.links[t.oldest].older = i
+	} else {
+		t.newest = i
+	}
+	t.oldest = i
+}
+
 // unlink takes slot i out of the recency list.
 func (t *table[S]) unlink(i uint32) {
 	ln := &t.links[i]

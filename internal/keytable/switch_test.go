@@ -108,9 +108,10 @@ func TestASwitchIsInstalledInOneStep(t *testing.T) {
 }
 
 // TestASwitchInterruptedKeepsTheOrderOfUse: with eviction on, a switch
-// carries the keys over oldest use first; one a rule interrupts on its
-// first key drops that key, and carries the others in the same order, so
-// that the next key evicted is the oldest used of those left.
+// carries the keys over newest use first, each to the oldest end of the
+// new table's order; one a rule interrupts on its first key drops that
+// key, and carries the others in the same order, so that the next key
+// evicted is the oldest used of those left.
 func TestASwitchInterruptedKeepsTheOrderOfUse(t *testing.T) {
 	var exit string
 	newSet := func(limit int) *Set {
@@ -128,12 +129,12 @@ func TestASwitchInterruptedKeepsTheOrderOfUse(t *testing.T) {
 	require.True(t, setPoliciesExiting(k, five, 100*ms))
 	exit = ""
 	k.SetPolicies(five, 100*ms)
-	assert.Equal(t, none, k.def.slotOf("b"), "the oldest used, which the rule ended the goroutine on")
+	assert.Equal(t, none, k.def.slotOf("a"), "the newest used, which the rule ended the goroutine on")
 	assert.Equal(t, 3, k.Len())
 
 	allow(t, k, "e", 200*ms, 1) // room for one
-	allow(t, k, "f", 200*ms, 1) // evicts the oldest used left: c
-	for key, want := range map[string]bool{"a": true, "c": false, "d": true, "e": true, "f": true} {
+	allow(t, k, "f", 200*ms, 1) // evicts the oldest used left: b
+	for key, want := range map[string]bool{"a": false, "b": false, "c": true, "d": true, "e": true, "f": true} {
 		assert.Equal(t, want, k.def.slotOf(key) != none, key)
 	}
 }

@@ -1,0 +1,180 @@
+package keytable
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chanlimit/chanlimit/actor"
+	"github.com/chanlimit/chanlimit/algorithms"
+)
+
+func exitSet(limit int, window time.Duration, exit *string) *Set {
+	m := exitsInAdopt{fixedWindow(limit, window), exit}
+	return NewSet([]Policy{{Name: "p", Algorithm: "exits", Params: Params{Limit: limit, Window: window}, Rule: NewRule[algorithms.FixedWindowState](m)}})
+}
+
+// Reference: an uninterrupted switch from a 1s window to a 10s one keeps
+// a key's count until 10s.
+func TestASwitchKeepsStateAcrossExpiry(t *testing.T) {
+	var exit string
+	k := NewKeys(exitSet(3, s, &exit))
+	for i := range 4 {
+		allow(t, k, fmt.Sprint("k", i), 0, 1)
+	}
+	k.SetPolicies(exitSet(5, 10*s, &exit), 100*ms)
+	k.Expire(2*s, 1000)
+	d, err := peek(k, "k1", 2*s, 1)
+	require.NoError(t, err)
+	assert.Equal(t, 3, d.Remaining)
+}
+
+// After a Goexit in Adopt, the keys left behind are expired under the OLD
+// rule at the current now, losing state the new policies would keep.
+func TestKeysLeftBehindAreNotExpiredUnderTheOldPolicies(t *testing.T) {
+	var exit string
+	k := NewKeys(exitSet(3, s, &exit))
+	for i := range 4 {
+		allow(t, k, fmt.Sprint("k", i), 0, 1)
+	}
+	exit = "any"
+	require.True(t, setPoliciesExiting(k, exitSet(5, 10*s, &exit), 100*ms))
+	exit = ""
+	k.Expire(2*s, 1000) // the partition's expiry after a burst
+	for _, key := range []string{"k0", "k1", "k2"} {
+		d, err := peek(k, key, 2*s, 1)
+		require.NoError(t, err)
+		assert.Equal(t, 3, d.Remaining, "%s: 1 taken at 0 in a 10s window; state lost", key)
+	}
+}
+
+// With EvictLRU, a new key is refused ErrTooManyKeys while the keys left
+// behind fill the cap, though eviction is on.
+func TestANewKeyEvictsAmongKeysLeftBehind(t *testing.T) {
+	var exit string
+	k := NewKeys(exitSet(3, s, &exit))
+	k.Bound(Limit{Max: 4, Evict: true})
+	for i := range 4 {
+		allow(t, k, fmt.Sprint("k", i), 0, 1)
+	}
+	exit = "any"
+	require.True(t, setPoliciesExiting(k, exitSet(5, 10*s, &exit), 100*ms))
+	exit = ""
+	_, err := tryAllow(k, "new1", 200*ms, 1) // room: the dropped key's place
+	require.NoError(t, err)
+	_, err = tryAllow(k, "new2", 200*ms, 1)
+	assert.NoError(t, err, "EvictLRU: a new key evicts, never ErrTooManyKeys")
+	assert.NotErrorIs(t, err, actor.ErrTooManyKeys)
+	assert.NotEqual(t, none, k.def.slotOf("new1"), "new1, used at 200ms, is evicted before keys used at 0")
+}
+
+// Idle keys left behind are not let go to make room for a new key.
+func TestIdleKeysLeftBehindMakeRoom(t *testing.T) {
+	var exit string
+	k := NewKeys(exitSet(3, s, &exit))
+	k.Bound(Limit{Max: 4})
+	for i := range 4 {
+		allow(t, k, fmt.Sprint("k", i), 0, 1)
+	}
+	exit = "any"
+	require.True(t, setPoliciesExiting(k, exitSet(5, s, &exit), 100*ms))
+	exit = ""
+	// At 5s every key is idle under either policy. Without the switch, a new key
+	// would make room by dropping an idle one.
+	_, err := tryAllow(k, "new1", 5*s, 1)
+	require.NoError(t, err)
+	_, err = tryAllow(k, "new2", 5*s, 1)
+	assert.NoError(t, err, "idle keys left behind should make room as idle keys do")
+}
+
+// Expire's budget: at most budget steps in all.
+func TestExpireKeepsItsBudgetWithKeysLeftBehind(t *testing.T) {
+	var exit string
+	k := NewKeys(exitSet(3, s, &exit))
+	for i := range 10 {
+		allow(t, k, fmt.Sprint("k", i), 0, 1)
+	}
+	exit = "any"
+	require.True(t, setPoliciesExiting(k, exitSet(5, 2*s, &exit), 100*ms))
+	exit = ""
+	// carry 5 keys into def (they will be idle under 10ms window at 5s)
+	for i := 1; i <= 5; i++ {
+		peek(k, fmt.Sprint("k", i), 100*ms, 1)
+	}
+	dropped := k.Expire(5*s, 4)
+	assert.LessOrEqual(t, dropped, 4, "at most budget steps in all")
+}
+
+// With EvictLRU, a new key is refused ErrTooManyKeys while unpinned keys
+// left behind could be evicted: the only key carried is pinned.
+func TestANewKeyEvictsAnUnpinnedKeyLeftBehind(t *testing.T) {
+	var exit string
+	k := NewKeys(exitSet(3, s, &exit))
+	k.Bound(Limit{Max: 4, Evict: true})
+	for i := range 4 {
+		allow(t, k, fmt.Sprint("k", i), 0, 1)
+	}
+	exit = "any"
+	require.True(t, setPoliciesExiting(k, exitSet(5, 10*s, &exit), 100*ms))
+	exit = ""
+	k.Pin("w") // a caller waits on w
+	allow(t, k, "w", 200*ms, 1)
+	_, err := tryAllow(k, "x", 200*ms, 1)
+	assert.NoError(t, err, "EvictLRU: unpinned keys k1..k3 could be evicted")
+}
+
+type exitsOnCall struct {
+	*algorithms.FixedWindow
+	calls *int
+	at    int
+}
+
+func (m exitsOnCall) Adopt(s *algorithms.FixedWindowState, from algorithms.Machine[algorithms.FixedWindowState], now time.Duration) {
+	*m.calls++
+	if *m.calls == m.at {
+		runtime.Goexit()
+	}
+	m.FixedWindow.Adopt(s, from.(exitsOnCall).FixedWindow, now)
+}
+
+func TestAGoexitAnywhereInASwitchDropsOneKey(t *testing.T) {
+	for _, evict := range []bool{false, true} {
+		for at := 1; at <= 10; at++ {
+			calls := 0
+			mk := func(limit int) *Set {
+				m := exitsOnCall{fixedWindow(limit, 10*s), &calls, at}
+				return NewSet([]Policy{{Name: "p", Algorithm: "x", Params: Params{Limit: limit, Window: 10 * s}, Rule: NewRule[algorithms.FixedWindowState](m)}})
+			}
+			k := NewKeys(mk(5))
+			k.Bound(Limit{Max: 100, Evict: evict})
+			for i := range 10 {
+				allow(t, k, fmt.Sprint("k", i), 0, 1+i%3)
+			}
+			calls = 0
+			require.True(t, setPoliciesExiting(k, mk(7), 100*ms))
+			calls = -1000
+			assert.Equal(t, 9, k.Len())
+			k.SetPolicies(mk(7), 200*ms)
+			assert.Equal(t, 9, k.Len())
+			lost := 0
+			for i := range 10 {
+				d, err := peek(k, fmt.Sprint("k", i), 300*ms, 1)
+				require.NoError(t, err)
+				switch d.Remaining {
+				case 7 - 1:
+					lost++
+				case 7 - (1 + i%3) - 1:
+				default:
+					t.Errorf("evict=%v at=%d k%d remaining %d", evict, at, i, d.Remaining)
+				}
+			}
+			if i := 0; lost != 1 {
+				t.Errorf("evict=%v at=%d lost %d (i %d)", evict, at, lost, i)
+			}
+		}
+	}
+}
