@@ -18,8 +18,27 @@ func exitSet(limit int, window time.Duration, exit *string) *Set {
 	return NewSet([]Policy{{Name: "p", Algorithm: "exits", Params: Params{Limit: limit, Window: window}, Rule: NewRule[algorithms.FixedWindowState](m)}})
 }
 
-// Reference: an uninterrupted switch from a 1s window to a 10s one keeps
-// a key's count until 10s.
+// leftBehind returns keys k0, k1, ... (n of them), each with 1 taken at
+// 0 from a fixed window of 3 a second, bounded by limit, whose switch at
+// 100 ms to a window of 5 per window a Goexit in Adopt interrupted on its
+// first key: that key is dropped, the others are left behind.
+func leftBehind(t *testing.T, n int, limit Limit, window time.Duration) *Keys {
+	t.Helper()
+	var exit string
+	k := NewKeys(exitSet(3, s, &exit))
+	k.Bound(limit)
+	for i := range n {
+		allow(t, k, fmt.Sprint("k", i), 0, 1)
+	}
+	exit = "any"
+	require.True(t, setPoliciesExiting(k, exitSet(5, window, &exit), 100*ms))
+	exit = ""
+	return k
+}
+
+// TestASwitchKeepsStateAcrossExpiry: an uninterrupted switch from a
+// window of 1 s to one of 10 s keeps a key's count until 10 s, expiry
+// run or not.
 func TestASwitchKeepsStateAcrossExpiry(t *testing.T) {
 	var exit string
 	k := NewKeys(exitSet(3, s, &exit))
@@ -33,17 +52,11 @@ func TestASwitchKeepsStateAcrossExpiry(t *testing.T) {
 	assert.Equal(t, 3, d.Remaining)
 }
 
-// After a Goexit in Adopt, the keys left behind are expired under the OLD
-// rule at the current now, losing state the new policies would keep.
+// TestKeysLeftBehindAreNotExpiredUnderTheOldPolicies: keys a switch left
+// behind wait to be carried over, as of the switch: the old policies'
+// idea of idle, at a later now, would lose state the new ones keep.
 func TestKeysLeftBehindAreNotExpiredUnderTheOldPolicies(t *testing.T) {
-	var exit string
-	k := NewKeys(exitSet(3, s, &exit))
-	for i := range 4 {
-		allow(t, k, fmt.Sprint("k", i), 0, 1)
-	}
-	exit = "any"
-	require.True(t, setPoliciesExiting(k, exitSet(5, 10*s, &exit), 100*ms))
-	exit = ""
+	k := leftBehind(t, 4, Limit{}, 10*s)
 	k.Expire(2*s, 1000) // the partition's expiry after a burst
 	for _, key := range []string{"k0", "k1", "k2"} {
 		d, err := peek(k, key, 2*s, 1)
@@ -52,18 +65,11 @@ func TestKeysLeftBehindAreNotExpiredUnderTheOldPolicies(t *testing.T) {
 	}
 }
 
-// With EvictLRU, a new key is refused ErrTooManyKeys while the keys left
-// behind fill the cap, though eviction is on.
+// TestANewKeyEvictsAmongKeysLeftBehind: with EvictLRU, a new key that
+// finds the cap reached, keys left behind included, evicts the least
+// recently used, which is one of those, never ErrTooManyKeys.
 func TestANewKeyEvictsAmongKeysLeftBehind(t *testing.T) {
-	var exit string
-	k := NewKeys(exitSet(3, s, &exit))
-	k.Bound(Limit{Max: 4, Evict: true})
-	for i := range 4 {
-		allow(t, k, fmt.Sprint("k", i), 0, 1)
-	}
-	exit = "any"
-	require.True(t, setPoliciesExiting(k, exitSet(5, 10*s, &exit), 100*ms))
-	exit = ""
+	k := leftBehind(t, 4, Limit{Max: 4, Evict: true}, 10*s)
 	_, err := tryAllow(k, "new1", 200*ms, 1) // room: the dropped key's place
 	require.NoError(t, err)
 	_, err = tryAllow(k, "new2", 200*ms, 1)
@@ -72,17 +78,10 @@ func TestANewKeyEvictsAmongKeysLeftBehind(t *testing.T) {
 	assert.NotEqual(t, none, k.def.slotOf("new1"), "new1, used at 200ms, is evicted before keys used at 0")
 }
 
-// Idle keys left behind are not let go to make room for a new key.
+// TestIdleKeysLeftBehindMakeRoom: an idle key left behind makes room for
+// a new key, as any idle key does.
 func TestIdleKeysLeftBehindMakeRoom(t *testing.T) {
-	var exit string
-	k := NewKeys(exitSet(3, s, &exit))
-	k.Bound(Limit{Max: 4})
-	for i := range 4 {
-		allow(t, k, fmt.Sprint("k", i), 0, 1)
-	}
-	exit = "any"
-	require.True(t, setPoliciesExiting(k, exitSet(5, s, &exit), 100*ms))
-	exit = ""
+	k := leftBehind(t, 4, Limit{Max: 4}, s)
 	// At 5s every key is idle under either policy. Without the switch, a new key
 	// would make room by dropping an idle one.
 	_, err := tryAllow(k, "new1", 5*s, 1)
@@ -91,16 +90,10 @@ func TestIdleKeysLeftBehindMakeRoom(t *testing.T) {
 	assert.NoError(t, err, "idle keys left behind should make room as idle keys do")
 }
 
-// Expire's budget: at most budget steps in all.
+// TestExpireKeepsItsBudgetWithKeysLeftBehind: at most budget steps in
+// all, keys left behind or not.
 func TestExpireKeepsItsBudgetWithKeysLeftBehind(t *testing.T) {
-	var exit string
-	k := NewKeys(exitSet(3, s, &exit))
-	for i := range 10 {
-		allow(t, k, fmt.Sprint("k", i), 0, 1)
-	}
-	exit = "any"
-	require.True(t, setPoliciesExiting(k, exitSet(5, 2*s, &exit), 100*ms))
-	exit = ""
+	k := leftBehind(t, 10, Limit{}, 2*s)
 	// carry 5 keys into def (they will be idle under 10ms window at 5s)
 	for i := 1; i <= 5; i++ {
 		peek(k, fmt.Sprint("k", i), 100*ms, 1)
@@ -109,24 +102,18 @@ func TestExpireKeepsItsBudgetWithKeysLeftBehind(t *testing.T) {
 	assert.LessOrEqual(t, dropped, 4, "at most budget steps in all")
 }
 
-// With EvictLRU, a new key is refused ErrTooManyKeys while unpinned keys
-// left behind could be evicted: the only key carried is pinned.
+// TestANewKeyEvictsAnUnpinnedKeyLeftBehind: with EvictLRU, a new key
+// evicts an unpinned key left behind when the only key carried is pinned.
 func TestANewKeyEvictsAnUnpinnedKeyLeftBehind(t *testing.T) {
-	var exit string
-	k := NewKeys(exitSet(3, s, &exit))
-	k.Bound(Limit{Max: 4, Evict: true})
-	for i := range 4 {
-		allow(t, k, fmt.Sprint("k", i), 0, 1)
-	}
-	exit = "any"
-	require.True(t, setPoliciesExiting(k, exitSet(5, 10*s, &exit), 100*ms))
-	exit = ""
+	k := leftBehind(t, 4, Limit{Max: 4, Evict: true}, 10*s)
 	k.Pin("w") // a caller waits on w
 	allow(t, k, "w", 200*ms, 1)
 	_, err := tryAllow(k, "x", 200*ms, 1)
 	assert.NoError(t, err, "EvictLRU: unpinned keys k1..k3 could be evicted")
 }
 
+// exitsOnCall is a fixed window whose Adopt ends its goroutine on its
+// call number at, counting in calls.
 type exitsOnCall struct {
 	*algorithms.FixedWindow
 	calls *int
@@ -141,6 +128,9 @@ func (m exitsOnCall) Adopt(s *algorithms.FixedWindowState, from algorithms.Machi
 	m.FixedWindow.Adopt(s, from.(exitsOnCall).FixedWindow, now)
 }
 
+// TestAGoexitAnywhereInASwitchDropsOneKey: whichever key of ten a Goexit
+// in Adopt comes on, with eviction or without, that key alone starts
+// afresh, and every other is carried over once, its count intact.
 func TestAGoexitAnywhereInASwitchDropsOneKey(t *testing.T) {
 	for _, evict := range []bool{false, true} {
 		for at := 1; at <= 10; at++ {
@@ -172,8 +162,8 @@ func TestAGoexitAnywhereInASwitchDropsOneKey(t *testing.T) {
 					t.Errorf("evict=%v at=%d k%d remaining %d", evict, at, i, d.Remaining)
 				}
 			}
-			if i := 0; lost != 1 {
-				t.Errorf("evict=%v at=%d lost %d (i %d)", evict, at, lost, i)
+			if lost != 1 {
+				t.Errorf("evict=%v at=%d lost %d keys", evict, at, lost)
 			}
 		}
 	}
