@@ -21,11 +21,14 @@ import (
 //     line.
 //   - EventRefund: each Refund.
 //
-// A request refused before it reaches its partition (ErrInvalidCount,
-// ErrKeyTooLong, ErrClosed) is observed with its error. A batch is
-// observed for the items whose decisions the call returns: not those it
-// passes by (AllowEach's items with an error already), nor those of a
-// partition that had not answered when ctx ended. Never observed: Peek,
+// A call of one request refused before it reaches its partition
+// (ErrInvalidCount, ErrKeyTooLong, ErrClosed) is observed with its error.
+// A batch is observed for the items whose decisions or errors the call
+// returns one by one: AllowEach's and TryWaitEach's items refused with
+// ErrInvalidCount or ErrKeyTooLong are, each with its error; not the
+// items it passes by (with an error already), nor those of a partition
+// that had not answered when ctx ended or the router closed, nor any of
+// an AllowBatch that a bad item fails whole. Never observed: Peek,
 // PeekQuota, Reset, a request whose ctx ended before its answer (a WaitN
 // that left its line included), a Ticket that Leave took out of its line
 // before it was answered.
