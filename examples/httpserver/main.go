@@ -22,6 +22,10 @@
 //	curl -i -H 'X-Api-Key: demo-key-acme' http://127.0.0.1:8080/hello
 //	curl -i -d user=ann -d password=guess http://127.0.0.1:8080/login
 //
+// Meanwhile its operators' page (httplimit.DebugHandler) shows the API's
+// router live, on an admin server of its own that only this machine
+// reaches: open http://127.0.0.1:6060/debug/chanlimit in a browser.
+//
 // With -demo-only it exits after its own requests.
 package main
 
@@ -45,9 +49,10 @@ import (
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "the address to serve on (port 0: any free one)")
+	adminAddr := flag.String("admin", "127.0.0.1:6060", "the address to serve the operators' page on, never a public one (\"\": none)")
 	demoOnly := flag.Bool("demo-only", false, "exit after the demo's own requests")
 	flag.Parse()
-	if err := run(*addr, *demoOnly); err != nil {
+	if err := run(*addr, *adminAddr, *demoOnly); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -93,14 +98,15 @@ func byUser(r *http.Request) (string, error) {
 }
 
 // newHandler returns the server's handler, on routers that read clk
-// (nil: the real clock), and a function that closes them.
-func newHandler(clk clock.Clock) (http.Handler, func(), error) {
+// (nil: the real clock), the handler of its operators' page, and a
+// function that closes the routers.
+func newHandler(clk clock.Clock) (api, admin http.Handler, closeAll func(), err error) {
 	r, err := chanlimit.New(chanlimit.Config{Clock: clk, Policies: []chanlimit.Policy{
 		{Name: "per-second", Limit: 5, Window: time.Second},
 		{Name: "per-minute", Algorithm: "sliding_window_counter", Limit: 60, Window: time.Minute},
 	}})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// Logins have a router of their own: 3 failed logins per user in any
 	// 15 minutes. Each login takes a unit, and one that succeeds gives it
@@ -110,9 +116,9 @@ func newHandler(clk clock.Clock) (http.Handler, func(), error) {
 	}})
 	if err != nil {
 		r.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	closeAll := func() {
+	closeAll = func() {
 		r.Close()
 		logins.Close()
 	}
@@ -122,7 +128,7 @@ func newHandler(clk clock.Clock) (http.Handler, func(), error) {
 		chanlimit.Policy{Name: "acme-per-minute", Algorithm: "sliding_window_counter", Limit: 2000, Window: time.Minute})
 	if err != nil {
 		closeAll()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hello\n") })
@@ -131,11 +137,13 @@ func newHandler(clk clock.Clock) (http.Handler, func(), error) {
 		Refund: func(_ *http.Request, status int) bool { return status < 400 }, // a login that succeeds counts for nothing
 	})
 	mux.Handle("POST /login", failedOnly(http.HandlerFunc(login)))
-	return httplimit.Middleware(r, httplimit.Options{Key: key})(mux), closeAll, nil
+	adminMux := http.NewServeMux()
+	adminMux.Handle("GET /debug/chanlimit", httplimit.DebugHandler(r))
+	return httplimit.Middleware(r, httplimit.Options{Key: key})(mux), adminMux, closeAll, nil
 }
 
-func run(addr string, demoOnly bool) error {
-	handler, closeAll, err := newHandler(nil)
+func run(addr, adminAddr string, demoOnly bool) error {
+	handler, admin, closeAll, err := newHandler(nil)
 	if err != nil {
 		return err
 	}
@@ -153,6 +161,16 @@ func run(addr string, demoOnly bool) error {
 	demo(url)
 	if !demoOnly {
 		fmt.Printf("\nserving on %s until interrupted; try:\n  curl -i %s\n  curl -i -H 'X-Api-Key: demo-key-acme' %s\n", ln.Addr(), url, url)
+		if adminAddr != "" {
+			adminLn, err := net.Listen("tcp", adminAddr)
+			if err != nil {
+				return fmt.Errorf("%w (pick another with -admin, or -admin '' for none)", err)
+			}
+			adminSrv := &http.Server{Handler: admin, ReadHeaderTimeout: 5 * time.Second}
+			go func() { _ = adminSrv.Serve(adminLn) }()
+			defer adminSrv.Close()
+			fmt.Printf("and the operators' page on http://%s/debug/chanlimit\n", adminLn.Addr())
+		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		defer stop()
 		select {

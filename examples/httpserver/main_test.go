@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // second on a frozen clock); only a key the server knows puts a request
 // under its tenant's quota.
 func TestNoClientSkipsItsLimit(t *testing.T) {
-	handler, closeAll, err := newHandler(clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+	handler, _, closeAll, err := newHandler(clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 	require.NoError(t, err)
 	defer closeAll()
 	srv := httptest.NewServer(handler) // on 127.0.0.1
@@ -65,7 +66,7 @@ func TestNoClientSkipsItsLimit(t *testing.T) {
 // too, until the first failure leaves the window.
 func TestOnlyFailedLoginsCount(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	handler, closeAll, err := newHandler(clk)
+	handler, _, closeAll, err := newHandler(clk)
 	require.NoError(t, err)
 	defer closeAll()
 	srv := httptest.NewServer(handler) // on 127.0.0.1
@@ -90,4 +91,45 @@ func TestOnlyFailedLoginsCount(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, post("bob", "guess"), "another user has failures of his own")
 	clk.Advance(15*time.Minute - 3*time.Second)
 	assert.Equal(t, http.StatusNoContent, post("ann", "correct-horse"), "the first failure has left the window")
+}
+
+// TestOperatorsPage: the admin server's page lists the IP the demo's
+// requests were refused for, and what it has left.
+func TestOperatorsPage(t *testing.T) {
+	handler, admin, closeAll, err := newHandler(clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+	require.NoError(t, err)
+	defer closeAll()
+	srv := httptest.NewServer(handler) // on 127.0.0.1
+	defer srv.Close()
+	adminSrv := httptest.NewServer(admin)
+	defer adminSrv.Close()
+	for range 7 {
+		resp, err := srv.Client().Get(srv.URL + "/hello")
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+
+	resp, err := adminSrv.Client().Get(adminSrv.URL + "/debug/chanlimit?format=json")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var page struct {
+		TopDenied []struct {
+			Key   string `json:"key"`
+			Count int    `json:"count"`
+			Left  []struct {
+				Policy    string `json:"policy"`
+				Remaining int    `json:"remaining"`
+			} `json:"left"`
+		} `json:"top_denied"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&page))
+	require.Len(t, page.TopDenied, 1)
+	assert.Equal(t, "ip:127.0.0.1", page.TopDenied[0].Key)
+	assert.Equal(t, 2, page.TopDenied[0].Count, "7 requests, 5 a second")
+	require.Len(t, page.TopDenied[0].Left, 2)
+	assert.Equal(t, "per-second", page.TopDenied[0].Left[0].Policy)
+	assert.Equal(t, 0, page.TopDenied[0].Left[0].Remaining)
+	assert.Equal(t, 55, page.TopDenied[0].Left[1].Remaining, "per-minute: 60, less the 5 granted")
 }
