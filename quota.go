@@ -12,8 +12,9 @@ import (
 // what the IETF RateLimit fields advertise (package httplimit writes them
 // from it). AllowQuota, PeekQuota and WaitQuota write it with their
 // decision, in the same round trip to the key's partition, so that the
-// two describe one instant (with a Store, a grant's quota takes the
-// partition one more round trip to the store, after the grant).
+// two describe one instant (with a Store, the quota of a request allowed,
+// granted or peeked, takes the partition one more round trip to the
+// store, after the decision).
 type Quota struct {
 	// Policies are the key's policies (its override's, or the router's),
 	// in their order. The router hands the same slice for a set of
@@ -30,9 +31,10 @@ type Quota struct {
 	// Store, whose states the router cannot read, it tells of the
 	// deciding policy alone, from the Decision: Remaining is the
 	// Decision's (what the request left, or for a peek would leave), and
-	// More, after an allowance, the wait for one unit more (0 after a
-	// peek, which asks the store nothing more), after a denial the
-	// Decision's RetryAfter (the wait for the request's n units).
+	// More, after an allowance (a peek's too), the wait for one unit more
+	// than Remaining, which the store is asked in one more round trip,
+	// after a denial the Decision's RetryAfter (the wait for the
+	// request's n units).
 	Each []PolicyQuota
 }
 

@@ -636,3 +636,34 @@ func TestStoreStatsPolicies(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []PolicyStats{{Name: "second", Denied: 1}, {Name: "trial", WouldDeny: 2}}, st.Policies)
 }
+
+// TestPeekQuotaThroughAStoreAsksOnce: with a Store, an allowed PeekQuota
+// asks the store one peek, and tells the deciding policy's quota from its
+// Decision: Remaining what the peek would leave, More 0 (one more unit
+// than that is the peek's own, there now). Before, it asked a second peek
+// of one more unit, whose answer was that 0 again.
+func TestPeekQuotaThroughAStoreAsksOnce(t *testing.T) {
+	clk := clock.NewFake(storeStart)
+	st := newMemStore(clk, FailClosed)
+	r := routerOn(t, st, st, Config{Limit: 4, Window: time.Second, Clock: clk, Partitions: 1})
+	ctx := context.Background()
+	_, err := r.AllowN(ctx, "k", 1)
+	require.NoError(t, err)
+	before := st.kinds[StorePeek].Load()
+
+	var q Quota
+	d, err := r.PeekQuota(ctx, "k", 1, &q)
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	assert.Equal(t, int64(1), st.kinds[StorePeek].Load()-before, "one peek asked")
+	assert.Equal(t, []PolicyQuota{{Policy: 0, Remaining: 2, More: 0}}, q.Each)
+
+	_, err = r.AllowN(ctx, "k", 3)
+	require.NoError(t, err)
+	before = st.kinds[StorePeek].Load()
+	d, err = r.PeekQuota(ctx, "k", 1, &q)
+	require.NoError(t, err)
+	require.False(t, d.Allowed)
+	assert.Equal(t, int64(1), st.kinds[StorePeek].Load()-before, "one peek asked")
+	assert.Equal(t, []PolicyQuota{{Policy: 0, Remaining: 0, More: 250 * time.Millisecond}}, q.Each, "a denial's: its RetryAfter")
+}

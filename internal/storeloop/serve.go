@@ -185,12 +185,14 @@ func (l *loop) land(tr *trip) (served int) {
 			served++
 			d, err := it.D, it.Err
 			if q := req.Quota(); q != nil && err == nil {
-				if d.Allowed { // its answer waits for its key's wait of one more unit
+				if d.Allowed && req.Kind() == actor.KindAllow { // its answer waits for its key's wait of one more unit
 					l.chores = append(l.chores, quotaChore(req.Key(), tr.now, it, chore{req: *req, d: d}))
 					l.outOfFlight()
 					continue
 				}
-				l.fillQuota(req.Key(), tr.now, &d, q, -1) // a denial's: nothing to ask
+				// A denial's, and an allowed peek's: nothing to ask (one more
+				// unit than a peek would leave is its own, there now).
+				l.fillQuota(req.Key(), tr.now, &d, q, -1)
 			}
 			l.deliver(req, tr.now, d, err)
 		case actor.KindReset, actor.KindRefund:
