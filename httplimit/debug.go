@@ -7,11 +7,15 @@ import (
 	_ "embed" // the debug page's template, script and style
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"html/template"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/chanlimit/chanlimit"
 )
@@ -19,27 +23,43 @@ import (
 // DebugHandler serves a read-only page of r for its operators: its
 // policies, its Stats and each policy's counts (Stats.Policies), and the
 // keys it denied most in the last minute (Router.TopDenied) with what each
-// has left now under each of its policies (Router.PeekQuota, for one
-// unit). The page is HTML that refreshes itself every second and draws a
-// chart of the decisions per second since it was opened; a request that
-// accepts application/json (before text/html), or has ?format=json, gets
-// the same data as JSON. ?n= sets how many keys to list: 10 by default,
-// 100 at most.
+// has left now under each of its enforced policies (Router.PeekQuota, for
+// one unit). The page is HTML that refreshes itself every second and draws
+// a chart of the decisions per second since it was opened; a request that
+// prefers application/json to text/html (a higher weight in Accept), or
+// has ?format=json, gets the same data as JSON. ?n= sets how many keys to
+// list: 10 by default, 100 at most.
 //
 // It changes nothing: Stats, TopDenied and PeekQuota only read, a peek
 // takes nothing and leaves an unseen key unseen, and nothing it does is
-// observed (Config.Observe) or counted. Keys are client-chosen text:
-// the page escapes them (html/template), and its Content-Security-Policy
-// lets no script run but its own, which it serves inline with the page
-// (nothing is fetched from elsewhere: no script, no style, no font).
-// Each request of the page takes a round trip to every partition, and
-// one more to a key's partition for each key listed (with a Store, each
-// of those a round trip to the store).
+// observed (Config.Observe) or counted, but for one thing: with a Store,
+// a peek the store fails counts in Stats.StoreErrors, as any request the
+// store fails does. So that the page loads when things go wrong, its
+// peeks stop at the first that the store cannot answer, and at a second
+// spent on them (the keys not peeked say so).
 //
-// Mount it on an administrative mux that only operators reach, never on
-// the public one: it lists the keys of your clients (IP addresses, API
-// keys) to whoever can load it. It answers GET and HEAD (any other method
-// is 405), a bad ?n= or ?format= with 400, and a closed router with 503.
+// Keys are client-chosen text: the page escapes them (html/template), its
+// script writes them as text, never as markup, and its
+// Content-Security-Policy lets no script run but its own, which it serves
+// inline with the page (nothing is fetched from elsewhere: no script, no
+// style, no font). A key that is not valid UTF-8 of graphic characters
+// (a control, a character that turns the text around) is shown in Go's
+// quoted form too, so that no key passes for another.
+//
+// Each load, and each second's refresh while the page is open, takes two
+// round trips to every partition (Stats, TopDenied) and one to a key's
+// partition for each key listed; with a Store, each peek is a round trip
+// to the store too, two for a key that has units left (the peek, and the
+// wait for one unit more).
+//
+// Mount it on an administrative server that only operators reach, never
+// on the public one: it lists the keys of your clients (IP addresses, API
+// keys) to whoever can load it, and a server on 127.0.0.1 alone is not
+// enough where operators browse the web from the same machine (a page
+// that rebinds its name to 127.0.0.1 can read it): check the Host field,
+// or put authentication in front of it. It answers GET and HEAD (any
+// other method is 405), a bad ?n= or ?format= with 400, and a closed
+// router with 503.
 func DebugHandler(r *chanlimit.Router) http.Handler {
 	return debugHandler{router: r}
 }
@@ -79,6 +99,9 @@ type debugHandler struct {
 }
 
 func (h debugHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	hd := w.Header()
+	hd.Set("Cache-Control", "no-store")
+	hd.Add("Vary", "Accept")
 	if req.Method != http.MethodGet && req.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		writeProblem(w, problem{Status: http.StatusMethodNotAllowed, Detail: "the debug page only answers GET and HEAD: it changes nothing"})
@@ -114,10 +137,7 @@ func (h debugHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		WriteError(w, req, err)
 		return
 	}
-	hd := w.Header()
-	hd.Set("Cache-Control", "no-store")
 	hd.Set("X-Content-Type-Options", "nosniff")
-	hd.Add("Vary", "Accept")
 	if asJSON {
 		hd.Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
@@ -168,6 +188,7 @@ type debugPageData struct {
 
 // debugView is what the page shows, and its JSON form.
 type debugView struct {
+	N           int                `json:"n"` // the most keys TopDenied was asked for
 	Policies    []debugPolicy      `json:"policies"`
 	Stats       debugStats         `json:"stats"`
 	PolicyStats []debugPolicyStats `json:"policy_stats"`
@@ -213,6 +234,7 @@ type debugPolicyStats struct {
 // has now.
 type debugKey struct {
 	Key        string       `json:"key"`
+	Quoted     string       `json:"quoted,omitempty"` // the key in Go's quoted form, escapes for what is not UTF-8 or not graphic, if it has any such
 	Count      uint64       `json:"count"`
 	Err        uint64       `json:"err"`
 	Allowed    bool         `json:"allowed"`               // whether one unit would be allowed now
@@ -239,6 +261,7 @@ func debugViewOf(ctx context.Context, r *chanlimit.Router, n int) (debugView, er
 		return debugView{}, err
 	}
 	v := debugView{
+		N:        n,
 		Policies: debugPolicies(r.Policies()),
 		Stats: debugStats{
 			Keys: st.Keys, Idle: st.Idle, Queued: st.Queued, Waiting: st.Waiting,
@@ -252,23 +275,47 @@ func debugViewOf(ctx context.Context, r *chanlimit.Router, n int) (debugView, er
 	for i, p := range st.Policies {
 		v.PolicyStats[i] = debugPolicyStats{Name: p.Name, Denied: p.Denied, WouldDeny: p.WouldDeny}
 	}
+	// The peeks share a deadline, and stop at a store that cannot answer:
+	// an operator opens the page when things go wrong, and it must load
+	// then too, at the cost of one store error a load.
+	peeks, cancel := context.WithTimeout(ctx, debugPeekTime)
+	defer cancel()
 	var q chanlimit.Quota
+	notAsked := ""
 	for i, k := range top {
-		v.TopDenied[i] = debugKeyOf(ctx, r, k, &q)
-		if err := ctx.Err(); err != nil {
-			return debugView{}, err
+		dk := debugKey{Key: k.Key, Count: k.Count, Err: k.Err, Left: []debugQuota{}}
+		if !plainKey(k.Key) {
+			dk.Quoted = strconv.QuoteToGraphic(k.Key)
 		}
+		if notAsked != "" {
+			dk.Error = notAsked
+		} else if err := peek(peeks, r, &dk, &q); err != nil {
+			if ctx.Err() != nil {
+				return debugView{}, ctx.Err() // the request's own end
+			}
+			switch {
+			case errors.Is(err, context.DeadlineExceeded):
+				notAsked = "not peeked: the peeks of this load took " + debugPeekTime.String() + " already"
+			case errors.Is(err, chanlimit.ErrStoreUnavailable):
+				notAsked = "not peeked: the store could not answer a peek above"
+			}
+		}
+		v.TopDenied[i] = dk
 	}
 	return v, nil
 }
 
-// debugKeyOf peeks at k's key, writing its quota into q.
-func debugKeyOf(ctx context.Context, r *chanlimit.Router, k chanlimit.KeyCount, q *chanlimit.Quota) debugKey {
-	dk := debugKey{Key: k.Key, Count: k.Count, Err: k.Err, Left: []debugQuota{}}
-	d, err := r.PeekQuota(ctx, k.Key, 1, q)
+// debugPeekTime is the most a load of the page spends on its peeks.
+const debugPeekTime = time.Second
+
+// peek writes into dk what a peek of one unit says its key has now,
+// or the peek's error, which it returns too; q is for the router to
+// write the quota into.
+func peek(ctx context.Context, r *chanlimit.Router, dk *debugKey, q *chanlimit.Quota) error {
+	d, err := r.PeekQuota(ctx, dk.Key, 1, q)
 	if err != nil {
 		dk.Error = err.Error()
-		return dk
+		return err
 	}
 	dk.Allowed = d.Allowed
 	if !d.Allowed {
@@ -281,7 +328,23 @@ func debugKeyOf(ctx context.Context, r *chanlimit.Router, k chanlimit.KeyCount, 
 		}
 		dk.Left = append(dk.Left, dq)
 	}
-	return dk
+	return nil
+}
+
+// plainKey says whether key reads as what it is: valid UTF-8 of graphic
+// characters and spaces only. Another (a byte that is not UTF-8, a
+// control, a character that turns the text around) is shown quoted, so
+// that no key passes for another.
+func plainKey(key string) bool {
+	if !utf8.ValidString(key) {
+		return false
+	}
+	for _, c := range key {
+		if !unicode.IsGraphic(c) {
+			return false
+		}
+	}
+	return true
 }
 
 func debugPolicies(ps []chanlimit.Policy) []debugPolicy {

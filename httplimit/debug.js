@@ -38,10 +38,11 @@
 
 	function show(v) {
 		rows($("top-denied"), v.top_denied, (k) => {
-			const count = k.count + (k.err ? " (±" + k.err + ")" : "");
-			if (k.error) return [[k.key, "key"], [count, "n"], [k.error, "error", 2]];
-			return [[k.key, "key"], [count, "n"], k.allowed ? "allowed" : "denied, retry in " + k.retry_after, left(k)];
-		}, ["no denials in the last minute", 4]);
+			const key = [k.quoted || k.key, "key"]; // quoted: it has what would not read as itself
+			const count = [k.count + (k.err ? " (±" + k.err + ")" : ""), "n"];
+			if (k.error) return [key, count, [k.error, "error", 2]];
+			return [key, count, k.allowed ? "allowed" : "denied, retry in " + k.retry_after, left(k)];
+		}, [v.n ? "no denials in the last minute" : "none asked for (n=0)", 4]);
 		rows($("policies"), v.policies, (p) => [p.name, p.algorithm, [p.limit, "n"], p.window, [p.burst || "", "n"], p.dry_run ? "yes" : "no"]);
 		rows($("policy-stats"), v.policy_stats, (p) => [p.name, [p.denied, "n"], [p.would_deny, "n"]]);
 		for (const tr of $("stats").rows) {

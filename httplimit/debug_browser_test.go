@@ -26,7 +26,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -78,8 +80,10 @@ func browse(t *testing.T, url string, args ...string) []byte {
 // busyDebugServer serves DebugHandler for debugRouter's router on an
 // admin mux of a real server, and before each refresh of its JSON form
 // moves the clock on a second and makes some decisions, so that the chart
-// has something to draw: k new keys (1 to 5, as a sequence of squares
-// falls) ask for 3 units each, and per-second allows each 2 of them.
+// has something to draw: the key "hot" asks for 3 units, and so do k new
+// keys (1 to 5, as a sequence of squares falls); per-second allows each 2
+// of them. So hot is the key denied most, and is denied as the page shows
+// it.
 func busyDebugServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	r, clk, _ := debugRouter(t)
@@ -90,9 +94,13 @@ func busyDebugServer(t *testing.T) *httptest.Server {
 		if req.URL.Query().Get("format") == "json" {
 			n := refreshes.Add(1)
 			clk.Advance(time.Second)
+			keys := []string{"hot"}
 			for k := range 1 + n*n%5 {
+				keys = append(keys, fmt.Sprintf("client-%d-%d", n, k))
+			}
+			for _, key := range keys {
 				for range 3 {
-					_, err := r.AllowN(req.Context(), fmt.Sprintf("client-%d-%d", n, k), 1)
+					_, err := r.AllowN(req.Context(), key, 1)
 					assert.NoError(t, err)
 				}
 			}
@@ -105,9 +113,9 @@ func busyDebugServer(t *testing.T) *httptest.Server {
 }
 
 // TestDebugPageInABrowser: the DOM Chromium rendered names the policies
-// and the top denied keys, shows the hostile key as text (its markup never
-// ran), and was refreshed by the page's own script from the JSON form,
-// which drew the chart.
+// and the top denied keys, with what the key denied most has left, shows
+// the hostile key as text (its markup never ran), and was refreshed by
+// the page's own script from the JSON form, which drew the chart.
 func TestDebugPageInABrowser(t *testing.T) {
 	srv := busyDebugServer(t)
 	dom := string(browse(t, srv.URL+"/debug/chanlimit", "--dump-dom"))
@@ -118,9 +126,18 @@ func TestDebugPageInABrowser(t *testing.T) {
 
 	top := regexp.MustCompile(`(?s)<tbody id="top-denied">(.*?)</tbody>`).FindStringSubmatch(dom)
 	require.NotNil(t, top, "the top denied keys' table")
-	keys := regexp.MustCompile(`<td class="key">([^<]*)</td>`).FindAllStringSubmatch(top[1], -1)
-	require.NotEmpty(t, keys)
-	assert.Equal(t, "tenant-42", keys[0][1], "the key denied most, first")
+	rows := regexp.MustCompile(`<tr><td class="key">([^<]*)</td><td class="n">(\d+)</td><td>([^<]*)</td><td>([^<]*)</td></tr>`).FindAllStringSubmatch(top[1], -1)
+	require.NotEmpty(t, rows)
+	hot := rows[0]
+	assert.Equal(t, "hot", hot[1], "the key denied most, first")
+	assert.Greater(t, atoi(t, hot[2]), 3, "a denial a refresh")
+	assert.Equal(t, "denied, retry in 500ms", hot[3], "per-second's next token")
+	assert.Regexp(t, `^per-second: 0 \(\+1 in 500ms\), per-minute: \d+( \(\+1 in [0-9.]+m?s\))?$`, hot[4])
+	listed := map[string]bool{}
+	for _, row := range rows {
+		listed[row[1]] = true
+	}
+	assert.True(t, listed["tenant-42"], "tenant-42 and its 3 denials, in the last minute still")
 
 	policies := regexp.MustCompile(`(?s)<tbody id="policies">(.*?)</tbody>`).FindStringSubmatch(dom)
 	require.NotNil(t, policies)
@@ -132,16 +149,40 @@ func TestDebugPageInABrowser(t *testing.T) {
 	assert.Regexp(t, `<p id="status">live: refreshed at `, dom, "the script refreshed the page from its JSON form")
 	m := regexp.MustCompile(`<tr data-stat="allowed"><th>allowed</th><td class="n">(\d+)</td>`).FindStringSubmatch(dom)
 	require.NotNil(t, m)
-	allowed, _ := strconv.Atoi(m[1])
-	assert.Greater(t, allowed, 6, "the count of the last refresh, not the page's first")
+	assert.Greater(t, atoi(t, m[1]), 6, "the count of the last refresh, not the page's first")
 
 	chart := regexp.MustCompile(`<svg id="chart"[^>]* data-points="(\d+)"`).FindStringSubmatch(dom)
 	require.NotNil(t, chart, "the chart was drawn")
-	points, _ := strconv.Atoi(chart[1])
-	assert.GreaterOrEqual(t, points, 2)
+	points := atoi(t, chart[1])
+	assert.GreaterOrEqual(t, points, 10)
+	// Each second, 3 to 7 keys are allowed 2 units and denied 1: the
+	// allowed line is twice as high as the denied one, point by point, and
+	// the highest point is the chart's top (y=20) or near it.
+	heights := map[string][]float64{}
 	for _, line := range []string{"allowed", "denied"} {
-		assert.Regexp(t, `<polyline id="chart-`+line+`" class="`+line+`" points="[0-9.]+,[0-9.]+ [0-9., ]+"`, dom, "a line of %d points", points)
+		m := regexp.MustCompile(`<polyline id="chart-` + line + `" class="` + line + `" points="([^"]*)"`).FindStringSubmatch(dom)
+		require.NotNil(t, m, line)
+		for _, p := range strings.Fields(m[1]) {
+			_, y, ok := strings.Cut(p, ",")
+			require.True(t, ok, p)
+			f, err := strconv.ParseFloat(y, 64)
+			require.NoError(t, err)
+			heights[line] = append(heights[line], 130-f) // above the baseline
+		}
+		assert.Len(t, heights[line], points, line)
 	}
+	for i := range points {
+		assert.InDelta(t, heights["allowed"][i], 2*heights["denied"][i], 0.3, "point %d", i)
+	}
+	assert.InDelta(t, 110, slices.Max(heights["allowed"]), 0.1, "the top of the chart")
+	assert.Greater(t, slices.Min(heights["denied"]), 0.0, "a denial each second, at least")
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err)
+	return n
 }
 
 // TestDebugPageScreenshotInABrowser: Chromium's screenshot of the page is

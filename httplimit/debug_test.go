@@ -1,16 +1,21 @@
 package httplimit_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -35,7 +40,7 @@ func debugRouter(t *testing.T) (r *chanlimit.Router, clk *clock.Fake, observed *
 	r, clk = newRouter(t, chanlimit.Config{
 		Policies: []chanlimit.Policy{
 			{Name: "per-second", Limit: 2, Window: time.Second},
-			{Name: "per-minute", Algorithm: "sliding_window_counter", Limit: 30, Window: time.Minute},
+			{Name: "per-minute", Algorithm: "sliding_window_counter", Limit: 100, Window: time.Minute},
 			{Name: "shadow", Algorithm: "fixed_window", Limit: 1, Window: time.Minute, DryRun: true},
 		},
 		Observe: func(context.Context, chanlimit.Event) { observed.Add(1) },
@@ -53,6 +58,7 @@ func debugRouter(t *testing.T) (r *chanlimit.Router, clk *clock.Fake, observed *
 
 // debugJSON is the JSON form of the debug page, as a client decodes it.
 type debugJSON struct {
+	N        int `json:"n"`
 	Policies []struct {
 		Name      string `json:"name"`
 		Algorithm string `json:"algorithm"`
@@ -69,6 +75,7 @@ type debugJSON struct {
 	} `json:"policy_stats"`
 	TopDenied []struct {
 		Key        string `json:"key"`
+		Quoted     string `json:"quoted"`
 		Count      uint64 `json:"count"`
 		Err        uint64 `json:"err"`
 		Allowed    bool   `json:"allowed"`
@@ -104,6 +111,7 @@ func TestDebugJSON(t *testing.T) {
 	clk.Advance(100 * time.Millisecond)
 
 	v := getDebugJSON(t, srv.Client(), srv.URL+"?format=json")
+	assert.Equal(t, 10, v.N, "the keys asked for by default")
 	require.Len(t, v.Policies, 3)
 	assert.Equal(t, "per-second", v.Policies[0].Name)
 	assert.Equal(t, chanlimit.DefaultAlgorithm, v.Policies[0].Algorithm, `"" is named as what it means`)
@@ -137,7 +145,7 @@ func TestDebugJSON(t *testing.T) {
 	assert.Equal(t, 0, top.Left[0].Remaining)
 	assert.Equal(t, "400ms", top.Left[0].More)
 	assert.Equal(t, "per-minute", top.Left[1].Policy)
-	assert.Equal(t, 28, top.Left[1].Remaining)
+	assert.Equal(t, 98, top.Left[1].Remaining)
 	assert.Equal(t, "59.9s", top.Left[1].More)
 	assert.Empty(t, top.Error)
 
@@ -149,6 +157,7 @@ func TestDebugJSON(t *testing.T) {
 	assert.Equal(t, "900ms", vip.Left[0].More)
 
 	n1 := getDebugJSON(t, srv.Client(), srv.URL+"?format=json&n=1")
+	assert.Equal(t, 1, n1.N)
 	assert.Len(t, n1.TopDenied, 1, "?n= caps the keys listed")
 	n0 := getDebugJSON(t, srv.Client(), srv.URL+"?n=0", "Accept", "application/json")
 	assert.NotNil(t, n0.TopDenied, "an empty list, not null")
@@ -311,4 +320,146 @@ func TestDebugRefuses(t *testing.T) {
 	defer none.Close()
 	resp, body = get(t, none.Client(), none.URL)
 	readProblem(t, http.StatusInternalServerError, resp.Header, body)
+}
+
+// TestDebugKeysThatDoNotReadAsThemselves: a key that is not valid UTF-8
+// of graphic characters is shown quoted too, so that two keys never look
+// the same (JSON has no way to carry a byte that is not UTF-8) and none
+// passes for another (a character that turns the text around).
+func TestDebugKeysThatDoNotReadAsThemselves(t *testing.T) {
+	r, _ := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Minute})
+	keys := map[string]string{ // each key, and its quoted form ("": none)
+		"k\xff":            `"k\xff"`,
+		"k\xfe":            `"k\xfe"`,
+		"\u202egnp.exe":    `"\u202egnp.exe"`,
+		"tab\there":        `"tab\there"`,
+		"nul\x00":          `"nul\x00"`,
+		"café, 東京 and <b>": "",
+	}
+	for key := range keys {
+		for range 2 {
+			_, err := r.AllowN(context.Background(), key, 1)
+			require.NoError(t, err)
+		}
+	}
+	srv := httptest.NewServer(httplimit.DebugHandler(r))
+	defer srv.Close()
+
+	v := getDebugJSON(t, srv.Client(), srv.URL+"?format=json")
+	require.Len(t, v.TopDenied, len(keys))
+	for _, k := range v.TopDenied {
+		var key string
+		if k.Quoted != "" {
+			var err error
+			key, err = strconv.Unquote(k.Quoted)
+			require.NoError(t, err)
+		} else {
+			key = k.Key
+		}
+		want, ok := keys[key]
+		require.True(t, ok, "%q is one of the keys, read back as it is", key)
+		assert.Equal(t, want, k.Quoted, "%q", key)
+	}
+
+	_, body := get(t, srv.Client(), srv.URL)
+	for key, quoted := range keys {
+		if quoted != "" {
+			assert.Contains(t, string(body), html.EscapeString(quoted), "the page shows %q quoted", key)
+		}
+	}
+	assert.NotContains(t, string(body), "\u202e", "no character that turns the text around reaches the page")
+}
+
+// switchStore is a chanlimit.Store that denies every request (as the
+// policy first in the key's set, for a second) while up, cannot answer
+// while down, and while hung answers nothing until the call's ctx ends.
+// storeCalls counts the ops it was asked.
+type switchStore struct {
+	state atomic.Int32 // up, down or hung
+	ops   atomic.Int64
+}
+
+const (
+	up = iota
+	down
+	hung
+)
+
+func (*switchStore) Check([]chanlimit.Policy) error { return nil }
+func (*switchStore) FailMode() chanlimit.FailMode   { return chanlimit.FailClosed }
+func (s *switchStore) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
+	s.ops.Add(int64(len(ops)))
+	switch s.state.Load() {
+	case hung:
+		<-ctx.Done()
+		fallthrough
+	case down:
+		for i := range ops {
+			ops[i].Err = errors.New("connection refused")
+		}
+		return
+	}
+	for i := range ops {
+		p := ops[i].Policies[0]
+		ops[i].Decision = chanlimit.Decision{Limit: p.Limit, RetryAfter: time.Second, ResetAfter: time.Second, Policy: cmp.Or(p.Name, chanlimit.DefaultPolicyName)}
+	}
+}
+
+// TestDebugWithAStore: with a Store, the page peeks through it; while it
+// cannot answer, the page still loads at once, having asked it one peek
+// (one store error), and while it hangs, having waited a second for it at
+// most, each key that was not peeked saying so.
+func TestDebugWithAStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := new(switchStore)
+		r, err := chanlimit.New(chanlimit.Config{Limit: 5, Window: time.Minute, Store: st})
+		require.NoError(t, err)
+		defer r.Close()
+		ctx := context.Background()
+		for _, key := range []string{"a", "b", "c"} {
+			d, err := r.AllowN(ctx, key, 1)
+			require.NoError(t, err)
+			require.False(t, d.Allowed)
+		}
+		load := func() debugJSON {
+			rec := httptest.NewRecorder()
+			httplimit.DebugHandler(r).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/?format=json", nil))
+			require.Equal(t, http.StatusOK, rec.Code, "%s", rec.Body)
+			var v debugJSON
+			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &v))
+			return v
+		}
+
+		v := load()
+		require.Len(t, v.TopDenied, 3)
+		for _, k := range v.TopDenied {
+			assert.Empty(t, k.Error)
+			assert.False(t, k.Allowed)
+			assert.Equal(t, "1s", k.RetryAfter, "as the store said")
+			require.Len(t, k.Left, 1, "the deciding policy's alone: the router cannot read the store's states")
+			assert.Equal(t, chanlimit.DefaultPolicyName, k.Left[0].Policy)
+		}
+
+		st.state.Store(down)
+		before := st.ops.Load()
+		v = load()
+		assert.Equal(t, int64(1), st.ops.Load()-before, "the store was asked one peek")
+		assert.Zero(t, v.Stats["store_errors"], "the page reads the Stats before its peeks")
+		assert.Contains(t, v.TopDenied[0].Error, "connection refused")
+		for _, k := range v.TopDenied[1:] {
+			assert.Equal(t, "not peeked: the store could not answer a peek above", k.Error)
+		}
+		stats, err := r.Stats(ctx)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, stats.StoreErrors, "the page's one peek")
+
+		st.state.Store(hung)
+		start := time.Now() // the bubble's clock: it moves only while every goroutine waits
+		v = load()
+		assert.Equal(t, time.Second, time.Since(start), "the page waited out its second, no more")
+		assert.Contains(t, v.TopDenied[0].Error, context.DeadlineExceeded.Error())
+		for _, k := range v.TopDenied[1:] {
+			assert.Equal(t, "not peeked: the peeks of this load took 1s already", k.Error)
+		}
+	})
 }

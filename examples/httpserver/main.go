@@ -139,7 +139,25 @@ func newHandler(clk clock.Clock) (api, admin http.Handler, closeAll func(), err 
 	mux.Handle("POST /login", failedOnly(http.HandlerFunc(login)))
 	adminMux := http.NewServeMux()
 	adminMux.Handle("GET /debug/chanlimit", httplimit.DebugHandler(r))
-	return httplimit.Middleware(r, httplimit.Options{Key: key})(mux), adminMux, closeAll, nil
+	return httplimit.Middleware(r, httplimit.Options{Key: key})(mux), localOnly(adminMux), closeAll, nil
+}
+
+// localOnly answers only the requests that name this machine in their
+// Host field: a web page an operator opens elsewhere can have its own
+// name lead to 127.0.0.1 (DNS rebinding), but not its requests name
+// 127.0.0.1.
+func localOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.Host)
+		if err != nil {
+			host = r.Host
+		}
+		if host != "127.0.0.1" && host != "::1" && host != "localhost" {
+			http.Error(w, "this server answers only requests for 127.0.0.1 or localhost", http.StatusMisdirectedRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func run(addr, adminAddr string, demoOnly bool) error {

@@ -132,4 +132,13 @@ func TestOperatorsPage(t *testing.T) {
 	assert.Equal(t, "per-second", page.TopDenied[0].Left[0].Policy)
 	assert.Equal(t, 0, page.TopDenied[0].Left[0].Remaining)
 	assert.Equal(t, 55, page.TopDenied[0].Left[1].Remaining, "per-minute: 60, less the 5 granted")
+
+	req, err := http.NewRequest(http.MethodGet, adminSrv.URL+"/debug/chanlimit", nil)
+	require.NoError(t, err)
+	req.Host = "attacker.example:6060" // a name of the attacker's, led to 127.0.0.1
+	resp, err = adminSrv.Client().Do(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusMisdirectedRequest, resp.StatusCode, "only requests for this machine's names")
 }
