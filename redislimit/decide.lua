@@ -11,8 +11,7 @@
 --          answers...}): a byte
 --          0xC2, then for each field its length (2 bytes), its bytes, its
 --          count of numbers (4 bytes) and the numbers, little-endian
---          doubles (struct packs and unpacks them in C). A value an earlier
---          script wrote with cmsgpack ({field, numbers, ...}) is read too.
+--          doubles (struct packs and unpacks them in C).
 -- ARGV     1: the numbers, little-endian doubles: the grace kept past a
 --          key's ResetAfter, in milliseconds, on Redis's clock and on the
 --          caller's; how long a record is kept (ms); the lowest call of
@@ -764,34 +763,8 @@ local function entry(field, t)
   return spack('<H', #field) .. field .. spack('<I4', #t) .. packNums(t, #t)
 end
 
--- parseOld parses a value an earlier version of the script wrote, packed
--- with cmsgpack as {field, numbers, ...}.
-local function parseOld(blob)
-  local ok, t = pcall(cmsgpack.unpack, blob)
-  if not ok or type(t) ~= 'table' or #t % 2 ~= 0 then
-    return nil
-  end
-  local states, records = {}, {}
-  for i = 1, #t, 2 do
-    local field, v = t[i], t[i + 1]
-    if type(field) ~= 'string' or type(v) ~= 'table' then
-      return nil
-    end
-    if byte(field) == 35 then
-      if not whole(v[1]) then
-        return nil
-      end
-      records[field] = {v[1], entry(field, v)}
-    elseif valid(field, v) then
-      states[field] = v
-    else
-      return nil
-    end
-  end
-  return {states = states, records = records}
-end
-
--- parseNew parses blob, or raises an error if it ends short.
+-- parseNew parses blob, after its mark, or raises an error if it ends
+-- short.
 local function parseNew(blob)
   local states, records, meta = {}, {}, nil
   local n, pos = #blob, 2
@@ -838,7 +811,10 @@ end
 -- records by name ({expiry, bytes}); or nil if blob is not what the
 -- script writes (another client's value: the key is corrupt).
 local function parse(blob)
-  local ok, v = pcall(sub(blob, 1, 1) == MARK and parseNew or parseOld, blob)
+  if sub(blob, 1, 1) ~= MARK then
+    return nil
+  end
+  local ok, v = pcall(parseNew, blob)
   if ok then
     return v
   end

@@ -2,7 +2,6 @@ package redislimit_test
 
 import (
 	"context"
-	"encoding/binary"
 	"math"
 	"strings"
 	"sync"
@@ -92,42 +91,31 @@ func TestRetryDecidesOnce(t *testing.T) {
 	t.Logf("%d of %d requests answered after the stall", answered, len(keys))
 }
 
-// corruptValues are values another client could leave at a key: not
-// msgpack, msgpack of another shape, or a state's shape with numbers the
-// script never writes.
+// corruptValues are values another client could leave at a key: not the
+// script's layout (a byte 0xC2, then entries; msgpack, as scripts wrote
+// before any release, is not read), or the layout broken, or a state's
+// shape with numbers the script never writes.
 var corruptValues = []string{
 	"garbage",
+	"\x92\xb4token_bucket|default\x95\x0a\xcf\x00\x00\x00\xd6\x93\xa4\x00\x00\x0a\x00\x00", // msgpack of a state, as scripts wrote before any release
 	"\x93\x01\x02",                      // [1, 2]: no field names
 	"\x92\xb4token_bucket|default\xa1x", // a state that is a string
 	"\x92\xb4token_bucket|default\x95\x0a\xcb\x3f\xe0\x00\x00\x00\x00\x00\x00\x0a\xff\x00", // 0.5 and -1
 	"\x92\xb4token_bucket|default\x92\x0a\x0a",                                             // too few numbers
 	// The script's own layout (a byte 0xC2, then entries), broken:
 	"\xc2\x14\x00token_bucket|def", // an entry cut short
-	"\xc2" + binEntry("token_bucket|default", 10, 3600000000, 10, math.NaN(), 1),      // not a number
-	"\xc2" + binEntry("token_bucket|default", 10, 3600000000, 10, -1, 1),              // below 0
-	"\xc2" + binEntry("token_bucket|default", 10, 3600000000, 10, 0.5, 1),             // not whole
-	"\xc2" + binEntry("token_bucket|default", 10, 3600000000),                         // too few numbers
-	"\xc2" + binEntry("token_bucket|default", 2, 3600000000, 2, 0, 1) + "\x05\x00#ab", // a record cut short, after a state the fast path reads
+	"\xc2" + redislimit.BinEntry("token_bucket|default", 10, 3600000000, 10, math.NaN(), 1),      // not a number
+	"\xc2" + redislimit.BinEntry("token_bucket|default", 10, 3600000000, 10, -1, 1),              // below 0
+	"\xc2" + redislimit.BinEntry("token_bucket|default", 10, 3600000000, 10, 0.5, 1),             // not whole
+	"\xc2" + redislimit.BinEntry("token_bucket|default", 10, 3600000000),                         // too few numbers
+	"\xc2" + redislimit.BinEntry("token_bucket|default", 2, 3600000000, 2, 0, 1) + "\x05\x00#ab", // a record cut short, after a state the fast path reads
 	// A state the fast path reads, then a record whose expiry no script
 	// writes: no clock reaches it (a TTL Redis refuses), not a number, not
 	// whole.
-	"\xc2" + binEntry("token_bucket|default", 2, 3600000000, 2, 0, 1) + binEntry("#zz:1", 1e300),
-	"\xc2" + binEntry("token_bucket|default", 2, 3600000000, 2, 0, 1) + binEntry("#zz:1", math.NaN()),
-	"\xc2" + binEntry("token_bucket|default", 2, 3600000000, 2, 0, 1) + binEntry("#zz:1", 1.5e12+0.5),
-	"\xc2" + binEntry("token_bucket|default", 2, 3600000000, 2, 0, 1) + binEntry("#zz:1", 1e300, 1, 1),
-}
-
-// binEntry returns the bytes of an entry of the script's layout: the
-// field's length and bytes, then its numbers' count and the numbers,
-// little-endian doubles.
-func binEntry(field string, nums ...float64) string {
-	b := binary.LittleEndian.AppendUint16(nil, uint16(len(field)))
-	b = append(b, field...)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(nums)))
-	for _, v := range nums {
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
-	}
-	return string(b)
+	"\xc2" + redislimit.BinEntry("token_bucket|default", 2, 3600000000, 2, 0, 1) + redislimit.BinEntry("#zz:1", 1e300),
+	"\xc2" + redislimit.BinEntry("token_bucket|default", 2, 3600000000, 2, 0, 1) + redislimit.BinEntry("#zz:1", math.NaN()),
+	"\xc2" + redislimit.BinEntry("token_bucket|default", 2, 3600000000, 2, 0, 1) + redislimit.BinEntry("#zz:1", 1.5e12+0.5),
+	"\xc2" + redislimit.BinEntry("token_bucket|default", 2, 3600000000, 2, 0, 1) + redislimit.BinEntry("#zz:1", 1e300, 1, 1),
 }
 
 // TestCorruptKeyAlone: a key whose value another client wrote fails its

@@ -2,7 +2,9 @@ package redislimit
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -43,19 +45,19 @@ func TestOneKeyManyOpsInACall(t *testing.T) {
 	assert.Equal(t, 3, peek[0].Decision.Remaining)
 }
 
-// TestReadsEarlierValues: a key's value as the earlier script wrote it
-// (cmsgpack: {field, numbers, ...}), records included, is read and carried
-// over: the requests after it are decided from its state.
-func TestReadsEarlierValues(t *testing.T) {
+// TestReadsV020Values: a key's value as v0.2.0's script wrote it (the
+// script's layout, without the key's own entry, "@", which came after),
+// records included, is read and carried over: the requests after it are
+// decided from its state, and it is written back with its own entry.
+func TestReadsV020Values(t *testing.T) {
 	c := singleNode(t)
 	s := newTestStore(t, c)
 	ctx := context.Background()
 	// token_bucket, Limit 10 per hour, 4 tokens used at a time far ahead of
 	// any clock (the used units do not refill before the test ends).
-	require.NoError(t, c.Eval(ctx, `redis.call('SET', KEYS[1], cmsgpack.pack({
-		'token_bucket|default', {10, 3600000000, 10, 4 * 360000000, 4102444800000000},
-		'#earlier:1', {4102444800000, 1, 1, 1, 6, 0, 0, 0},
-	}), 'PX', 60000); return 1`, []string{s.Key("k")}).Err())
+	v020 := "\xc2" + binEntry("token_bucket|default", 10, 3600000000, 10, 4*360000000, 4102444800000000) +
+		binEntry("#earlier:1", 4102444800000, 1, 1, 1, 6, 0, 0, 0)
+	require.NoError(t, c.Set(ctx, s.Key("k"), v020, time.Minute).Err())
 	p := []chanlimit.Policy{{Name: "default", Algorithm: "token_bucket", Limit: 10, Window: time.Hour}}
 	ops := []chanlimit.StoreOp{{Kind: chanlimit.StoreAllow, Key: "k", N: 1, Policies: p}}
 	s.Decide(ctx, ops)
@@ -66,6 +68,7 @@ func TestReadsEarlierValues(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, byte(0xC2), blob[0], "written back in the script's layout")
 	assert.Contains(t, string(blob), "#earlier:1", "another store's record, kept while it lasts")
+	assert.Contains(t, string(blob), "\x01\x00@", "the key's own entry, added")
 }
 
 // TestSetsToldApart: the script keeps the sets of policies it has met,
@@ -108,4 +111,17 @@ func TestSetsToldApart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// binEntry returns the bytes of an entry of the script's layout: the
+// field's length and bytes, then its numbers' count and the numbers,
+// little-endian doubles.
+func binEntry(field string, nums ...float64) string {
+	b := binary.LittleEndian.AppendUint16(nil, uint16(len(field)))
+	b = append(b, field...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(nums)))
+	for _, v := range nums {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+	}
+	return string(b)
 }
