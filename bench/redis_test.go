@@ -198,6 +198,9 @@ func redisAddr(b *testing.B) string {
 		b.Fatal("REDIS_ADDR is not set: run the Redis benchmarks through .ci/redis, which starts a redis-server of their own, e.g. " +
 			"../.ci/redis bash -c 'cd bench && go test -run ^$ -bench BenchmarkRedis -benchtime 3000x .'")
 	}
+	if d := redisDelay(b); d > 0 {
+		return delayedAddr(b, addr, d)
+	}
 	return addr
 }
 
