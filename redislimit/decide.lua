@@ -19,8 +19,8 @@
 --          keys are distinct (no two on one key), else 0; the call's
 --          number; the number of calls below that lowest that Redis may
 --          yet run, then those; then for
---          each request: kind (1 allow, 2 peek, 3 refund, 4 reset, 5 turn,
---          6 give back, 7 dry run), n, its set (1 for ARGV[4], ...), its
+--          each request: kind (ALLOW, PEEK, REFUND, RESET, TURN,
+--          GIVE_BACK or DRY_RUN, below), n, its set (1 for ARGV[4], ...), its
 --          own time in microseconds (-1: Redis's own clock, TIME), and a
 --          generation: for a give back, its grant's; for any other, one
 --          drawn for the key, if it makes its states afresh. Each is
@@ -38,9 +38,8 @@
 --          its key refused.
 --          2: the store's id; 3: the call's number; then the sets of
 --          policies, each one string: for each policy, six doubles
---          (algorithm: 1 token_bucket, 2 gcra, 3 leaky_bucket,
---          4 sliding_window_log, 5 sliding_window_counter, 6 fixed_window,
---          negated for a dry-run policy; limit; window (us); capacity;
+--          (algorithm: TOKEN_BUCKET to FIXED_WINDOW, below, negated
+--          for a dry-run policy; limit; window (us); capacity;
 --          units refilled per microsecond and units in a token, the
 --          buckets', 0 for the others), then its field: its length (2
 --          bytes) and its bytes. A set's string is all the script knows of
@@ -84,6 +83,16 @@
 -- read, its answers, the tables out and takes) the next call sets before
 -- it reads it; the caches (of sets of policies, of TTLs) hold what never
 -- changes.
+
+-- The request kinds and the algorithms, by the numbers the store sends:
+-- Go's (chanlimit.StoreOpKind, and redislimit's scriptAlgorithm), written
+-- here by go generate. The script counts on their order, which the test
+-- that writes them checks: ALLOW and PEEK first, then REFUND, the others
+-- after; the three buckets first (TOKEN_BUCKET, GCRA, LEAKY_BUCKET).
+-- BEGIN go generate: do not edit
+local ALLOW, PEEK, REFUND, RESET, TURN, GIVE_BACK, DRY_RUN = 1, 2, 3, 4, 5, 6, 7
+local TOKEN_BUCKET, GCRA, LEAKY_BUCKET, SLIDING_WINDOW_LOG, SLIDING_WINDOW_COUNTER, FIXED_WINDOW = 1, 2, 3, 4, 5, 6
+-- END go generate
 
 -- The library functions, as locals: a local is found at once, a global
 -- through two tables. They are bound by the first call (bind), since a
@@ -223,7 +232,7 @@ local function bucketDecision(p, used, last, now, n)
       0, r > 0 and 1000 - ceilMilli(r, perUs) or 0
   end
   local delay = 0
-  if p.alg == 3 then
+  if p.alg == LEAKY_BUCKET then
     delay = cdiv(used, perUs) + ahead -- leaky_bucket: its turn, once the units queued ahead have drained
   end
   local remaining, reset = free - need, used + need
@@ -509,11 +518,11 @@ end
 
 -- fresh returns the untouched state of p's algorithm.
 local function fresh(p)
-  if p.alg <= 3 then
+  if p.alg <= LEAKY_BUCKET then
     return {used = 0, last = 0, fresh = true}
-  elseif p.alg == 4 then
+  elseif p.alg == SLIDING_WINDOW_LOG then
     return {total = 0, entries = {}}
-  elseif p.alg == 5 then
+  elseif p.alg == SLIDING_WINDOW_COUNTER then
     return {start = 0, prev = 0, cur = 0}
   end
   return {start = 0, count = 0}
@@ -526,14 +535,14 @@ local function load(p, t, now)
     return fresh(p)
   end
   local s
-  if p.alg <= 3 then
+  if p.alg <= LEAKY_BUCKET then
     s = {used = t[4], last = t[5]}
-  elseif p.alg == 4 then
+  elseif p.alg == SLIDING_WINDOW_LOG then
     s = {total = t[4], entries = {}}
     for i = 5, #t, 2 do
       s.entries[#s.entries + 1] = {t[i], t[i + 1]}
     end
-  elseif p.alg == 5 then
+  elseif p.alg == SLIDING_WINDOW_COUNTER then
     s = {start = t[4], prev = t[5], cur = t[6]}
   else
     s = {start = t[4], count = t[5]}
@@ -542,9 +551,9 @@ local function load(p, t, now)
     return s
   end
   local old = {limit = t[1], window = t[2], cap = t[3]}
-  if p.alg <= 3 then
+  if p.alg <= LEAKY_BUCKET then
     return bucketAdopt(p, s, old, now)
-  elseif p.alg == 4 then
+  elseif p.alg == SLIDING_WINDOW_LOG then
     local at = logAt(s, now)
     local first, expired = logExpired(min(old.window, p.window), s, at)
     local total = s.total - expired
@@ -563,7 +572,7 @@ local function load(p, t, now)
       entries[#entries + 1] = s.entries[i]
     end
     return {total = min(total, p.limit), entries = entries}
-  elseif p.alg == 5 then
+  elseif p.alg == SLIDING_WINDOW_COUNTER then
     local w = roll({window = old.window}, s, now)
     s = {start = w.start, prev = min(w.prev, p.limit), cur = min(w.cur, p.limit)}
     w = roll(p, s, now)
@@ -585,15 +594,15 @@ end
 -- pack returns p's state s, as it is stored.
 local function pack(p, s)
   local t = {p.limit, p.window, p.cap}
-  if p.alg <= 3 then
+  if p.alg <= LEAKY_BUCKET then
     t[4], t[5] = s.used, s.last
-  elseif p.alg == 4 then
+  elseif p.alg == SLIDING_WINDOW_LOG then
     t[4] = s.total
     for _, e in ipairs(s.entries) do
       t[#t + 1] = e[1]
       t[#t + 1] = e[2]
     end
-  elseif p.alg == 5 then
+  elseif p.alg == SLIDING_WINDOW_COUNTER then
     t[4], t[5], t[6] = s.start, s.prev, s.cur
   else
     t[4], t[5] = s.start, s.count
@@ -602,11 +611,11 @@ local function pack(p, s)
 end
 
 local function decide(p, s, now, n, d)
-  if p.alg <= 3 then
+  if p.alg <= LEAKY_BUCKET then
     bucketDecide(p, s, now, n, d)
-  elseif p.alg == 4 then
+  elseif p.alg == SLIDING_WINDOW_LOG then
     logDecide(p, s, now, n, d)
-  elseif p.alg == 5 then
+  elseif p.alg == SLIDING_WINDOW_COUNTER then
     counterDecide(p, s, now, n, d)
   else
     fixedDecide(p, s, now, n, d)
@@ -614,11 +623,11 @@ local function decide(p, s, now, n, d)
 end
 
 local function resetAfter(p, s, now)
-  if p.alg <= 3 then
+  if p.alg <= LEAKY_BUCKET then
     return bucketResetAfter(p, s, now)
-  elseif p.alg == 4 then
+  elseif p.alg == SLIDING_WINDOW_LOG then
     return logResetAfter(p, s, now)
-  elseif p.alg == 5 then
+  elseif p.alg == SLIDING_WINDOW_COUNTER then
     return counterResetAfter(p, s, now)
   end
   return fixedResetAfter(p, s, now)
@@ -653,7 +662,7 @@ local function paramsOf(field, t)
     return nil
   end
   local p = {alg = alg, limit = t[1], window = t[2], cap = t[3], perUs = 0, perToken = 0}
-  if alg <= 3 then
+  if alg <= LEAKY_BUCKET then
     local a, b = p.limit, p.window
     while b ~= 0 do a, b = b, a % b end
     p.perUs, p.perToken = p.limit / a, p.window / a
@@ -677,9 +686,9 @@ local function valid(field, t)
     end
   end
   local alg = algOf(field)
-  if #t < 5 and not (alg == 4 and #t == 4 and t[4] == 0) -- an empty log, as an earlier script left one a grant given back emptied
-      or (alg and (t[1] < 1 or t[2] < 1)) or (alg == 4 and #t % 2 ~= 0)
-      or (alg and alg ~= 4 and #t ~= (alg == 5 and 6 or 5)) then
+  if #t < 5 and not (alg == SLIDING_WINDOW_LOG and #t == 4 and t[4] == 0) -- an empty log, as an earlier script left one a grant given back emptied
+      or (alg and (t[1] < 1 or t[2] < 1)) or (alg == SLIDING_WINDOW_LOG and #t % 2 ~= 0)
+      or (alg and alg ~= SLIDING_WINDOW_LOG and #t ~= (alg == SLIDING_WINDOW_COUNTER and 6 or 5)) then
     return false
   end
   return true
@@ -850,7 +859,7 @@ local function setOf(desc)
     pos = pos + 50 + len
   end
   local p = set[1]
-  if #set == 1 and not p.dry and (p.alg <= 3 or p.alg == 6) then
+  if #set == 1 and not p.dry and (p.alg <= LEAKY_BUCKET or p.alg == FIXED_WINDOW) then
     -- The common case, served without decoding (serveFast): the bytes its
     -- state starts with, in a value the script wrote.
     set.fast = MARK .. spack('<H', #p.field) .. p.field .. spack('<I4ddd', 5, p.limit, p.window, p.cap)
@@ -865,7 +874,7 @@ end
 -- answering reports whether a request of kind is answered: an allow, a
 -- peek, a refund, a turn or a dry run.
 local function answering(kind)
-  return kind <= 3 or kind == 5 or kind == 7
+  return kind <= REFUND or kind == TURN or kind == DRY_RUN
 end
 
 -- The state of the call being decided. decideCall sets it at its start,
@@ -1080,7 +1089,7 @@ end
 -- allowed the state's numbers after. decideEveryFast writes it out, and
 -- requestTime, since a call costs more than either: change them together.
 local function fastDecide(p, x, y, now, n)
-  if p.alg <= 3 then
+  if p.alg <= LEAKY_BUCKET then
     return bucketDecision(p, x or 0, y or now, now, n) -- a fresh bucket is full, whenever it was made
   end
   local allowed, remaining, retry, reset, x2, y2 = fixedDecision(p, x or 0, y or 0, now, n)
@@ -1117,7 +1126,7 @@ local function serveFast(key, kind, n, set, now, gen)
   if not kgen or x == nil then -- a key without states: a write makes them afresh
     kgen = gen
   end
-  if allowed and kind == 1 then
+  if allowed and kind == ALLOW then
     if not fast[key] then
       written[#written + 1] = key
     end
@@ -1140,7 +1149,7 @@ end
 -- afresh.
 local function serve(key, kind, n, set, now, gen)
   local v = value(key)
-  if kind == 4 then
+  if kind == RESET then
     -- The states go, a corrupt value too, and the key's own entry; the
     -- records stay: they are about calls, not the key.
     vals[key] = {states = {}, records = v and v.records or {}, rest = v and v.rest}
@@ -1169,19 +1178,19 @@ local function serve(key, kind, n, set, now, gen)
     ss[j] = s
   end
 
-  if kind == 6 and gen ~= 0 and (changed or not v.meta or v.meta.gen ~= gen) then
+  if kind == GIVE_BACK and gen ~= 0 and (changed or not v.meta or v.meta.gen ~= gen) then
     return nil -- a grant given back to states it was not taken from: the key was Reset, or its policies changed, since
   end
-  if kind == 3 or kind == 6 then -- refund: a policy without a state is left without one; a grant given back (6) leaves the dry-run ones
+  if kind == REFUND or kind == GIVE_BACK then -- refund: a policy without a state is left without one; a grant given back leaves the dry-run ones
     local gave = false
     for j, p in ipairs(set) do
-      if v.states[p.field] and not (kind == 6 and p.dry) then
+      if v.states[p.field] and not (kind == GIVE_BACK and p.dry) then
         local s = ss[j]
-        if p.alg <= 3 then
+        if p.alg <= LEAKY_BUCKET then
           bucketRefund(p, s, n)
-        elseif p.alg == 4 then
+        elseif p.alg == SLIDING_WINDOW_LOG then
           logRefund(p, s, at, n)
-        elseif p.alg == 5 then -- the current window's units, once rolled on to at
+        elseif p.alg == SLIDING_WINDOW_COUNTER then -- the current window's units, once rolled on to at
           local w = roll(p, s, at)
           if w.cur > 0 then
             s.start, s.prev, s.cur = w.start, w.prev, w.cur - min(n, w.cur)
@@ -1201,7 +1210,7 @@ local function serve(key, kind, n, set, now, gen)
       note(key, set, at, grace, nil)
       v.meta = {ts = at, gen = (v.meta and not changed) and v.meta.gen or gen}
     end
-    if kind == 3 then
+    if kind == REFUND then
       return {0} -- made: a refund is answered, so that one on a corrupt key can fail
     end
     return nil
@@ -1214,7 +1223,7 @@ local function serve(key, kind, n, set, now, gen)
   local ds = {}
   for j, p in ipairs(set) do
     if p.dry then
-    elseif kind == 7 then -- a request a line refused: for the dry-run policies alone
+    elseif kind == DRY_RUN then -- a request a line refused: for the dry-run policies alone
       ds[j] = {allowed = true, remaining = 0, retry = 0, reset = 0, delay = 0}
     else
       local d = {}
@@ -1223,7 +1232,7 @@ local function serve(key, kind, n, set, now, gen)
       allowed, delay = allowed and d.allowed, max(delay, d.delay)
     end
   end
-  local dryDecides = kind ~= 5 or (allowed and delay == 0)
+  local dryDecides = kind ~= TURN or (allowed and delay == 0)
   for j, p in ipairs(set) do
     if p.dry then
       if not dryDecides then
@@ -1233,7 +1242,7 @@ local function serve(key, kind, n, set, now, gen)
       else
         local d = {}
         decide(p, ss[j], at, n, d)
-        d.take = d.allowed and kind ~= 2
+        d.take = d.allowed and kind ~= PEEK
         ds[j] = d
       end
     end
@@ -1248,14 +1257,14 @@ local function serve(key, kind, n, set, now, gen)
       d.reset = resetAfter(p, ss[j], at)
       d.delay = 0
     end
-    if (p.dry and d.take) or (not p.dry and allowed and (kind == 1 or (kind == 5 and delay == 0))) then
+    if (p.dry and d.take) or (not p.dry and allowed and (kind == ALLOW or (kind == TURN and delay == 0))) then
       took, longest = true, max(longest, d.reset)
     end
   end
   if took then
     for j, p in ipairs(set) do
       local d = ds[j]
-      if (p.dry and d.take) or (not p.dry and allowed and (kind == 1 or (kind == 5 and delay == 0))) then
+      if (p.dry and d.take) or (not p.dry and allowed and (kind == ALLOW or (kind == TURN and delay == 0))) then
         v.states[p.field] = pack(p, d.commit)
       end
     end
@@ -1377,12 +1386,13 @@ end
 -- decideCall to serve request by request, having changed nothing but out
 -- and takes, which it sets again.
 local function decideEveryFast(KEYS, args, a, sets)
+  local ALLOW, PEEK, LEAKY_BUCKET = ALLOW, PEEK, LEAKY_BUCKET -- registers for the loop, not upvalues
   local nt, rests = 0, nil
   local o = 1 -- out's length
   for i = 1, #KEYS do
     local b = a + (i - 1) * 5
     local kind, n, set, now, gen = args[b], args[b + 1], sets[args[b + 2]], args[b + 3], args[b + 4]
-    if kind > 2 or not set.fast then
+    if kind > PEEK or not set.fast then
       return nil
     end
     local ok, x, y, rest, latest, ts, kgen = fastState(got[i], set.fast)
@@ -1406,7 +1416,7 @@ local function decideEveryFast(KEYS, args, a, sets)
     end
     local p = set[1]
     local allowed, remaining, retry, reset, delay, rounded
-    if p.alg <= 3 then -- fastDecide
+    if p.alg <= LEAKY_BUCKET then -- fastDecide
       allowed, remaining, retry, reset, delay, rounded, x, y = bucketDecision(p, x or 0, y or at, at, n)
     else
       allowed, remaining, retry, reset, x, y = fixedDecision(p, x or 0, y or 0, at, n)
@@ -1420,7 +1430,7 @@ local function decideEveryFast(KEYS, args, a, sets)
         v, kgen, v, remaining, extend(retry, ahead), extend(reset, ahead), extend(delay, ahead), rounded
     end
     o = o + 8
-    if allowed and kind == 1 then
+    if allowed and kind == ALLOW then
       takes[nt + 1], takes[nt + 2], takes[nt + 3], takes[nt + 4], takes[nt + 5], takes[nt + 6], takes[nt + 7], takes[nt + 8] = i, x, y, latest, grace, reset, at, kgen
       nt = nt + 8
     end
@@ -1530,7 +1540,7 @@ local function decideCall(KEYS, ARGV)
     local kind = args[b]
     local key, n, set, now, gen = KEYS[i], args[b + 1], sets[args[b + 2]], args[b + 3], args[b + 4]
     local ok, r = false, nil
-    if kind <= 2 and set.fast and vals[key] == nil and (not fast[key] or fast[key][6] == set) then
+    if kind <= PEEK and set.fast and vals[key] == nil and (not fast[key] or fast[key][6] == set) then
       ok, r = pcall(serveFast, key, kind, n, set, now, gen) -- nil: a value serveFast leaves to serve
       fastFailed = fastFailed or not ok
     end

@@ -93,6 +93,10 @@ const (
 	ClockGrace = time.Hour
 )
 
+// decide.lua's numbers for the request kinds and the algorithms are Go's
+// (luaconsts_test.go):
+//
+//go:generate go test -run TestDecideLuaConstants -update-lua .
 //go:embed decide.lua
 var decideLua string
 
