@@ -1637,7 +1637,7 @@ local function decideCall(KEYS, ARGV)
         records, latest = records + 1, clock + replay
       end
       local keepFor = latest - clock -- the records' time left, ms
-      if states + records == 0 then
+      if states + records == 0 and not v.meta then -- a Reset's: the key is as if never seen
         rcall('DEL', key)
       elseif not w.longest and raw[key] then -- a refund's: the TTL stays, or the records' if longer
         if records > 0 then

@@ -161,3 +161,40 @@ func TestRequestTimeNeverGoesBack(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 100*time.Millisecond, d.RetryAfter, "a unit refills 100 ms after the grant at 100 ms: %+v", d)
 }
+
+// TestAnEmptiedKeyKeepsItsTime: a refund that leaves a key untouched, in
+// a call that first changes another key, keeps the key's last write, so
+// that a request sent before it that reaches Redis after it is decided at
+// that write, not at its own time. Before, the emptied key was deleted
+// with its last write, and the request was decided 250 ms in the past:
+// the linearizability checker found it through Redis (a sliding window
+// log took units stamped before a refund the history had already seen).
+func TestAnEmptiedKeyKeepsItsTime(t *testing.T) {
+	for _, name := range []string{"single", "cluster"} {
+		t.Run(name, func(t *testing.T) {
+			s, err := redislimit.NewStore(clientOf(t, name), redislimit.Options{Prefix: prefix(t) + "{slot}:"})
+			require.NoError(t, err)
+			ctx := context.Background()
+			p := []chanlimit.Policy{{Name: "p", Algorithm: "sliding_window_log", Limit: 5, Window: 500 * time.Millisecond}}
+			at := func(ms int) time.Time { return time.Unix(1_800_000_000, 0).Add(time.Duration(ms) * time.Millisecond) }
+			decide := func(ops ...chanlimit.StoreOp) {
+				t.Helper()
+				s.Decide(ctx, ops)
+				for _, op := range ops {
+					require.NoError(t, op.Err, "%v on %s", op.Kind, op.Key)
+				}
+			}
+			decide(chanlimit.StoreOp{Kind: chanlimit.StoreAllow, Key: "a", N: 2, Policies: p, Now: at(100)},
+				chanlimit.StoreOp{Kind: chanlimit.StoreAllow, Key: "k", N: 1, Policies: p, Now: at(100)})
+			decide(chanlimit.StoreOp{Kind: chanlimit.StoreRefund, Key: "a", N: 1, Policies: p, Now: at(300)}, // the call's first key written: its record
+				chanlimit.StoreOp{Kind: chanlimit.StoreRefund, Key: "k", N: 1, Policies: p, Now: at(300)}) // k untouched again
+
+			late := []chanlimit.StoreOp{{Kind: chanlimit.StoreAllow, Key: "k", N: 1, Policies: p, Now: at(50)}}
+			decide(late...)
+			d := late[0].Decision
+			assert.True(t, d.Allowed)
+			assert.Equal(t, 4, d.Remaining)
+			assert.Equal(t, 750*time.Millisecond, d.ResetAfter, "decided at 300 ms, the key's last write, and told from 50 ms: %+v", d)
+		})
+	}
+}
