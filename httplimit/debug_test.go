@@ -372,11 +372,12 @@ func TestDebugKeysThatDoNotReadAsThemselves(t *testing.T) {
 
 // switchStore is a chanlimit.Store that denies every request (as the
 // policy first in the key's set, for a second) while up, cannot answer
-// while down, and while hung answers nothing until the call's ctx ends.
-// storeCalls counts the ops it was asked.
+// while down, and while hung answers nothing until release is closed.
+// ops counts the ops it was asked.
 type switchStore struct {
-	state atomic.Int32 // up, down or hung
-	ops   atomic.Int64
+	state   atomic.Int32 // up, down or hung
+	ops     atomic.Int64
+	release chan struct{}
 }
 
 const (
@@ -387,11 +388,11 @@ const (
 
 func (*switchStore) Check([]chanlimit.Policy) error { return nil }
 func (*switchStore) FailMode() chanlimit.FailMode   { return chanlimit.FailClosed }
-func (s *switchStore) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
+func (s *switchStore) Decide(_ context.Context, ops []chanlimit.StoreOp) {
 	s.ops.Add(int64(len(ops)))
 	switch s.state.Load() {
 	case hung:
-		<-ctx.Done()
+		<-s.release
 		fallthrough
 	case down:
 		for i := range ops {
@@ -411,10 +412,11 @@ func (s *switchStore) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 // most, each key that was not peeked saying so.
 func TestDebugWithAStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := new(switchStore)
+		st := &switchStore{release: make(chan struct{})}
 		r, err := chanlimit.New(chanlimit.Config{Limit: 5, Window: time.Minute, Store: st})
 		require.NoError(t, err)
 		defer r.Close()
+		defer close(st.release) // before Close, which waits for the round trips out
 		ctx := context.Background()
 		for _, key := range []string{"a", "b", "c"} {
 			d, err := r.AllowN(ctx, key, 1)
