@@ -72,7 +72,7 @@ func pass(to, from net.Conn, delay time.Duration) {
 	go func() {
 		defer to.Close()
 		for c := range chunks {
-			time.Sleep(time.Until(c.due))
+			time.Sleep(time.Until(c.due)) // the network this proxy plays, on the wall clock: no limiter's time
 			if _, err := to.Write(c.b); err != nil {
 				for range chunks { // drain: the reader ends with from
 				}

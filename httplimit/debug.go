@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	_ "embed" // the debug page's template, script and style
@@ -322,7 +321,7 @@ func peek(ctx context.Context, r *chanlimit.Router, dk *debugKey, q *chanlimit.Q
 		dk.RetryAfter = d.RetryAfter.String()
 	}
 	for _, e := range q.Each {
-		dq := debugQuota{Policy: policyName(q.Policies[e.Policy]), Remaining: e.Remaining}
+		dq := debugQuota{Policy: q.Policies[e.Policy].Name, Remaining: e.Remaining}
 		if e.More > 0 {
 			dq.More = e.More.String()
 		}
@@ -351,8 +350,8 @@ func debugPolicies(ps []chanlimit.Policy) []debugPolicy {
 	out := make([]debugPolicy, len(ps))
 	for i, p := range ps {
 		out[i] = debugPolicy{
-			Name:      policyName(p),
-			Algorithm: cmp.Or(p.Algorithm, chanlimit.DefaultAlgorithm),
+			Name:      p.Name, // the router's policies have their names and algorithms, "" made explicit
+			Algorithm: p.Algorithm,
 			Limit:     p.Limit,
 			Window:    p.Window.String(),
 			Burst:     p.Burst,
@@ -361,6 +360,3 @@ func debugPolicies(ps []chanlimit.Policy) []debugPolicy {
 	}
 	return out
 }
-
-// policyName is p's name as decisions give it.
-func policyName(p chanlimit.Policy) string { return cmp.Or(p.Name, chanlimit.DefaultPolicyName) }

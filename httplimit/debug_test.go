@@ -433,6 +433,8 @@ func TestDebugWithAStore(t *testing.T) {
 		}
 
 		v := load()
+		require.Len(t, v.Policies, 1)
+		assert.Equal(t, chanlimit.DefaultPolicyName, v.Policies[0].Name, `"" is named as what it means`)
 		require.Len(t, v.TopDenied, 3)
 		for _, k := range v.TopDenied {
 			assert.Empty(t, k.Error)
