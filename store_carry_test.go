@@ -177,8 +177,8 @@ func TestStoreManyLinesLeaveRoom(t *testing.T) {
 	})
 }
 
-// halfStore fails the ops on "bad", and has its memStore decide the others.
-type halfStore struct{ *memStore }
+// halfStore fails the ops on "bad", and has its Store decide the others.
+type halfStore struct{ Store }
 
 func (s halfStore) Decide(ctx context.Context, ops []StoreOp) {
 	var good []StoreOp
@@ -191,7 +191,7 @@ func (s halfStore) Decide(ctx context.Context, ops []StoreOp) {
 		good = append(good, ops[i])
 		at = append(at, i)
 	}
-	s.memStore.Decide(ctx, good)
+	s.Store.Decide(ctx, good)
 	for k, i := range at {
 		ops[i] = good[k]
 	}
@@ -200,9 +200,12 @@ func (s halfStore) Decide(ctx context.Context, ops []StoreOp) {
 // TestStoreGoexitWhileLandingGivesBackStoreGrants: a batch's item the
 // store granted goes back when another item, decided by FailLocal's local
 // rule, ends the goroutine and the batch fails, whether the granted item
-// comes before it or after. Before, the store kept the unit; with the
-// granted item after (Table.Finish had not reached its answer), it still
-// did.
+// comes before it or after; and the batch's error waits for the store to
+// have it back, so that what its caller asks next finds it there. Before,
+// the store kept the unit; with the granted item after (Table.Finish had
+// not reached its answer), it still did; then the error came at once, and
+// the caller's next AllowN could reach the store before the give-back
+// (1 run in 100 was denied).
 func TestStoreGoexitWhileLandingGivesBackStoreGrants(t *testing.T) {
 	require.NoError(t, registerExitOnTwo())
 	for name, batch := range map[string][]Request{
@@ -211,11 +214,17 @@ func TestStoreGoexitWhileLandingGivesBackStoreGrants(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				st := halfStore{newMemStore(clock.Real(), FailLocal)}
-				r := routerOn(t, st.memStore, st, Config{Algorithm: "test_store_exit_on_two", Limit: 2, Window: time.Hour, Partitions: 1})
+				held := newHoldStore(clock.Real(), FailLocal, "k")
+				held.kind = StoreGiveBack
+				r := routerOn(t, held.memStore, halfStore{held}, Config{Algorithm: "test_store_exit_on_two", Limit: 2, Window: time.Hour, Partitions: 1})
 				ctx := context.Background()
 				out := make([]Decision, 2)
-				err := r.AllowBatch(ctx, batch, out)
+				var err error
+				require.False(t, returns(func() { err = r.AllowBatch(ctx, batch, out) }), "answered before its give-back")
+				require.EqualValues(t, 1, held.held.Load(), "k's unit is on its way back")
+				held.holding.Store(false)
+				held.release <- struct{}{}
+				synctest.Wait()
 				require.ErrorIs(t, err, ErrAlgorithmPanic)
 				for i := range 2 {
 					d, err := r.AllowN(ctx, "k", 1)

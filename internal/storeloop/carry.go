@@ -2,7 +2,6 @@ package storeloop
 
 import (
 	"github.com/chanlimit/chanlimit/actor"
-	"github.com/chanlimit/chanlimit/algorithms"
 	"github.com/chanlimit/chanlimit/internal/storetable"
 	"github.com/chanlimit/chanlimit/internal/supervise"
 )
@@ -117,6 +116,7 @@ func (l *loop) takeOver() {
 func (l *loop) answerInflight() {
 	f := l.inflight
 	if f.on {
+		mark := len(l.chores)
 		switch f.msg.Kind() {
 		case actor.KindBatch, actor.KindTry:
 			l.giveBack(l.state.Now)
@@ -124,8 +124,9 @@ func (l *loop) answerInflight() {
 			l.dropWaiter(&f.msg, l.state.Now) // if it was in line
 		case actor.KindDo:
 			l.retryChanged(l.state.Now) // what the function changed before it ended
+			mark = len(l.chores)        // its lines' asks: nothing of its own to wait for
 		}
-		f.msg.Answer(algorithms.Decision{}, l.left.answer) // unless its caller gave up
+		l.answerAfter(mark, &f.msg, l.left.answer)
 	}
 	l.outOfFlight()
 	l.left.answer = nil
@@ -145,7 +146,7 @@ func (l *loop) answerLanding() {
 	exited := supervise.Exited(actor.ErrAlgorithmPanic)
 	requests := len(tr.items) - len(tr.chores) // the requests' items come first
 	for i := l.left.landingAt; i < len(tr.run); i++ {
-		tr.run[i].Answer(algorithms.Decision{}, exited) // unless its caller gave up
+		mark := len(l.chores)
 		end := requests
 		if i+1 < len(tr.sent) {
 			end = tr.sent[i+1]
@@ -155,30 +156,37 @@ func (l *loop) answerLanding() {
 				l.refund(it.Key, tr.now, it.N, it.By, it.Grant)
 			}
 		}
+		l.answerAfter(mark, &tr.run[i], exited)
 	}
 	first, from := len(tr.items)-len(tr.chores), l.left.choreAt
 	l.left.choreAt = 0
 	for k := from; k < len(tr.chores); k++ {
 		c, it := &tr.chores[k], &tr.items[first+k]
+		mark := len(l.chores)
 		switch {
 		case c.ask != nil:
+			var head *waiter
 			if ln := c.ask; l.lines.of(ln.key) == ln && ln.asking && ln.asks == c.no {
 				ln.asking = false
 				if len(ln.queue) > 0 && ln.queue[0].asked == c.no {
-					l.answer(ln, c.at, algorithms.Decision{}, exited)
+					head = l.pop(ln)
 				}
 				l.askNext(ln, c.at)
 			}
-			if it.Err == nil && it.D.Allowed {
+			if mark = len(l.chores); it.Err == nil && it.D.Allowed { // after the next's ask
 				l.refund(c.item.Key, c.at, c.item.N, it.By, it.Grant)
 			}
-		case c.w != nil:
-			if !l.quotaWaiterLeft(c.w) {
-				c.w.msg.Answer(algorithms.Decision{}, exited)
+			if head != nil {
+				l.answerAfter(mark, &head.msg, exited)
 			}
+		case c.w != nil:
 			l.refund(c.item.Key, c.at, c.w.msg.N(), c.by, c.grant)
+			if !l.quotaWaiterLeft(c.w) {
+				l.answerAfter(mark, &c.w.msg, exited)
+			}
+		case c.err != nil: // its give-backs landed, unless the goroutine ended on them
+			l.answerAfter(mark, &c.req, c.err)
 		case c.req.Kind() != 0:
-			c.req.Answer(algorithms.Decision{}, exited) // unless its caller gave up
 			switch {
 			case c.req.Kind() == actor.KindAllow && c.d.Allowed:
 				l.refund(c.req.Key(), c.at, c.req.N(), c.by, c.grant)
@@ -189,6 +197,7 @@ func (l *loop) answerLanding() {
 					}
 				}
 			}
+			l.answerAfter(mark, &c.req, exited)
 		}
 	}
 	l.trips.put(tr)

@@ -25,13 +25,30 @@ type chore struct {
 	// A grant whose answer waits for its key's quota (the item is a peek
 	// of one more unit than it left): the request, or the waiter, and its
 	// decision; or a try whose answer waits for its give-backs (the last),
-	// and its items as decided, whose grants go back if its caller left.
+	// and its items as decided, whose grants go back if its caller left;
+	// or a request whose error waits for its give-backs (the last), and
+	// the error (answerAfter).
 	req   actor.Message
 	items []storetable.Item
 	w     *waiter
 	d     algorithms.Decision
+	err   error
 	by    storetable.From
 	grant uint64 // with by: the store's name of the state the grant was taken from
+}
+
+// answerAfter answers req with the error err once the give-backs to the
+// store gathered since mark (the length of l.chores before them) have
+// landed, so that what its caller asks next finds them made; at once if
+// there are none. Unless its caller gave up: what it was granted went
+// back either way.
+func (l *loop) answerAfter(mark int, req *actor.Message, err error) {
+	if len(l.chores) == mark {
+		req.Answer(algorithms.Decision{}, err)
+		return
+	}
+	last := &l.chores[len(l.chores)-1] // a give-back: refund appends nothing else
+	last.req, last.err = *req, err
 }
 
 // flush asks the heads of the lines due, serves the requests unparked,
@@ -119,6 +136,8 @@ func (l *loop) heard(c *chore, it *storetable.Item) {
 		l.fillQuota(c.req.Key(), c.at, &c.d, c.req.Quota(), more)
 		l.deliver(&c.req, c.at, c.d, nil)
 		l.outOfFlight()
+	case c.err != nil: // an error that waited for its give-backs
+		c.req.Answer(algorithms.Decision{}, c.err)
 	case c.req.Kind() == actor.KindTry: // a try whose answer waited for its give-backs
 		l.inFlight(&c.req)
 		l.inflight.items, l.inflight.refund = c.items, len(c.items)
