@@ -1,5 +1,7 @@
 package algorithms
 
+import "time"
+
 // Combine returns the decision of a request that several policies decided
 // together, as chanlimit answers it: ds holds each policy's own decision,
 // in the policies' order, with its Policy set. The request is allowed if
@@ -12,9 +14,11 @@ package algorithms
 // request is allowed, and the decision says nothing else.
 //
 // A dry-run policy (chanlimit.Policy.DryRun) never denies, so its decision
-// is not among ds: the caller sets WouldDeny from it. A Store that decides
-// a key's policies itself combines their decisions with Combine, so that
-// they read as the router's own.
+// is not among ds: the caller sets WouldDeny from it. A policy that
+// allowed a request the others denied took nothing, and reports its state
+// as it is: the caller sets its decision so first (Untaken). A Store that
+// decides a key's policies itself combines their decisions with Untaken
+// and Combine, so that they read as the router's own.
 func Combine(ds []Decision) Decision {
 	switch len(ds) {
 	case 0:
@@ -54,4 +58,16 @@ func Combine(ds []Decision) Decision {
 	}
 	d.Limit, d.Policy = ds[by].Limit, ds[by].Policy
 	return d
+}
+
+// Untaken sets d, the decision for n units of a policy that allowed a
+// request its key's other policies denied together, to what that policy
+// reports: its state as it is, since nothing was taken from it. Remaining
+// is n more, ResetAfter is resetAfter (the state's as it is) and Delay is
+// 0. A Store that decides a key's policies itself calls it before
+// Combine, as the router does in memory.
+func Untaken(d *Decision, n int, resetAfter time.Duration) {
+	d.Remaining += n
+	d.ResetAfter = resetAfter
+	d.Delay = 0
 }

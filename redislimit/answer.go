@@ -54,8 +54,8 @@ func (s *Store) answer(ops []chanlimit.StoreOp, c call) {
 			continue
 		}
 		if op.Kind != chanlimit.StoreRefund {
-			op.Decision = combine(op.Policies, vals[2:size])
-			op.Grant = uint64(vals[1])
+			op.Decision = combine(op.Policies, op.N, vals[1:size])
+			op.Grant = uint64(vals[0])
 			if op.Kind == chanlimit.StoreTurn && op.Decision.Delay > 0 {
 				op.Decision.Allowed = false // its turn is to come: the script took nothing
 			}
@@ -84,22 +84,24 @@ func numbers(cmd *redis.Cmd) ([]int64, error) {
 	return vals, nil
 }
 
-// combine returns the decision of the policies whose decisions are vals
-// (perPolicy numbers each), as chanlimit combines them
-// (algorithms.Combine), with RetryAfter in the whole microseconds the
-// script answers. The policies' waits are combined as the in-memory
-// rules' nanoseconds, not the microseconds they round up to: waits of
-// 2.5 µs and 3 µs both say 3 µs, and the second is the longer. WouldDeny
-// says that a dry-run policy denied.
-func combine(policies []chanlimit.Policy, vals []int64) chanlimit.Decision {
+// combine returns the decision of the policies whose own decisions are
+// vals (perPolicy numbers each) for n units, as a router combines them in
+// memory: a policy that allowed what the others denied reports its state
+// as it is (algorithms.Untaken), then algorithms.Combine; with RetryAfter
+// in the whole microseconds the script answers. The policies' waits are
+// combined as the in-memory rules' nanoseconds, not the microseconds they
+// round up to: waits of 2.5 µs and 3 µs both say 3 µs, and the second is
+// the longer. WouldDeny says that a dry-run policy denied.
+func combine(policies []chanlimit.Policy, n int, vals []int64) chanlimit.Decision {
 	var buf [4]chanlimit.Decision // most keys have a policy or two: no allocation
-	ds, wouldDeny := buf[:0], false
+	ds, wouldDeny, allowed := buf[:0], false, true
 	for j, p := range policies {
 		v := vals[perPolicy*j : perPolicy*j+perPolicy]
 		if p.DryRun {
 			wouldDeny = wouldDeny || v[0] == 0
 			continue
 		}
+		allowed = allowed && v[0] == 1
 		ds = append(ds, chanlimit.Decision{
 			Allowed:    v[0] == 1,
 			Limit:      p.Limit,
@@ -109,6 +111,18 @@ func combine(policies []chanlimit.Policy, vals []int64) chanlimit.Decision {
 			Delay:      micro(v[4]),
 			Policy:     p.Name,
 		})
+	}
+	if !allowed {
+		k := 0
+		for j, p := range policies {
+			if p.DryRun {
+				continue
+			}
+			if d := &ds[k]; d.Allowed {
+				algorithms.Untaken(d, n, micro(vals[perPolicy*j+6]))
+			}
+			k++
+		}
 	}
 	d := algorithms.Combine(ds)
 	d.RetryAfter = (d.RetryAfter + time.Microsecond - 1).Truncate(time.Microsecond) // back up to the script's microseconds

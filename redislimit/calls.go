@@ -85,7 +85,7 @@ func (s *Store) policyArgs(policies []chanlimit.Policy) *policySet {
 // no call holds Redis long.
 const MaxPerCall = 128
 
-// maxAnswers is the most numbers one call answers (1 + 6 per policy for
+// maxAnswers is the most numbers one call answers (1 + 7 per policy for
 // each allow or peek): Lua moves at most about 8,000 values at once.
 const maxAnswers = 4096
 
@@ -93,7 +93,7 @@ const maxAnswers = 4096
 func answers(op *chanlimit.StoreOp) int {
 	switch op.Kind {
 	case chanlimit.StoreAllow, chanlimit.StorePeek, chanlimit.StoreTurn, chanlimit.StoreDryRun:
-		return 2 + perPolicy*len(op.Policies) // allowed, the key's generation, then each policy's
+		return 1 + perPolicy*len(op.Policies) // the key's generation, then each policy's
 	case chanlimit.StoreRefund:
 		return 1 // 0, or -1 for a corrupt key, which fails it
 	}
@@ -101,9 +101,10 @@ func answers(op *chanlimit.StoreOp) int {
 }
 
 // perPolicy is how many numbers the script answers for each policy of a
-// request: allowed, remaining, retry after, reset after, delay (µs), and
-// by how many ns the retry after was rounded up.
-const perPolicy = 6
+// request: allowed, remaining, retry after, reset after, delay (µs), by
+// how many ns the retry after was rounded up, and, where it allowed what
+// the others denied, its reset after as it is.
+const perPolicy = 7
 
 // call is one script call of a pipeline: the requests it decides, by
 // their index in the burst, their Redis keys, and its number among the

@@ -54,12 +54,14 @@
 -- request, for an allow, a peek, a refund, a turn or a dry run: -1 if
 -- the key holds a value
 -- the script did not write (the key is corrupt: its requests fail, the
--- others are decided), or allowed (by the policies that are not dry-run),
--- the key's generation (the one a grant given back names), then for each
--- policy: allowed, remaining, retry after, reset after,
--- delay (us), and by how many ns its retry after was rounded up (a
--- dry-run policy that did not decide says allowed); for a refund, 0;
--- nothing for a reset or a give back.
+-- others are decided), or the key's generation (the one a grant given
+-- back names), then for each policy its own numbers: allowed, remaining,
+-- retry after, reset after, delay (us), by how many ns its retry after
+-- was rounded up, and, where it allowed a request that the enforced
+-- policies denied together, its reset after as it is, since nothing was
+-- taken from it (else 0); a dry-run policy that did not decide says
+-- allowed. The store combines them as a router does in memory. For a
+-- refund, 0; nothing for a reset or a give back.
 --
 -- A call that changes a key leaves its answers in the first key it
 -- writes, which lives as long as the client may send the call
@@ -1135,15 +1137,15 @@ local function serveFast(key, kind, n, set, now, gen)
   local a = allowed and 1 or 0
   local o = nout
   out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7], out[o + 8] =
-    a, kgen, a, remaining, extend(retry, ahead), extend(reset, ahead), extend(delay, ahead), rounded
+    kgen, a, remaining, extend(retry, ahead), extend(reset, ahead), extend(delay, ahead), rounded, 0
   nout = o + 8
   return true -- answered, in out
 end
 
 -- serve serves one request on key, and returns its answer:
 -- nil for a refund or a reset; {-1} if the key holds a value the script
--- did not write; otherwise allowed, the key's generation, then for each
--- policy allowed, remaining, retry after, reset after, delay. gen is the
+-- did not write; otherwise the key's generation, then each policy's
+-- numbers (seven: the file's head says which). gen is the
 -- request's: for a give back, the generation of the grant it gives back;
 -- for any other, a number drawn for the key, if it makes its states
 -- afresh.
@@ -1252,10 +1254,7 @@ local function serve(key, kind, n, set, now, gen)
   for j, p in ipairs(set) do
     local d = ds[j]
     if not allowed and d.allowed and not p.dry then
-      -- A policy that would have allowed reports its state as it is.
-      d.remaining = d.remaining + n
-      d.reset = resetAfter(p, ss[j], at)
-      d.delay = 0
+      d.asIs = resetAfter(p, ss[j], at) -- nothing was taken from it: the store reports its state as it is
     end
     if (p.dry and d.take) or (not p.dry and allowed and (kind == ALLOW or (kind == TURN and delay == 0))) then
       took, longest = true, max(longest, d.reset)
@@ -1271,7 +1270,7 @@ local function serve(key, kind, n, set, now, gen)
     note(key, set, at, grace, longest)
     v.meta = {ts = at, gen = (v.meta and not changed) and v.meta.gen or gen}
   end
-  local r = {allowed and 1 or 0, v.meta and v.meta.gen or gen}
+  local r = {v.meta and v.meta.gen or gen}
   for j = 1, #set do -- each wait told from the request's own time
     local d = ds[j]
     r[#r + 1] = d.allowed and 1 or 0
@@ -1280,6 +1279,7 @@ local function serve(key, kind, n, set, now, gen)
     r[#r + 1] = extend(d.reset, ahead)
     r[#r + 1] = extend(d.delay, ahead)
     r[#r + 1] = d.sub or 0
+    r[#r + 1] = d.asIs and extend(d.asIs, ahead) or 0
   end
   return r
 end
@@ -1424,10 +1424,10 @@ local function decideEveryFast(KEYS, args, a, sets)
     end
     local v, ahead = allowed and 1 or 0, at - now
     if ahead == 0 then
-      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7], out[o + 8] = v, kgen, v, remaining, retry, reset, delay, rounded
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7], out[o + 8] = kgen, v, remaining, retry, reset, delay, rounded, 0
     else -- each wait told from the request's own time
       out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7], out[o + 8] =
-        v, kgen, v, remaining, extend(retry, ahead), extend(reset, ahead), extend(delay, ahead), rounded
+        kgen, v, remaining, extend(retry, ahead), extend(reset, ahead), extend(delay, ahead), rounded, 0
     end
     o = o + 8
     if allowed and kind == ALLOW then

@@ -120,7 +120,7 @@ func TestDenialBeforeAResetReplays(t *testing.T) {
 	s.send(ctx, calls, byScript)
 	first, err := numbers(calls[0].cmd)
 	require.NoError(t, err)
-	require.EqualValues(t, 0, first[1], "denied: the key is spent")
+	require.EqualValues(t, 0, first[2], "denied: the key is spent (the policy's allowed, after the key's generation)")
 	s.send(ctx, calls, byScript) // the client's retry
 	again, err := numbers(calls[0].cmd)
 	require.NoError(t, err)

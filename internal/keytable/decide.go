@@ -104,8 +104,7 @@ func (t *table[S]) decideAll(i uint32, now time.Duration, n int, d *algorithms.D
 			// is: nothing was taken from it.
 			for _, j := range enf {
 				if ds[j].Allowed {
-					ds[j].Remaining += n
-					ds[j].ResetAfter = t.cols[j].resetAfter(i, now)
+					algorithms.Untaken(&ds[j], n, t.cols[j].resetAfter(i, now))
 				}
 			}
 		}
