@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -14,13 +13,6 @@ import (
 )
 
 // The script's answers, read into the ops' decisions.
-
-// fastFaults counts the calls in which the script's fast path (serveFast)
-// raised an error on a key, which the general path then served: the
-// answers are right, but the call cost several times what it should. It
-// is a fault of the script's, which redislimit's tests require never
-// happens (TestMain).
-var fastFaults atomic.Uint64
 
 // answer writes the answers of c's ops into them.
 func (s *Store) answer(ops []chanlimit.StoreOp, c call) {
@@ -34,10 +26,7 @@ func (s *Store) answer(ops []chanlimit.StoreOp, c call) {
 		}
 		return
 	}
-	if vals[0]&2 != 0 {
-		fastFaults.Add(1)
-	}
-	vals = vals[1:] // whether the call changed a key, and whether serveFast failed
+	vals = vals[1:] // whether the call changed a key
 	for _, i := range c.ops {
 		op := &ops[i]
 		size := answers(op)

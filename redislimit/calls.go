@@ -118,29 +118,6 @@ type call struct {
 	cmd     *redis.Cmd
 }
 
-// distinct reports whether no two of keys are the same: the script serves
-// a call of requests on distinct keys in one pass, and would find out only
-// by a table of them, which costs Redis more than this costs the client (a
-// look at each pair while they are few).
-func distinct(keys []string) bool {
-	if len(keys) <= 32 {
-		for i := 1; i < len(keys); i++ {
-			if slices.Contains(keys[:i], keys[i]) {
-				return false
-			}
-		}
-		return true
-	}
-	seen := make(map[string]struct{}, len(keys))
-	for _, k := range keys {
-		if _, ok := seen[k]; ok {
-			return false
-		}
-		seen[k] = struct{}{}
-	}
-	return true
-}
-
 // calls groups ops into the script's calls, with their Redis keys: in
 // order, by hash slot on a Cluster, at most MaxPerCall a call, and at
 // most maxAnswers numbers.
@@ -200,17 +177,12 @@ func (s *Store) build(ops []chanlimit.StoreOp, calls []call) {
 	for k := range calls {
 		c := &calls[k]
 		c.seq = first + uint64(k)
-		blob := make([]byte, 0, 8*(7+len(keep)+5*len(c.ops)))
+		blob := make([]byte, 0, 8*(6+len(keep)+5*len(c.ops)))
 		put := func(v float64) { blob = binary.LittleEndian.AppendUint64(blob, math.Float64bits(v)) }
 		put(float64(Grace.Milliseconds()))
 		put(float64(ClockGrace.Milliseconds()))
 		put(float64(s.replay.Milliseconds()))
 		put(float64(low))
-		if distinct(c.keys) {
-			put(1)
-		} else {
-			put(0)
-		}
 		put(float64(c.seq))
 		put(float64(len(keep)))
 		for _, seq := range keep {

@@ -1,90 +1,81 @@
--- chanlimit's decisions for a burst of requests: each key decided
+-- chanlimit's decisions for a call of requests: each key decided
 -- atomically, under all its policies at once, by the in-memory rules of
--- package algorithms applied to whole microseconds.
+-- package algorithms applied to whole microseconds. The script reports
+-- each policy's own numbers; the store combines them as a router does in
+-- memory (algorithms.Combine).
 --
--- KEYS     one per request: the key's Redis key, a string holding the
---          states of its policies (field "algorithm|name", numbers
---          {limit, window, capacity, the state's numbers...}), the key's
---          own entry (field "@": see META_NUMS) and the
---          records of calls that changed it (field "#store:call", numbers
---          {expiry on Redis's clock in ms, the call's number, its
---          answers...}): a byte
---          0xC2, then for each field its length (2 bytes), its bytes, its
---          count of numbers (4 bytes) and the numbers, little-endian
---          doubles (struct packs and unpacks them in C).
+-- KEYS     one per request: the key's Redis key (its value: "A key's
+--          value", below).
 -- ARGV     1: the numbers, little-endian doubles: the grace kept past a
 --          key's ResetAfter, in milliseconds, on Redis's clock and on the
 --          caller's; how long a record is kept (ms); the lowest call of
---          the store's that its client may still send; 1 if the requests'
---          keys are distinct (no two on one key), else 0; the call's
---          number; the number of calls below that lowest that Redis may
---          yet run, then those; then for
---          each request: kind (ALLOW, PEEK, REFUND, RESET, TURN,
---          GIVE_BACK or DRY_RUN, below), n, its set (1 for ARGV[4], ...), its
---          own time in microseconds (-1: Redis's own clock, TIME), and a
---          generation: for a give back, its grant's; for any other, one
---          drawn for the key, if it makes its states afresh. Each is
---          decided at the later of its own time and the key's last write,
---          and tells each wait from its own time.
---          A dry-run policy decides each allow, peek and granted turn
---          alone, as if it were the key's only policy, taking if it allows
---          (not on a peek); the others decide together. A turn is a
---          waiter's: it takes only if the others grant it with no delay,
---          and only then do the dry-run policies decide it. A give back is a refund to the policies
---          that are not dry-run, if the key's generation is still the
---          grant's and its policies have the params it names; else it
---          gives nothing back. A dry run is decided by the dry-run
---          policies alone, as an allow is: a request callers waiting on
---          its key refused.
+--          the store's that its client may still send; the call's number;
+--          the number of calls below that lowest that Redis may yet run,
+--          then those; then for each request: kind (ALLOW to DRY_RUN,
+--          below), n, its set (1 for ARGV[4], ...), its own time in
+--          microseconds (-1: Redis's own clock, TIME), and a generation:
+--          for a give back, its grant's; for any other, one drawn for the
+--          key, if it makes its states afresh. Each is decided at the later
+--          of its own time and the key's last write, and tells each wait
+--          from its own time.
 --          2: the store's id; 3: the call's number; then the sets of
 --          policies, each one string: for each policy, six doubles
---          (algorithm: TOKEN_BUCKET to FIXED_WINDOW, below, negated
---          for a dry-run policy; limit; window (us); capacity;
---          units refilled per microsecond and units in a token, the
---          buckets', 0 for the others), then its field: its length (2
---          bytes) and its bytes. A set's string is all the script knows of
---          it, so the script keeps the set it makes of one by the string.
+--          (algorithm: TOKEN_BUCKET to FIXED_WINDOW, below, negated for a
+--          dry-run policy; limit; window (us); capacity; units refilled
+--          per microsecond and units in a token, the buckets', 0 for the
+--          others), then its field: its length (2 bytes) and its bytes.
 --
--- Returns a string of numbers, little-endian doubles, as ARGV[1] is
--- (struct packs them in C, and the client reads them at once: a table of
--- numbers would be a reply of as many integers): 1 if the call changed a
--- key, else 0, plus 2 if the fast path
--- (serveFast) raised an error on a key (a fault of the script's, which
--- the client counts); then, request after
--- request, for an allow, a peek, a refund, a turn or a dry run: -1 if
--- the key holds a value
--- the script did not write (the key is corrupt: its requests fail, the
--- others are decided), or the key's generation (the one a grant given
--- back names), then for each policy its own numbers: allowed, remaining,
--- retry after, reset after, delay (us), by how many ns its retry after
--- was rounded up, and, where it allowed a request that the enforced
--- policies denied together, its reset after as it is, since nothing was
--- taken from it (else 0); a dry-run policy that did not decide says
--- allowed. The store combines them as a router does in memory. For a
--- refund, 0; nothing for a reset or a give back.
+-- The requests. The enforced policies decide an allow, a peek or a turn
+-- together: it takes from them if each allows (a turn, a waiter's: only
+-- if none delays it either; a peek never). A dry-run policy decides each
+-- allow, peek and granted turn alone, as if it were the key's only
+-- policy, taking if it allows (not on a peek). A dry run is decided by
+-- the dry-run policies alone, as an allow is: a request that callers
+-- waiting on its key refused. A refund gives n units back to each policy
+-- that has a state; a give back does so to the enforced policies, if the
+-- key's generation is still the grant's and its policies have the params
+-- it names, and else gives nothing back. A reset drops the key's states.
+--
+-- Returns a string of little-endian doubles (the client reads them at
+-- once; a table of numbers would be a reply of as many integers): 1 if
+-- the call changed a key, else 0; then, request after request, for an
+-- allow, a peek, a turn or a dry run: -1 if the key holds a value the
+-- script did not write (its requests fail, the others are decided), or
+-- the key's generation (the one a grant given back names), then for each
+-- policy seven numbers: allowed, remaining, retry after, reset after,
+-- delay (us), by how many ns its retry after was rounded up, and, where
+-- it allowed a request the enforced policies denied together, its reset
+-- after as it is, since nothing was taken from it (else 0); a dry-run
+-- policy that did not decide says allowed. For a refund, 0 or -1;
+-- nothing for a reset or a give back.
 --
 -- A call that changes a key leaves its answers in the first key it
--- writes, which lives as long as the client may send the call
--- again: a call the client sends again (go-redis retries a pipeline after
--- a read timeout, and a stalled Redis runs every attempt once it wakes)
--- finds them and answers as the first time, deciding nothing twice. The
--- store's own records are let go once its client cannot send their call
--- again. A key's value keeps the states of policies the call does not
--- name (another instance's, during a rolling deploy) while they last.
+-- writes (a record), kept as long as the client may send the call again:
+-- a call sent again (go-redis retries a pipeline after a read timeout,
+-- and a stalled Redis runs every attempt once it wakes) finds them and
+-- answers as the first time, deciding nothing twice. A key's value keeps
+-- the states of policies the call does not name (another instance's,
+-- during a rolling deploy) while they last.
 --
 -- Lua numbers are doubles: every value here is an integer below 2^53
 -- (redislimit's Check bounds the policies so), and every division goes
 -- through idiv, which is exact.
-
+--
 -- This file is run two ways. As a script (EVAL), whole, at every call:
 -- its last line calls decideCall. As a Redis Function (Redis 7 and
 -- later), it is a library, loaded once: redislimit puts the library's
--- header before it and registers decideCall in place of its last line,
--- so that the functions above decideCall are made once, not at every
--- call. What a call leaves in the state they share (the keys' values it
--- read, its answers, the tables out and takes) the next call sets before
--- it reads it; the caches (of sets of policies, of TTLs) hold what never
--- changes.
+-- header before it and registers decideCall in place of its last line.
+-- What a call works on is its own table (decideCall's c), handed from
+-- function to function; nothing a call sets outlives it but the sets of
+-- policies it made (setOf) and struct's formats (doubles), which depend
+-- on their arguments alone.
+--
+-- Each request is served by serve, which reads a key's value into tables
+-- and writes it back whole, or, for the common request, by fast, which
+-- reads the two numbers of one bucket's or window's state in place and
+-- writes them back by one pack, deciding by the same rules (bucketDecision,
+-- fixedDecision): serve alone would cost a call of 50 such requests three
+-- times the instructions (bench/redis-ir).
 
 -- The request kinds and the algorithms, by the numbers the store sends:
 -- Go's (chanlimit.StoreOpKind, and redislimit's scriptAlgorithm), written
@@ -96,23 +87,18 @@ local ALLOW, PEEK, REFUND, RESET, TURN, GIVE_BACK, DRY_RUN = 1, 2, 3, 4, 5, 6, 7
 local TOKEN_BUCKET, GCRA, LEAKY_BUCKET, SLIDING_WINDOW_LOG, SLIDING_WINDOW_COUNTER, FIXED_WINDOW = 1, 2, 3, 4, 5, 6
 -- END go generate
 
--- The library functions, as locals: a local is found at once, a global
--- through two tables. They are bound by the first call (bind), since a
--- library is loaded where none of them exists.
-local floor, max, min
-local sub, byte, find, match, rep, format
-local spack, sunpack
-local rcall
-local META_HEAD -- the bytes of a key's own entry before its numbers (see META_NUMS), made by bind
-local META_ZEROS -- its last three numbers, 0, as bytes: made by bind
+-- The library's functions, as locals (a local is found at once, a global
+-- through two tables), bound by the first call, since a library is loaded
+-- where none of them exists; and what bind makes of them once.
+local floor, max, min, sub, byte, find, rep, format, concat
+local spack, sunpack, rcall
+local META -- a key's own entry before its numbers (see "A key's value")
 
 local function bind()
   floor, max, min = math.floor, math.max, math.min
-  sub, byte, find, match, rep, format = string.sub, string.byte, string.find, string.match, string.rep, string.format
-  spack, sunpack = struct.pack, struct.unpack
-  rcall = redis.call
-  META_HEAD = spack('<Hc0I4', 1, '@', 5)
-  META_ZEROS = rep('\0', 24)
+  sub, byte, find, rep, format, concat = string.sub, string.byte, string.find, string.rep, string.format, table.concat
+  spack, sunpack, rcall = struct.pack, struct.unpack, redis.call
+  META = spack('<Hc0I4', 1, '@', 5)
 end
 
 -- floor(a / b) for integers 0 <= a < 2^53, 0 < b.
@@ -636,218 +622,199 @@ local function resetAfter(p, s, now)
 end
 
 
+
+---------------------------------------------------------------- a key's value
+-- A key's value is a byte 0xC2 (MARK), then entries, each a field (its
+-- length, 2 bytes, then its bytes) and numbers (their count, 4 bytes,
+-- then each a little-endian double): the states of its policies (field
+-- "algorithm|name", numbers {limit, window, capacity, the state's
+-- numbers...}), then the key's own entry (field "@", numbers {the instant
+-- it was last written at (us), its generation, 0, 0, 0}), then the
+-- records of calls that changed it (field "#store:call", numbers {expiry
+-- on Redis's clock (ms), the call's number, its answers...}).
+--
+-- A request is decided at the later of its own time and the key's last
+-- write, so that a key's time never goes back (a request sent before
+-- another was decided may come after it). The generation is a number the
+-- write that made the key's states afresh drew, kept while the key holds
+-- them: a grant given back names it, and goes back only to the states it
+-- was taken from, never across a Reset (which drops the entry) or a
+-- change of the key's policies (a write that carries a state over to
+-- other params draws another). Its three zeros make five numbers, so
+-- that v0.2.0's script, which keeps the states of policies it does not
+-- know while they hold five numbers or more, keeps it.
+local MARK = '\194' -- 0xC2
+local META_NUMS = 5
+
 -- The algorithms by name, as fields name them ("algorithm|name").
 local algs = {
-  token_bucket = 1, gcra = 2, leaky_bucket = 3,
-  sliding_window_log = 4, sliding_window_counter = 5, fixed_window = 6,
+  token_bucket = TOKEN_BUCKET, gcra = GCRA, leaky_bucket = LEAKY_BUCKET,
+  sliding_window_log = SLIDING_WINDOW_LOG, sliding_window_counter = SLIDING_WINDOW_COUNTER, fixed_window = FIXED_WINDOW,
 }
-
--- paramsOf returns the params of a state t stored under field that the
--- call's sets do not have (another instance's policy), or nil if its
--- algorithm is not one the script knows.
-local algOfField, fieldsMet = {}, 0 -- the algorithm of each field met, false for one the script does not know; let go at 1,024
-local function algOf(field)
-  local alg = algOfField[field]
-  if alg == nil then
-    alg = algs[match(field, '^([%w_]+)|') or ''] or false
-    if fieldsMet >= 1024 then
-      algOfField, fieldsMet = {}, 0
-    end
-    algOfField[field], fieldsMet = alg, fieldsMet + 1
-  end
-  return alg or nil
-end
-
-local function paramsOf(field, t)
-  local alg = algOf(field)
-  if not alg then
-    return nil
-  end
-  local p = {alg = alg, limit = t[1], window = t[2], cap = t[3], perUs = 0, perToken = 0}
-  if alg <= LEAKY_BUCKET then
-    local a, b = p.limit, p.window
-    while b ~= 0 do a, b = b, a % b end
-    p.perUs, p.perToken = p.limit / a, p.window / a
-  end
-  return p
-end
 
 -- whole reports whether v is an integer the script computes with (NaN is
 -- not: it compares false).
 local function whole(v)
-  return type(v) == 'number' and v >= 0 and v < 9007199254740992 and v % 1 == 0
+  return v >= 0 and v < 9007199254740992 and v % 1 == 0
+end
+
+-- doubles returns struct's format of k little-endian doubles; those of up
+-- to CHUNK are made once. Lua moves at most about 8,000 values at once,
+-- so numbers go by chunks of CHUNK (a log holds two an entry).
+local CHUNK, formats = 512, {}
+local function doubles(k)
+  local f = formats[k]
+  if not f then
+    f = '<' .. rep('d', k)
+    if k <= CHUNK then
+      formats[k] = f
+    end
+  end
+  return f
+end
+
+-- unpackNums returns the k doubles of blob from pos on, as a table, and
+-- the position after them; packNums the n first numbers of t, as bytes.
+local function unpackNums(blob, pos, k)
+  local t = {}
+  for i = 1, k, CHUNK do
+    local c = min(CHUNK, k - i + 1)
+    local part = {sunpack(doubles(c), blob, pos)}
+    pos = part[c + 1]
+    if i == 1 then
+      part[c + 1] = nil
+      t = part
+    else
+      for j = 1, c do
+        t[i + j - 1] = part[j]
+      end
+    end
+  end
+  return t, pos
+end
+
+local function packNums(t, n)
+  if n <= CHUNK then
+    return spack(doubles(n), unpack(t, 1, n))
+  end
+  local parts = {}
+  for i = 1, n, CHUNK do
+    local j = min(i + CHUNK - 1, n)
+    parts[#parts + 1] = spack(doubles(j - i + 1), unpack(t, i, j))
+  end
+  return concat(parts)
 end
 
 -- valid reports whether t, numbers stored under field, is a state the
 -- script writes: whole numbers, as many as its algorithm keeps.
 local function valid(field, t)
   for k = 1, #t do
-    local v = t[k]
-    if not (v >= 0 and v < 9007199254740992 and v % 1 == 0) then
+    if not whole(t[k]) then
       return false
     end
   end
-  local alg = algOf(field)
-  if #t < 5 and not (alg == SLIDING_WINDOW_LOG and #t == 4 and t[4] == 0) -- an empty log, as an earlier script left one a grant given back emptied
-      or (alg and (t[1] < 1 or t[2] < 1)) or (alg == SLIDING_WINDOW_LOG and #t % 2 ~= 0)
-      or (alg and alg ~= SLIDING_WINDOW_LOG and #t ~= (alg == SLIDING_WINDOW_COUNTER and 6 or 5)) then
+  local alg = algs[field:match('^([%w_]+)|') or '']
+  if #t < 5 and not (alg == SLIDING_WINDOW_LOG and #t == 4 and t[4] == 0) then -- an empty log, as an earlier script left one a grant given back emptied
     return false
   end
-  return true
+  if alg == SLIDING_WINDOW_LOG then
+    return t[1] >= 1 and t[2] >= 1 and #t % 2 == 0
+  end
+  return not alg or (t[1] >= 1 and t[2] >= 1 and #t == (alg == SLIDING_WINDOW_COUNTER and 6 or 5))
 end
 
--- A key's value is a byte 0xC2, then entries: a field (its length, two
--- bytes, then its bytes) and its numbers (their count, four bytes, then
--- each a little-endian double). struct packs and unpacks them in C.
-local MARK = '\194' -- 0xC2
-
--- A key's value holds, after its states, an entry of the key's own,
--- field "@", numbers {the instant the key was last written at (us), its
--- generation, 0, 0, 0}. A request is decided at the later of its own time
--- and that instant, so that a key's time never goes back (a request sent
--- before another was decided may come after it). The generation is a
--- number the write that made the key's states afresh drew (the store
--- sends one with each request), kept while the key holds them: a grant
--- given back names it, and goes back only to the states it was taken
--- from, never across a Reset (which drops the entry) or a change of the
--- key's policies (a write that carries a state over to other params draws
--- another). Its three zeros make five numbers, so that a script of
--- v0.2.0, which keeps the states of policies it does not know, keeps it.
-local META_NUMS = 5
-
-local function metaEntry(ts, gen)
-  return spack('<c0ddc0', META_HEAD, ts, gen, META_ZEROS)
+-- record reads the record that starts at pos in blob, and returns the
+-- position after it and its expiry; nil if blob holds no whole record
+-- there (or one whose expiry no script writes, which no TTL could hold).
+-- Every walk of records is this one.
+local function record(blob, pos)
+  local n = #blob
+  if pos + 2 > n then
+    return nil
+  end
+  local len, first = sunpack('<HB', blob, pos)
+  if len < 1 or first ~= 35 or pos + 13 + len > n then -- '#', then its name, its count and one number at least
+    return nil
+  end
+  local k, expiry = sunpack('<I4d', blob, pos + 2 + len)
+  local stop = pos + 6 + len + 8 * k
+  if k < 1 or stop - 1 > n or not whole(expiry) then
+    return nil
+  end
+  return stop, expiry
 end
 
--- packNums returns the n first numbers of t as doubles, and unpackNums the k
--- doubles of blob from pos on, as a table, and the position after them:
--- by chunks, since Lua moves at most about 8,000 values at once (a log
--- holds two numbers an entry).
-local CHUNK = 512
+-- recordsFrom reports whether blob from pos on is whole records, or
+-- nothing.
+local function recordsFrom(blob, pos)
+  while pos and pos <= #blob do
+    pos = record(blob, pos)
+  end
+  return pos ~= nil
+end
 
--- dfmtOf returns struct's format of k doubles, '<' and k 'd's: kept for
--- up to CHUNK of them, the most a chunk holds.
-local dfmt = {}
-local function dfmtOf(k)
-  local f = dfmt[k]
-  if not f then
-    f = '<' .. rep('d', k)
-    if k <= CHUNK then
-      dfmt[k] = f
+-- parse returns a key's value, blob: its states by field, its own entry
+-- (meta: {ts, gen}), and where its records start (recsAt; they are left
+-- in blob until it is written); or nil if blob is not what the script
+-- writes (another client's value: the key is corrupt).
+local function parse(blob)
+  if byte(blob) ~= 194 then
+    return nil
+  end
+  local v = {blob = blob, states = {}, recsAt = #blob + 1}
+  local n, pos = #blob, 2
+  while pos <= n do
+    local len = sunpack('<H', blob, pos) -- raises an error if blob ends short: the caller's pcall tells it corrupt
+    if len > 0 and byte(blob, pos + 2) == 35 then -- '#': the records, which come last
+      if not recordsFrom(blob, pos) then
+        return nil
+      end
+      v.recsAt = pos
+      return v
+    else
+      local field = sub(blob, pos + 2, pos + 1 + len)
+      if #field ~= len or pos + 5 + len > n then
+        return nil
+      end
+      local k = sunpack('<I4', blob, pos + 2 + len)
+      if pos + 5 + len + 8 * k > n then
+        return nil
+      end
+      local t
+      t, pos = unpackNums(blob, pos + 6 + len, k)
+      if field == '@' then
+        if k ~= META_NUMS or not whole(t[1]) or not whole(t[2]) then
+          return nil
+        end
+        v.meta = {ts = t[1], gen = t[2]}
+      elseif valid(field, t) then
+        v.states[field] = t
+      else
+        return nil
+      end
     end
   end
-  return f
-end
-local function packNums(t, n)
-  if n <= CHUNK then
-    return spack(dfmtOf(n), unpack(t, 1, n))
-  end
-  local parts = {}
-  for i = 1, n, CHUNK do
-    local j = min(i + CHUNK - 1, n)
-    parts[#parts + 1] = spack(dfmtOf(j - i + 1), unpack(t, i, j))
-  end
-  return table.concat(parts)
-end
-
-local function unpackNums(blob, pos, k)
-  if k <= CHUNK then -- at once, into the table it returns
-    local t = {sunpack(dfmtOf(k), blob, pos)}
-    pos = t[k + 1]
-    t[k + 1] = nil
-    return t, pos
-  end
-  local t = {}
-  while #t < k do
-    local c = min(CHUNK, k - #t)
-    local part = {sunpack(dfmtOf(c), blob, pos)}
-    pos = part[c + 1]
-    for i = 1, c do
-      t[#t + 1] = part[i]
-    end
-  end
-  return t, pos
+  return v
 end
 
 -- entry returns the bytes of field's entry, holding the numbers t.
 local function entry(field, t)
-  return spack('<H', #field) .. field .. spack('<I4', #t) .. packNums(t, #t)
+  return spack('<Hc0I4', #field, field, #t) .. packNums(t, #t)
 end
 
--- parseNew parses blob, after its mark, or raises an error if it ends
--- short.
-local function parseNew(blob)
-  local states, records, meta = {}, {}, nil
-  local n, pos = #blob, 2
-  while pos <= n do
-    local start = pos
-    local len
-    len, pos = sunpack('<H', blob, pos)
-    local field = sub(blob, pos, pos + len - 1)
-    if #field ~= len then
-      return nil
-    end
-    local k
-    k, pos = sunpack('<I4', blob, pos + len)
-    if pos + 8 * k - 1 > n then
-      return nil
-    end
-    if byte(field) == 35 then -- '#': a call's record, kept as its bytes
-      local expiry = k >= 1 and sunpack('<d', blob, pos)
-      if not whole(expiry) then -- an expiry no script writes: no TTL could hold it
-        return nil
-      end
-      pos = pos + 8 * k
-      records[field] = {expiry, sub(blob, start, pos - 1)}
-    elseif field == '@' then -- the key's own: when it was last written, and its generation
-      local t
-      t, pos = unpackNums(blob, pos, k)
-      if k ~= META_NUMS or not whole(t[1]) or not whole(t[2]) then
-        return nil
-      end
-      meta = {ts = t[1], gen = t[2]}
-    else
-      local t
-      t, pos = unpackNums(blob, pos, k)
-      if not valid(field, t) then
-        return nil
-      end
-      states[field] = t
-    end
-  end
-  return {states = states, records = records, meta = meta}
-end
-
--- parse returns the fields of a key's value, blob: states by field, and
--- records by name ({expiry, bytes}); or nil if blob is not what the
--- script writes (another client's value: the key is corrupt).
-local function parse(blob)
-  if sub(blob, 1, 1) ~= MARK then
-    return nil
-  end
-  local ok, v = pcall(parseNew, blob)
-  if ok then
-    return v
-  end
-  return nil
-end
-
--- setCache holds the sets of policies of earlier calls, by the string
--- that describes each (ARGV): a set a store sends again is made once, and
--- found by one lookup (Redis makes each argument a Lua string, the same
--- object as an equal one that lives, as the cache's keys do). It is let
--- go once it holds maxSets, as sets let go by their routers (SetPolicies,
--- SetOverride) are not kept for ever.
-local setCache, setsCached, maxSets = {}, 0, 1024
-
--- setOf returns the set of policies that desc describes.
+-- setOf returns the set of policies that desc describes. The sets are
+-- kept by desc (a set a store sends again is made once, and found by one
+-- lookup: Redis makes each argument a Lua string, the same object as an
+-- equal one that lives), and let go at 1,024, since routers let sets go
+-- (SetPolicies, SetOverride). This is all a call keeps for the next: what
+-- it keeps depends on desc alone. A call of one request costs about 9,000
+-- instructions less so (bench/redis-ir).
+local sets, setsKept = {}, 0
 local function setOf(desc)
-  local set = setCache[desc]
-  if set then
-    return set
+  if sets[desc] then
+    return sets[desc]
   end
-  set = {}
-  local pos, n = 1, #desc
+  local set, pos, n = {}, 1, #desc
   while pos <= n do
     local alg, limit, window, cap, perUs, perToken, len = sunpack('<ddddddH', desc, pos)
     local field = sub(desc, pos + 50, pos + 49 + len)
@@ -861,309 +828,175 @@ local function setOf(desc)
     pos = pos + 50 + len
   end
   local p = set[1]
-  if #set == 1 and not p.dry and (p.alg <= LEAKY_BUCKET or p.alg == FIXED_WINDOW) then
-    -- The common case, served without decoding (serveFast): the bytes its
-    -- state starts with, in a value the script wrote.
-    set.fast = MARK .. spack('<H', #p.field) .. p.field .. spack('<I4ddd', 5, p.limit, p.window, p.cap)
+  if #set == 1 and not p.dry and (p.alg <= LEAKY_BUCKET or p.alg == FIXED_WINDOW) then -- fast's
+    set.fast = MARK .. spack('<Hc0I4ddd', #p.field, p.field, 5, p.limit, p.window, p.cap)
   end
-  if setsCached >= maxSets then
-    setCache, setsCached = {}, 0
+  if setsKept == 1024 then
+    sets, setsKept = {}, 0
   end
-  setCache[desc], setsCached = set, setsCached + 1
+  sets[desc], setsKept = set, setsKept + 1
   return set
 end
 
--- answering reports whether a request of kind is answered: an allow, a
--- peek, a refund, a turn or a dry run.
-local function answering(kind)
-  return kind <= REFUND or kind == TURN or kind == DRY_RUN
+-- paramsOf returns the params of a state t stored under field that the
+-- call's sets do not have (another instance's policy), or nil if its
+-- algorithm is not one the script knows.
+local function paramsOf(field, t)
+  local alg = algs[field:match('^([%w_]+)|') or '']
+  if not alg then
+    return nil
+  end
+  local p = {alg = alg, limit = t[1], window = t[2], cap = t[3], perUs = 0, perToken = 0}
+  if alg <= LEAKY_BUCKET then
+    local a, b = p.limit, p.window
+    while b ~= 0 do a, b = b, a % b end
+    p.perUs, p.perToken = p.limit / a, p.window / a
+  end
+  return p
 end
 
--- The state of the call being decided. decideCall sets it at its start,
--- and the functions below read it: they are made once (in a Function's
--- library) rather than at every call, as closures would be.
-local ownGrace, clockGrace, replay, low -- the grace past ResetAfter on Redis's clock and the caller's (ms); how long a record is kept (ms); the store's lowest call out
-local keep -- this store's calls below low that may yet run again: their records stay
-local noCalls = {} -- keep, when there are none: never written
-local got -- the keys' values as read, request by request (false: none)
-local raw -- the same by key, made before requests are served one by one
-local mine, record, seq -- the prefix of this store's records, and this call's record and number
-local mineOf -- the store's id that mine was made for: a cache of what never changes
-local mineLast, mineEnds -- the last byte of the store's id in mine, and the mine it is of
-local redisNow -- Redis's clock, in microseconds: read once, if needed
--- The keys' values, parsed as the requests need them and kept as they
--- change them: false for a corrupt one. The keys written, in order, with
--- for each its set, the time of its latest request, its grace, and the
--- longest ResetAfter of its writes (nil: a refund's, which keeps the
--- key's TTL).
-local vals, written, wrote
-local fast -- serveFast's writes, by key: the state's two numbers, the records after that stay, grace, ResetAfter, set, the latest expiry of those records
--- The answers, out[1] to out[nout]; first: 1 if the call wrote, so that
--- its answers are kept, plus 2 if serveFast failed on a key (fastFailed).
--- out is kept from call to call, as takes is (decideEveryFast): a table
--- that grows is made again each time it does, which costs a call of ten
--- requests more than deciding one of them. Only the length a call sets is
--- read.
-local out, nout = {}, 0
-local takes = {}
-local packed -- out, packed as the call answers it, once it is whole: the call's record holds it too
-local fastFailed -- serveFast raised an error on a key of the call, which serve then served: a fault of serveFast's, told to the client
-local clock -- Redis's clock in ms, read once the requests are decided
-local recorded -- the call's record is written (in the first key the call writes)
+---------------------------------------------------------------- a call
+-- What a call works on is its table c (decideCall makes it): its
+-- arguments, Redis's clock once read, the keys' values by key, parsed as
+-- requests need them and kept as they change them (false: corrupt), the
+-- keys written, and the answers, out[1] to out[nout].
 
-local function timeNow()
-  if not redisNow then
+local noCalls = {} -- the calls kept, when a call keeps none: never written
+
+-- timeNow returns Redis's clock, in microseconds, read once a call, and
+-- notes it in ms (c.clock), as the records' expiries are told.
+local function timeNow(c)
+  if not c.time then
     local t = rcall('TIME')
-    redisNow = t[1] * 1000000 + t[2] -- the strings made numbers by the arithmetic: a C call less each than tonumber
+    c.time = t[1] * 1000000 + t[2] -- the strings made numbers by the arithmetic
+    c.clock = floor(c.time / 1000) -- in ms, for the records' expiries
   end
-  return redisNow
+  return c.time
 end
 
--- requestTime returns the time of a request whose time is now (us;
--- below 0: on Redis's own clock, TIME), and how long past its ResetAfter
--- its key is kept (ms): ownGrace on Redis's clock, clockGrace on the
--- caller's.
-local function requestTime(now)
-  if now < 0 then
-    return timeNow(), ownGrace
+-- keeps reports whether the record of blob from pos to stop, expiring at
+-- expiry (ms, Redis's clock), stays: until it expires, and, for one of
+-- this store's, while an attempt of its call may yet come (its number not
+-- below low, or kept).
+local function keeps(c, blob, pos, stop, expiry)
+  if expiry <= c.clock then
+    return false
   end
-  return now, clockGrace
+  local mine = c.mine
+  -- Another store's name is told apart by the last byte of its id first,
+  -- so that the rest runs for about 1 in 16 of them.
+  if byte(blob, pos + #mine) ~= c.mineLast then
+    return true
+  end
+  local len = sunpack('<H', blob, pos)
+  if len <= #mine or find(blob, mine, pos + 2, true) ~= pos + 2 then
+    return true
+  end
+  if stop < pos + 22 + len then -- no call's number
+    return true
+  end
+  local seq = sunpack('<d', blob, pos + 14 + len)
+  return seq >= c.low or c.keep[seq] == true
 end
 
-local function value(key)
-  local v = vals[key]
-  local f = fast[key]
-  if v == nil and f then -- serveFast's write, as serve keeps it
-    local p = f[6][1]
-    v = {states = {[p.field] = {p.limit, p.window, p.cap, f[1], f[2]}}, records = {}, rest = f[3], meta = {ts = f[8], gen = f[9]}}
-    vals[key], fast[key] = v, nil
-    wrote[key] = {set = f[6], now = 0, grace = f[4], longest = f[5]}
-    return v
+-- keptOf returns, of blob's records from pos on, those that stay, as
+-- bytes, the latest expiry of them and how many they are; nil if blob
+-- holds anything else from pos on.
+local function keptOf(c, blob, pos)
+  if not pos or pos > #blob then
+    return '', 0, 0
   end
-  if v == nil then
-    if raw[key] then
-      v = parse(raw[key]) or false
-    else
-      v = {states = {}, records = {}}
+  local parts, latest = nil, 0
+  timeNow(c) -- the clock the expiries are told by
+  while pos <= #blob do
+    local stop, expiry = record(blob, pos)
+    if not stop then
+      return nil -- not records
     end
-    vals[key] = v
+    if keeps(c, blob, pos, stop, expiry) then
+      parts = parts or {}
+      parts[#parts + 1], latest = sub(blob, pos, stop - 1), max(latest, expiry)
+    end
+    pos = stop
+  end
+  if not parts then
+    return '', 0, 0
+  end
+  return concat(parts), latest, #parts
+end
+
+-- value returns key's value, read from blob (false: none), or as the
+-- call left it.
+local function value(c, key, blob)
+  local v = c.keys[key]
+  if v and v[1] then -- fast's (an array: fast), made serve's
+    local f, p = v, v[7][1]
+    v = {states = {[p.field] = {p.limit, p.window, p.cap, f[1], f[2]}}, meta = {ts = f[3], gen = f[4]}, blob = f[8], -- its records that stay
+      recsAt = 1, noted = true, set = f[7], now = f[3], grace = f[5], longest = f[6]}
+    c.keys[key] = v
+  elseif v == nil then
+    v = {states = {}}
+    if blob then
+      local ok, parsed = pcall(parse, blob)
+      v = ok and parsed or false
+    end
+    c.keys[key] = v
   end
   return v
 end
 
-local function note(key, set, now, grace, longest)
-  local w = wrote[key]
-  if not w then
-    w = {}
-    wrote[key] = w
-    written[#written + 1] = key
+-- note notes that v, key's value, is to be written, under set, as of now,
+-- kept grace (ms) past its ResetAfter, the longest ResetAfter of its
+-- writes (nil: a refund's, which keeps the key's TTL).
+local function note(c, key, v, set, now, grace, longest)
+  if not v.noted then
+    v.noted = true
+    c.keys[#c.keys + 1] = key
   end
-  w.set, w.now, w.grace = set, now, grace
+  v.set, v.now, v.grace = set, now, grace
   if longest then
-    w.longest = max(w.longest or 0, longest)
+    v.longest = max(v.longest or 0, longest)
   end
 end
 
--- clockMs returns Redis's clock in milliseconds, read once a call.
-local function clockMs()
-  if not clock then
-    local ms = timeNow() / 1000
-    clock = ms - ms % 1 -- floor, for a number >= 0, without a C call
-  end
-  return clock
+-- put appends x to the call's answers.
+local function put(c, x)
+  c.nout = c.nout + 1
+  c.out[c.nout] = x
 end
 
--- ownRecordGoes reports whether the record whose name starts at pos in
--- blob, is len bytes long and holds k numbers is one of this store's that
--- no attempt of its call can ask for any more: below low, and not kept.
--- Its call's number is its second number (its name has it too, but
--- reading a number from a string costs Redis's Lua a strtod).
-local function ownRecordGoes(blob, pos, len, k)
-  if k < 2 or len <= #mine then
-    return false
-  end
-  if mineEnds ~= mine then
-    mineLast, mineEnds = byte(mine, #mine - 1), mine
-  end
-  -- Found in place, with no substring made (each costs Redis a string's
-  -- hashing); another store's name is told apart by the last byte of its
-  -- id first, so that the search scans the rest of blob for about 1 in 16
-  -- of them.
-  if byte(blob, pos + #mine - 2) ~= mineLast or find(blob, mine, pos, true) ~= pos then
-    return false
-  end
-  local n = sunpack('<d', blob, pos + len + 12)
-  return n < low and not keep[n]
-end
+-- notAsked is the numbers of a policy that did not decide.
+local notAsked = {allowed = true, remaining = 0, retry = 0, reset = 0, delay = 0, sub = 0}
 
--- keptRecords returns, of blob's bytes from start on (a value's bytes
--- after its states), the records that stay (as keeps says), as bytes, the
--- latest expiry of them and how many they are; or nil if those bytes are
--- not whole records and nothing else. It walks blob in place: no bytes
--- are copied unless a record stays.
-local function keptRecords(blob, start)
-  local n, pos, latest, count, now = #blob, start, 0, 0, clockMs()
-  local parts, from, cut -- the records kept before one that went; where the run being kept starts; whether one went
-  from = start
-  while pos <= n do
-    if pos + 2 > n then
-      return nil
-    end
-    local len, first = sunpack('<HB', blob, pos) -- the name's length and first byte, at once
-    if first ~= 35 or pos + 13 + len > n then -- a name, its count and one number at least: the expiry
-      return nil
-    end
-    local k, expiry = sunpack('<I4d', blob, pos + 2 + len)
-    local stop = pos + 6 + len + 8 * k
-    if k < 1 or stop - 1 > n or not (expiry >= 0 and expiry < 9007199254740992 and expiry % 1 == 0) then -- not whole: an expiry no script writes, which no TTL could hold
-      return nil
-    end
-    if expiry <= now or ownRecordGoes(blob, pos + 2, len, k) then
-      if from < pos then -- what stays before it: kept (a table only then)
-        parts = parts or {}
-        parts[#parts + 1] = sub(blob, from, pos - 1)
-      end
-      from, cut = stop, true
-    else
-      count = count + 1
-      if expiry > latest then
-        latest = expiry
-      end
-    end
-    pos = stop
-  end
-  if not cut then -- every one stays
-    return count > 0 and sub(blob, start) or '', latest, count
-  end
-  if not parts then -- those that went were first: what follows them stays
-    return from <= n and sub(blob, from) or '', latest, count
-  end
-  if from <= n then
-    parts[#parts + 1] = sub(blob, from)
-  end
-  return table.concat(parts), latest, count
-end
-
--- fastState reads blob, a key's value (false: none), for serveFast and
--- decideEveryFast: if it is a value the script wrote holding, first, a
--- state under the set whose bytes start head (set.fast), then the key's
--- own entry (or none, in a value an earlier script wrote), then records
--- or nothing, it returns true, the state's two numbers (a bucket's used
--- and last, a window's start and count; nil for a key that holds
--- nothing), the records after it that stay, as bytes, when the last of
--- them expires, and the key's last write and generation (nil: none). For
--- any other value it returns false: serve's.
-local function fastState(blob, head)
-  if not blob then
-    return true, nil, nil, '', 0
-  end
-  if #blob < #head + 16 or find(blob, head, 1, true) ~= 1 then
-    return false
-  end
-  local x, y = sunpack('<dd', blob, #head + 1)
-  if not (x >= 0 and x % 1 == 0 and y >= 0 and y % 1 == 0 and x < 9007199254740992 and y < 9007199254740992) then
-    return false
-  end
-  local pos, ts, gen = #head + 17, nil, nil
-  if find(blob, META_HEAD, pos, true) == pos then
-    if #blob < pos + #META_HEAD + 8 * META_NUMS - 1 then
-      return false
-    end
-    ts, gen = sunpack('<dd', blob, pos + #META_HEAD)
-    if not (ts >= 0 and ts % 1 == 0 and gen >= 0 and gen % 1 == 0 and ts < 9007199254740992 and gen < 9007199254740992) then -- whole, written out
-      return false
-    end
-    pos = pos + #META_HEAD + 8 * META_NUMS
-  end
-  if pos > #blob then
-    return true, x, y, '', 0, ts, gen
-  end
-  local rest, latest = keptRecords(blob, pos)
-  if not rest then -- another entry than a record follows, or a broken one
-    return false
-  end
-  return true, x, y, rest, latest, ts, gen
-end
-
--- fastDecide decides n units at now under p, a bucket or a fixed window
--- whose state's numbers are x and y (nil: untouched): allowed, remaining,
--- retry after, reset after, delay, the retry's rounding in ns, and if
--- allowed the state's numbers after. decideEveryFast writes it out, and
--- requestTime, since a call costs more than either: change them together.
-local function fastDecide(p, x, y, now, n)
-  if p.alg <= LEAKY_BUCKET then
-    return bucketDecision(p, x or 0, y or now, now, n) -- a fresh bucket is full, whenever it was made
-  end
-  local allowed, remaining, retry, reset, x2, y2 = fixedDecision(p, x or 0, y or 0, now, n)
-  return allowed, remaining, retry, reset, 0, 0, x2, y2
-end
-
--- serveFast serves an allow or a peek on key under set, a single bucket
--- or fixed window, whose value holds its state alone, first, then the
--- key's own entry, then records or nothing (fastState), or which
--- serveFast wrote earlier in this call: as serve would, reading the two
--- numbers of its state in place. It returns nil for any other value, for
--- serve.
-local function serveFast(key, kind, n, set, now, gen)
-  local x, y, rest, latest, ts, kgen -- the state's numbers; the records after it that stay, and when the last of them expires; the key's last write and generation
-  local f = fast[key]
-  if f then -- written earlier in this call
-    x, y, rest, latest, ts, kgen = f[1], f[2], f[3], f[7], f[8], f[9]
-  else
-    local ok
-    ok, x, y, rest, latest, ts, kgen = fastState(raw[key], set.fast)
-    if not ok then
-      return nil
-    end
-  end
-  local grace, at
-  now, grace = requestTime(now)
-  at = now
-  if ts and ts > at then
-    at = ts
-  end
-  local ahead = at - now
-  local allowed, remaining, retry, reset, delay, rounded
-  allowed, remaining, retry, reset, delay, rounded, x, y = fastDecide(set[1], x, y, at, n)
-  if not kgen or x == nil then -- a key without states: a write makes them afresh
-    kgen = gen
-  end
-  if allowed and kind == ALLOW then
-    if not fast[key] then
-      written[#written + 1] = key
-    end
-    fast[key] = {x, y, rest, grace, reset, set, latest, at, kgen}
-  end
-  local a = allowed and 1 or 0
-  local o = nout
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7], out[o + 8] =
-    kgen, a, remaining, extend(retry, ahead), extend(reset, ahead), extend(delay, ahead), rounded, 0
-  nout = o + 8
-  return true -- answered, in out
-end
-
--- serve serves one request on key, and returns its answer:
--- nil for a refund or a reset; {-1} if the key holds a value the script
--- did not write; otherwise the key's generation, then each policy's
--- numbers (seven: the file's head says which). gen is the
+-- serve serves one request on key, and puts its answer. gen is the
 -- request's: for a give back, the generation of the grant it gives back;
 -- for any other, a number drawn for the key, if it makes its states
 -- afresh.
-local function serve(key, kind, n, set, now, gen)
-  local v = value(key)
+local function serve(c, key, blob, kind, n, set, now, gen)
+  local v = value(c, key, blob)
   if kind == RESET then
     -- The states go, a corrupt value too, and the key's own entry; the
     -- records stay: they are about calls, not the key.
-    vals[key] = {states = {}, records = v and v.records or {}, rest = v and v.rest}
-    note(key, set, 0, 0, 0)
-    return nil
+    if v then
+      v.states, v.meta = {}, nil
+    else
+      v = {states = {}}
+      c.keys[key] = v
+    end
+    note(c, key, v, set, 0, 0, 0)
+    return
   end
   if not v then
-    return answering(kind) and {-1} or nil -- a refund finds nothing of its own to give back
+    if kind ~= GIVE_BACK then -- a give back finds nothing of its own to give back
+      put(c, -1)
+    end
+    return
   end
-  local grace, at
-  now, grace = requestTime(now)
-  at = now -- the instant it is decided at: its own time, or the key's last write if later
+  local grace = c.clockGrace
+  if now < 0 then -- Redis's clock
+    now, grace = timeNow(c), c.ownGrace
+  end
+  local at = now -- the instant it is decided at: its own time, or the key's last write if later
   if v.meta and v.meta.ts > at then
     at = v.meta.ts
   end
@@ -1179,11 +1012,15 @@ local function serve(key, kind, n, set, now, gen)
     end
     ss[j] = s
   end
-
-  if kind == GIVE_BACK and gen ~= 0 and (changed or not v.meta or v.meta.gen ~= gen) then
-    return nil -- a grant given back to states it was not taken from: the key was Reset, or its policies changed, since
+  local kgen = gen -- the key's generation once the request is served
+  if v.meta and not changed then
+    kgen = v.meta.gen
   end
-  if kind == REFUND or kind == GIVE_BACK then -- refund: a policy without a state is left without one; a grant given back leaves the dry-run ones
+
+  if kind == REFUND or kind == GIVE_BACK then -- a refund: a policy without a state is left without one; a grant given back leaves the dry-run ones
+    if kind == GIVE_BACK and gen ~= 0 and (changed or not v.meta or v.meta.gen ~= gen) then
+      return -- given back to states it was not taken from: the key was Reset, or its policies changed, since
+    end
     local gave = false
     for j, p in ipairs(set) do
       if v.states[p.field] and not (kind == GIVE_BACK and p.dry) then
@@ -1200,33 +1037,26 @@ local function serve(key, kind, n, set, now, gen)
         elseif fixedResetAfter(p, s, at) > 0 then -- a window open at at
           s.count = s.count - min(n, s.count)
         end
-        if resetAfter(p, s, at) > 0 then
-          v.states[p.field] = pack(p, s)
-        else
-          v.states[p.field] = nil -- untouched again: no state, as for a key never seen
-        end
+        v.states[p.field] = resetAfter(p, s, at) > 0 and pack(p, s) or nil -- none: untouched again, as a key never seen
         gave = true
       end
     end
     if gave then
-      note(key, set, at, grace, nil)
-      v.meta = {ts = at, gen = (v.meta and not changed) and v.meta.gen or gen}
+      note(c, key, v, set, at, grace, nil)
+      v.meta = {ts = at, gen = kgen}
     end
     if kind == REFUND then
-      return {0} -- made: a refund is answered, so that one on a corrupt key can fail
+      put(c, 0) -- made: a refund is answered, so that one on a corrupt key can fail
     end
-    return nil
+    return
   end
 
-  -- The enforced policies decide together; the dry-run ones each alone,
-  -- taking if they allow (an allow), or if the others grant the turn now
-  -- (a turn), or taking nothing (a peek).
-  local allowed, delay = true, 0
-  local ds = {}
+  -- The enforced policies decide together, the dry-run ones each alone.
+  local allowed, delay, ds = true, 0, {}
   for j, p in ipairs(set) do
     if p.dry then
     elseif kind == DRY_RUN then -- a request a line refused: for the dry-run policies alone
-      ds[j] = {allowed = true, remaining = 0, retry = 0, reset = 0, delay = 0}
+      ds[j] = notAsked
     else
       local d = {}
       decide(p, ss[j], at, n, d)
@@ -1234,11 +1064,11 @@ local function serve(key, kind, n, set, now, gen)
       allowed, delay = allowed and d.allowed, max(delay, d.delay)
     end
   end
-  local dryDecides = kind ~= TURN or (allowed and delay == 0)
+  local take = allowed and (kind == ALLOW or (kind == TURN and delay == 0))
   for j, p in ipairs(set) do
     if p.dry then
-      if not dryDecides then
-        ds[j] = {allowed = true, remaining = 0, retry = 0, reset = 0, delay = 0} -- not asked
+      if kind == TURN and not take then
+        ds[j] = notAsked
       elseif n > p.cap then
         ds[j] = {allowed = false, remaining = 0, retry = 0, reset = 0, delay = 0} -- it would deny, and takes nothing
       else
@@ -1249,48 +1079,108 @@ local function serve(key, kind, n, set, now, gen)
       end
     end
   end
-  -- Last: a key the rules fail on is left as it was.
-  local took, longest = false, 0
+  local longest = -1 -- the longest ResetAfter of the states taken from; -1: none
   for j, p in ipairs(set) do
     local d = ds[j]
+    if (p.dry and d.take) or (not p.dry and take) then
+      v.states[p.field] = pack(p, d.commit)
+      longest = max(longest, d.reset)
+    end
+  end
+  if longest >= 0 then
+    note(c, key, v, set, at, grace, longest)
+    v.meta = {ts = at, gen = kgen}
+  end
+  put(c, v.meta and v.meta.gen or gen) -- the generation the key holds, if it holds one
+  local o, k = c.out, c.nout
+  for j, p in ipairs(set) do -- each wait told from the request's own time
+    local d, asIs = ds[j], 0
     if not allowed and d.allowed and not p.dry then
-      d.asIs = resetAfter(p, ss[j], at) -- nothing was taken from it: the store reports its state as it is
+      asIs = extend(resetAfter(p, ss[j], at), ahead) -- nothing was taken from it
     end
-    if (p.dry and d.take) or (not p.dry and allowed and (kind == ALLOW or (kind == TURN and delay == 0))) then
-      took, longest = true, max(longest, d.reset)
-    end
+    o[k + 1], o[k + 2], o[k + 3], o[k + 4], o[k + 5], o[k + 6], o[k + 7] = d.allowed and 1 or 0, d.remaining,
+      extend(d.retry, ahead), extend(d.reset, ahead), extend(d.delay, ahead), d.sub or 0, asIs
+    k = k + 7
   end
-  if took then
-    for j, p in ipairs(set) do
-      local d = ds[j]
-      if (p.dry and d.take) or (not p.dry and allowed and (kind == ALLOW or (kind == TURN and delay == 0))) then
-        v.states[p.field] = pack(p, d.commit)
-      end
-    end
-    note(key, set, at, grace, longest)
-    v.meta = {ts = at, gen = (v.meta and not changed) and v.meta.gen or gen}
-  end
-  local r = {v.meta and v.meta.gen or gen}
-  for j = 1, #set do -- each wait told from the request's own time
-    local d = ds[j]
-    r[#r + 1] = d.allowed and 1 or 0
-    r[#r + 1] = d.remaining
-    r[#r + 1] = extend(d.retry, ahead)
-    r[#r + 1] = extend(d.reset, ahead)
-    r[#r + 1] = extend(d.delay, ahead)
-    r[#r + 1] = d.sub or 0
-    r[#r + 1] = d.asIs and extend(d.asIs, ahead) or 0
-  end
-  return r
+  c.nout = k
 end
 
--- keeps reports whether a record named name, that expires at expiry
--- (ms, Redis's clock), stays: until it expires, and for the store's own,
--- while an attempt of its call may come.
-local function keeps(name, r)
-  return r[1] > clock and not ownRecordGoes(r[2], 3, #name, sunpack('<I4', r[2], 3 + #name))
+---------------------------------------------------------------- the fast path
+-- The common request: an allow or a peek under a single bucket or fixed
+-- window (set.fast), on a key that holds no value, or one that holds that
+-- state alone, then the key's own entry, then records or nothing.
+
+-- fast serves an allow or a peek on key under set (set.fast), whose value
+-- blob (false: none) serve has not read, or which fast wrote earlier in
+-- the call under set, and reports whether it did: not for any other
+-- value, which serve serves. An allow's state is kept in c.keys[key] for
+-- storeFast.
+local function fast(c, key, blob, kind, n, set, now, gen)
+  local x, y, ts, kgen, kept, latest -- the state's numbers, the key's last write and generation, its records that stay
+  local f = c.keys[key]
+  if f then
+    x, y, ts, kgen = f[1], f[2], f[3], f[4]
+  elseif blob then
+    -- The state's two numbers and the key's own entry, by one unpack: its
+    -- field's length (1), its byte ('@', 64), its count (5), then its
+    -- numbers.
+    local head = set.fast
+    if #blob < #head + 63 or find(blob, head, 1, true) ~= 1 then
+      return false
+    end
+    local len, at, count
+    x, y, len, at, count, ts, kgen = sunpack('<ddHBI4dd', blob, #head + 1)
+    local pos = #head + 64 -- after the entry's three zeros
+    kept, latest = '', 0
+    if pos <= #blob then
+      kept, latest = keptOf(c, blob, pos)
+    end
+    -- Whole numbers, as serve's valid: written out, since a call costs
+    -- more than the arithmetic.
+    if not (kept and len == 1 and at == 64 and count == 5 and x >= 0 and x % 1 == 0 and x < 2 ^ 53 and y >= 0 and
+        y % 1 == 0 and y < 2 ^ 53 and ts >= 0 and ts % 1 == 0 and ts < 2 ^ 53 and kgen >= 0 and kgen % 1 == 0 and kgen < 2 ^ 53) then
+      return false
+    end
+  end
+  local grace = c.clockGrace
+  if now < 0 then -- Redis's clock
+    now, grace = c.time or timeNow(c), c.ownGrace
+  end
+  local at = now -- as serve's
+  if ts and ts > at then
+    at = ts
+  end
+  if not kgen then
+    kgen = gen
+  end
+  local p = set[1]
+  local allowed, remaining, retry, reset, delay, rounded, x2, y2
+  if p.alg <= LEAKY_BUCKET then
+    allowed, remaining, retry, reset, delay, rounded, x2, y2 = bucketDecision(p, x or 0, y or at, at, n) -- a fresh bucket is full
+  else
+    allowed, remaining, retry, reset, x2, y2 = fixedDecision(p, x or 0, y or 0, at, n)
+    delay, rounded = 0, 0
+  end
+  if allowed and kind == ALLOW then
+    if not f then
+      f = {x2, y2, at, kgen, grace, reset, set, kept or '', latest or 0} -- x, y, ts, gen, grace, reset, set, kept, latest
+      c.keys[key] = f
+      c.keys[#c.keys + 1] = key
+    else
+      f[1], f[2], f[3], f[4], f[5], f[6] = x2, y2, at, kgen, grace, max(f[6], reset)
+    end
+  end
+  local ahead, o, k = at - now, c.out, c.nout
+  if ahead > 0 then -- each wait told from the request's own time
+    retry, reset, delay = extend(retry, ahead), extend(reset, ahead), extend(delay, ahead)
+  end
+  o[k + 1], o[k + 2], o[k + 3], o[k + 4], o[k + 5], o[k + 6], o[k + 7], o[k + 8] =
+    kgen, allowed and 1 or 0, remaining, retry, reset, delay, rounded, 0
+  c.nout = k + 8
+  return true
 end
 
+-- inSet reports whether a policy of set is stored under field.
 local function inSet(set, field)
   for _, p in ipairs(set) do
     if p.field == field then
@@ -1300,161 +1190,75 @@ local function inSet(set, field)
   return false
 end
 
--- recordOf returns the bytes of the call's record up to its answers,
--- which follow them as the call returns them (packed), or nil if the
--- record is written already or needs none: entry(record, {clock +
--- replay, seq, out...}), without the table, and in two strings, so that
--- the value that holds them is made at once, by one concatenation.
-local function recordOf()
-  if recorded then
-    return nil
-  end
-  recorded = true
-  return spack('<Hc0I4dd', #record, record, nout + 2, clock + replay, seq)
-end
-
--- A key's value is written by PSETEX key ms value, which is SET key value
--- PX ms with two arguments fewer to make and no option to parse (some
--- 500 instructions less a write, bench/redis-ir).
---
--- ttl returns px, a whole number of milliseconds, as PSETEX's argument: as
--- an integer, which costs a fraction of what a number's own string
--- (%.17g) does, and made once for each px met (TTLs repeat: a policy's
--- ResetAfter is within its window, and the grace is the same), since
--- making a string costs more than finding it. The cache is let go at
--- 1,024.
-local ttls, ttlsMade = {}, 0
-local function ttl(px)
-  if px < 1 then
-    px = 1
-  end
-  local s = ttls[px]
-  if not s then
-    s = format('%d', px)
-    if ttlsMade >= 1024 then
-      ttls, ttlsMade = {}, 0
+-- store writes key's value as the call leaves it: its set's states, in
+-- order, those of policies the call does not name (another instance's)
+-- while they last, its own entry, the records that stay, and the call's
+-- record if key is the first written; kept for its ResetAfter and the
+-- grace after, and as long as the records it holds may be asked for.
+local function store(c, key, v)
+  local parts, states, records, latest = {MARK}, 0, 0, 0
+  local longest = v.longest or 0
+  for _, p in ipairs(v.set) do
+    local t = v.states[p.field]
+    if t then
+      parts[#parts + 1], states = entry(p.field, t), states + 1
     end
-    ttls[px], ttlsMade = s, ttlsMade + 1
   end
-  return s
+  for field, t in pairs(v.states) do
+    if not inSet(v.set, field) then
+      local keep, p = true, paramsOf(field, t)
+      if p then -- another instance's policy: kept while it lasts
+        local ok, left = pcall(function() return resetAfter(p, load(p, t, v.now), v.now) end)
+        if ok then
+          keep, longest = left > 0, max(longest, left)
+        end
+      end
+      if keep then
+        parts[#parts + 1], states = entry(field, t), states + 1
+      end
+    end
+  end
+  if v.meta then -- after the states
+    parts[#parts + 1] = spack('<c0ddddd', META, v.meta.ts, v.meta.gen, 0, 0, 0)
+  end
+  parts[#parts + 1], latest, records = keptOf(c, v.blob, v.recsAt)
+  if not c.recorded then -- the call's record: {expiry, the call's number, its answers}
+    c.recorded = true
+    parts[#parts + 1] = spack('<Hc0I4ddc0', #c.record, c.record, c.nout + 2, c.clock + c.replay, c.seq, c.packed)
+    records, latest = records + 1, c.clock + c.replay
+  end
+  local keepFor = latest - c.clock -- the records' time left, ms
+  if states + records == 0 and not v.meta then -- a Reset's: the key is as if never seen
+    rcall('DEL', key)
+  elseif not v.longest and v.blob then -- a refund's: the TTL stays, or the records' if longer
+    if records > 0 then
+      rcall('PSETEX', key, format('%d', max(rcall('PTTL', key), keepFor, 1)), concat(parts))
+    else
+      rcall('SET', key, concat(parts), 'KEEPTTL')
+    end
+  else
+    rcall('PSETEX', key, format('%d', max(cdiv(longest, 1000) + v.grace, keepFor, 1)), concat(parts))
+  end
 end
 
--- fastValue returns the value that holds, under set, the state whose
--- numbers are x and y, then the key's own entry (its last write ts and
--- generation gen), then rest, records that stay, the last of them
--- expiring at latest (ms, Redis's clock), and the call's record if this
--- value is the one to hold it (recordOf); and how long to keep it (ms):
--- ResetAfter, reset (us), rounded up, and grace after, and as long as the
--- records it holds may be asked for.
-local function fastValue(set, x, y, rest, latest, grace, reset, ts, gen)
-  local ms = reset / 1000
-  ms = ms - ms % 1 -- floor, rounded up below: exact, as reset < 2^53
-  if ms * 1000 < reset then
+-- storeFast writes key's value as fast left it (f), as store would.
+local function storeFast(c, key, f)
+  local kept, ms = f[8], f[6] / 1000
+  ms = ms - ms % 1 -- cdiv(f[6], 1000), written out
+  if ms * 1000 < f[6] then
     ms = ms + 1
   end
-  local px = ms + grace
-  if latest - clock > px then
-    px = latest - clock
+  local px = max(ms + f[5], f[9] - c.clock, 1)
+  if c.recorded then
+    if px ~= c.px then -- the TTL as a string, made once for each met: a call's keys mostly share one
+      c.px, c.pxs = px, format('%d', px)
+    end
+    rcall('PSETEX', key, c.pxs, spack('<c0ddc0dddddc0', f[7].fast, f[1], f[2], META, f[3], f[4], 0, 0, 0, kept))
+    return
   end
-  if not recorded then -- the call's record, as recordOf makes it
-    recorded = true
-    if px < replay then -- the record outlives any attempt of its call
-      px = replay
-    end
-    -- Made by one pack ('c0': a string whole), with no piece of it a
-    -- string of its own, which Redis's Lua would hash.
-    return spack('<c0ddc0ddc0c0Hc0I4ddc0', set.fast, x, y, META_HEAD, ts, gen, META_ZEROS, rest, #record, record, nout + 2, clock + replay, seq, packed), px
-  end
-  return spack('<c0ddc0ddc0c0', set.fast, x, y, META_HEAD, ts, gen, META_ZEROS, rest), px
-end
-
--- The common case, a call of allows and peeks under sets serveFast
--- serves, each on a key of its own (as the client says, which knows the
--- keys it sends: the script would find out only by a table of them) that
--- holds a value serveFast reads (or none), is served at once, with none of the bookkeeping a call of other
--- requests needs: decideEveryFast decides every request as serveFast
--- would, writing nothing, and storeEveryFast stores each key taken from
--- as the write back would. The requests are KEYS, from args[a] on, four
--- numbers each, under sets.
-
--- decideEveryFast decides the call into out, and returns what
--- storeEveryFast stores: for each request that takes, eight numbers (its
--- index, its state's two, the latest expiry of the records that stay
--- after it, its grace, its ResetAfter, the instant it was decided at, the
--- key's generation), their count, and those records by the request's
--- index, where there are any. It returns nil for any other call, for
--- decideCall to serve request by request, having changed nothing but out
--- and takes, which it sets again.
-local function decideEveryFast(KEYS, args, a, sets)
-  local ALLOW, PEEK, LEAKY_BUCKET = ALLOW, PEEK, LEAKY_BUCKET -- registers for the loop, not upvalues
-  local nt, rests = 0, nil
-  local o = 1 -- out's length
-  for i = 1, #KEYS do
-    local b = a + (i - 1) * 5
-    local kind, n, set, now, gen = args[b], args[b + 1], sets[args[b + 2]], args[b + 3], args[b + 4]
-    if kind > PEEK or not set.fast then
-      return nil
-    end
-    local ok, x, y, rest, latest, ts, kgen = fastState(got[i], set.fast)
-    if not ok then
-      return nil
-    end
-    if rest ~= '' then
-      rests = rests or {}
-      rests[i] = rest
-    end
-    local grace = clockGrace
-    if now < 0 then -- requestTime
-      now, grace = redisNow or timeNow(), ownGrace
-    end
-    local at = now -- the instant it is decided at: its own time, or the key's last write if later
-    if ts and ts > at then
-      at = ts
-    end
-    if not kgen or x == nil then
-      kgen = gen
-    end
-    local p = set[1]
-    local allowed, remaining, retry, reset, delay, rounded
-    if p.alg <= LEAKY_BUCKET then -- fastDecide
-      allowed, remaining, retry, reset, delay, rounded, x, y = bucketDecision(p, x or 0, y or at, at, n)
-    else
-      allowed, remaining, retry, reset, x, y = fixedDecision(p, x or 0, y or 0, at, n)
-      delay, rounded = 0, 0
-    end
-    local v, ahead = allowed and 1 or 0, at - now
-    if ahead == 0 then
-      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7], out[o + 8] = kgen, v, remaining, retry, reset, delay, rounded, 0
-    else -- each wait told from the request's own time
-      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7], out[o + 8] =
-        kgen, v, remaining, extend(retry, ahead), extend(reset, ahead), extend(delay, ahead), rounded, 0
-    end
-    o = o + 8
-    if allowed and kind == ALLOW then
-      takes[nt + 1], takes[nt + 2], takes[nt + 3], takes[nt + 4], takes[nt + 5], takes[nt + 6], takes[nt + 7], takes[nt + 8] = i, x, y, latest, grace, reset, at, kgen
-      nt = nt + 8
-    end
-  end
-  nout = o
-  return takes, nt, rests
-end
-
--- storeEveryFast stores what decideEveryFast decided, the first key
--- taken from with the call's record, and returns the call's answers.
-local function storeEveryFast(KEYS, args, a, sets, takes, nt, rests)
-  if nt == 0 then
-    return packNums(out, nout)
-  end
-  out[1] = 1
-  packed = packNums(out, nout)
-  clockMs()
-  recorded = false
-  for k = 1, nt, 8 do
-    local i = takes[k]
-    local value, px = fastValue(sets[args[a + (i - 1) * 5 + 2]], takes[k + 1], takes[k + 2], rests and rests[i] or '', takes[k + 3], takes[k + 4], takes[k + 5], takes[k + 6], takes[k + 7])
-    rcall('PSETEX', KEYS[i], ttl(px), value)
-  end
-  return packed
+  c.recorded = true -- the call's record, as store makes it
+  rcall('PSETEX', key, format('%d', max(px, c.replay)), spack('<c0ddc0dddddc0Hc0I4ddc0', f[7].fast, f[1], f[2], META, f[3], f[4], 0, 0, 0,
+    kept, #c.record, c.record, c.nout + 2, c.clock + c.replay, c.seq, c.packed))
 end
 
 -- decideCall decides one call: KEYS and ARGV as above.
@@ -1462,195 +1266,75 @@ local function decideCall(KEYS, ARGV)
   if not rcall then
     bind()
   end
-
-  -- The arguments: the numbers, packed as doubles in ARGV[1]; the store's
-  -- id, the call's number and the sets of policies, strings.
   local args = unpackNums(ARGV[1], 1, #ARGV[1] / 8)
-  ownGrace, clockGrace, replay, low = args[1], args[2], args[3], args[4]
-  local distinct = args[5] == 1 -- no two requests of the call are on one key
-  seq = args[6]
-  local me, call = ARGV[2], ARGV[3]
-  local nkeep = args[7]
-  keep = nkeep > 0 and {} or noCalls -- this store's calls below low that may yet run again: their records stay
-  for i = 1, nkeep do
-    keep[args[7 + i]] = true
+  local mine = '#' .. ARGV[2] .. ':'
+  local c = { -- each field made here, so that the table is made at its size once
+    ownGrace = args[1], clockGrace = args[2], replay = args[3], low = args[4], seq = args[5], keep = noCalls,
+    mine = mine, mineLast = byte(mine, #mine - 1), record = mine .. ARGV[3], keys = {},
+    out = {0, 0, 0, 0, 0, 0, 0, 0, 0}, nout = 1, -- the answers, out[1] to out[nout]: made at the size of one request's
+    time = false, clock = false, packed = false, recorded = false, px = false, pxs = false,
+  }
+  local a = 7 + args[6]
+  for i = 7, a - 1 do
+    c.keep = c.keep == noCalls and {} or c.keep
+    c.keep[args[i]] = true
   end
-  local a = 8 + nkeep
+  local got = rcall('MGET', unpack(KEYS))
 
-  -- The keys' values, read at once.
-  got, raw = rcall('MGET', unpack(KEYS)), nil
-
-  -- A call the client sent again (go-redis retries a pipeline after a read
-  -- timeout) finds its record in a key it wrote: its answers are the first
-  -- time's, and nothing is decided twice.
-  if me ~= mineOf then -- the same store, call after call: made once
-    mine, mineOf = '#' .. me .. ':', me
-  end
-  record = mine .. call
+  -- A call sent again finds its record in a key it wrote: its answers are
+  -- the first time's.
   for i = 1, #KEYS do
     local blob = got[i]
-    if blob and #blob >= #record and find(blob, record, 1, true) then
-      local v = parse(blob)
-      local r = v and v.records[record]
-      if r then
-        local bytes = r[2]
-        local len = sunpack('<H', bytes, 1)
-        return sub(bytes, 3 + len + 4 + 16) -- the answers, as doubles: past the name, the count, the expiry and the call's number
+    if blob and find(blob, c.record, 1, true) then
+      local ok, v = pcall(parse, blob)
+      local pos = ok and v and v.recsAt or #blob + 1
+      while pos <= #blob do
+        local stop, len = record(blob, pos), sunpack('<H', blob, pos)
+        if len == #c.record and find(blob, c.record, pos + 2, true) == pos + 2 then
+          return sub(blob, pos + 22 + len, stop - 1) -- past its name, count, expiry and number
+        end
+        pos = stop
       end
     end
   end
 
-  -- The sets of policies.
-  local sets = {}
-  for i = 4, #ARGV do
-    sets[i - 3] = setOf(ARGV[i])
-  end
-
-  redisNow, clock, packed = nil, nil, nil
-  fastFailed = false
-
-  if distinct then
-    out[1], nout = 0, 1
-    local ok, takes, nt, rests = pcall(decideEveryFast, KEYS, args, a, sets)
-    if ok and takes then
-      return storeEveryFast(KEYS, args, a, sets, takes, nt, rests) -- not under pcall: once it has written, nothing is decided again
-    end
-    fastFailed = not ok -- a fault of the fast path's, as serveFast's
-  end
-
-  -- The keys' values as read, by key, for the requests served one by one
-  -- (two may be on one key).
-  raw = {}
+  local lastDesc, set -- the set of the request before: most calls have one
   for i = 1, #KEYS do
-    raw[KEYS[i]] = got[i]
-  end
-
-  -- The keys' values, parsed as the requests need them and kept as they
-  -- change them: false for a corrupt one. The keys written, in order, with
-  -- for each its set, the time of its latest request, its grace, and the
-  -- longest ResetAfter of its writes (nil: a refund's, which keeps the
-  -- key's TTL).
-  vals = {}
-  written, wrote = {}, {}
-  fast = {}
-  out[1], nout = 0, 1
-
-  for i = 1, #KEYS do
-    local b = a + (i - 1) * 5
-    local kind = args[b]
-    local key, n, set, now, gen = KEYS[i], args[b + 1], sets[args[b + 2]], args[b + 3], args[b + 4]
-    local ok, r = false, nil
-    if kind <= PEEK and set.fast and vals[key] == nil and (not fast[key] or fast[key][6] == set) then
-      ok, r = pcall(serveFast, key, kind, n, set, now, gen) -- nil: a value serveFast leaves to serve
-      fastFailed = fastFailed or not ok
+    local b, nout, key = a + (i - 1) * 5, c.nout, KEYS[i]
+    local kind, n, desc, now, gen = args[b], args[b + 1], ARGV[3 + args[b + 2]], args[b + 3], args[b + 4]
+    if desc ~= lastDesc then
+      lastDesc, set = desc, setOf(desc)
     end
-    if not (ok and r) then
-      ok, r = pcall(serve, key, kind, n, set, now, gen)
+    local ok, done, e = true, false, c.keys[key]
+    if kind <= PEEK and set.fast and (e == nil or (e and e[7] == set)) then
+      done = fast(c, key, got[i], kind, n, set, now, gen) -- not under pcall: it reads nothing it has not checked
     end
-    if not ok then -- the key's value made the rules fail: it is corrupt
-      r = answering(kind) and {-1} or nil
+    if ok and not done then
+      ok = pcall(serve, c, key, got[i], kind, n, set, now, gen)
     end
-    if r and r ~= true then -- true: serveFast answered in out
-      for k = 1, #r do
-        nout = nout + 1
-        out[nout] = r[k]
+    if not ok then
+      c.nout = nout -- the key's value made the rules fail: it is corrupt
+      if kind ~= RESET and kind ~= GIVE_BACK then
+        put(c, -1)
       end
     end
   end
-
-  if fastFailed then
-    out[1] = 2 -- before the record is made: a replay tells it too
+  if #c.keys == 0 then
+    return packNums(c.out, c.nout)
   end
-  if #written == 0 then
-    return packNums(out, nout)
-  end
-  out[1] = out[1] + 1
-  packed = packNums(out, nout)
-
-  -- Redis's clock, read once for the records' expiries (keptRecords).
-  clockMs()
-
-  -- Each key written is stored once: its set's states first, in order (so
-  -- that serveFast reads the next), those of policies the call does not
-  -- name (another instance's) while they last, and the records that may
-  -- still be asked for. The first key written also holds this call's
-  -- record (recordOf), whatever the call did, a reset alone included: a
-  -- reset run again would drop what other calls took since the first.
-  recorded = false
-
-  -- Each key is kept no sooner than its ResetAfter, and grace after, and
-  -- as long as the records it keeps may be asked for.
-  for _, key in ipairs(written) do
-    local f = fast[key]
-    if f then -- serveFast's: its state, then the records that stay, as bytes
-      local value, px = fastValue(f[6], f[1], f[2], f[3], f[7], f[4], f[5], f[8], f[9])
-      rcall('PSETEX', key, ttl(px), value)
-    end
-    local v, w = vals[key], wrote[key]
-    if v and not f then
-      local parts = {MARK}
-      local states, records, latest = 0, 0, 0
-      local longest = w.longest or 0
-      for _, p in ipairs(w.set) do
-        local t = v.states[p.field]
-        if t then
-          parts[#parts + 1] = entry(p.field, t)
-          states = states + 1
-        end
-      end
-      for field, t in pairs(v.states) do
-        if not inSet(w.set, field) then
-          local keepIt = true
-          local p = paramsOf(field, t)
-          if p then -- another instance's policy: kept while it lasts
-            local ok, left = pcall(function() return resetAfter(p, load(p, t, w.now), w.now) end)
-            if ok then
-              keepIt = left > 0
-              longest = max(longest, left)
-            end
-          end
-          if keepIt then
-            parts[#parts + 1] = entry(field, t)
-            states = states + 1
-          end
-        end
-      end
-      if v.meta then -- after the states, as fastState reads it
-        parts[#parts + 1] = metaEntry(v.meta.ts, v.meta.gen)
-      end
-      for name, r in pairs(v.records) do
-        if keeps(name, r) then
-          parts[#parts + 1] = r[2]
-          records, latest = records + 1, max(latest, r[1])
-        end
-      end
-      if v.rest and v.rest ~= '' then
-        local kept, last, count = keptRecords(v.rest, 1)
-        if kept and count > 0 then -- nil: a tail the script cannot walk, whose records go
-          parts[#parts + 1] = kept
-          records, latest = records + count, max(latest, last)
-        end
-      end
-      local r = recordOf()
-      if r then
-        parts[#parts + 1], parts[#parts + 2] = r, packed
-        records, latest = records + 1, clock + replay
-      end
-      local keepFor = latest - clock -- the records' time left, ms
-      if states + records == 0 and not v.meta then -- a Reset's: the key is as if never seen
-        rcall('DEL', key)
-      elseif not w.longest and raw[key] then -- a refund's: the TTL stays, or the records' if longer
-        if records > 0 then
-          rcall('PSETEX', key, max(rcall('PTTL', key), keepFor, 1), table.concat(parts))
-        else
-          rcall('SET', key, table.concat(parts), 'KEEPTTL')
-        end
-      else
-        rcall('PSETEX', key, max(cdiv(longest, 1000) + w.grace, keepFor, 1), table.concat(parts))
-      end
+  c.out[1] = 1
+  c.packed = packNums(c.out, c.nout)
+  timeNow(c)
+  for i = 1, #c.keys do
+    local key = c.keys[i]
+    local v = c.keys[key]
+    if v[1] then -- fast's
+      storeFast(c, key, v)
+    else
+      store(c, key, v)
     end
   end
-  return packed
+  return c.packed
 end
 
 return decideCall(KEYS, ARGV)

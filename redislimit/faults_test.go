@@ -116,6 +116,10 @@ var corruptValues = []string{
 	"\xc2" + redislimit.BinEntry("token_bucket|default", 2, 3600000000, 2, 0, 1) + redislimit.BinEntry("#zz:1", math.NaN()),
 	"\xc2" + redislimit.BinEntry("token_bucket|default", 2, 3600000000, 2, 0, 1) + redislimit.BinEntry("#zz:1", 1.5e12+0.5),
 	"\xc2" + redislimit.BinEntry("token_bucket|default", 2, 3600000000, 2, 0, 1) + redislimit.BinEntry("#zz:1", 1e300, 1, 1),
+	// A record of no numbers (no expiry), before one whose bytes would
+	// read as a whole expiry.
+	"\xc2" + redislimit.BinEntry("token_bucket|default", 2, 3600000000, 2, 0, 1) + redislimit.BinEntry("@", 1, 1, 0, 0, 0) +
+		redislimit.BinEntry("#x") + redislimit.BinEntry("#abc0Cxy", 1e12, 3),
 }
 
 // TestCorruptKeyAlone: a key whose value another client wrote fails its

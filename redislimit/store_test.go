@@ -505,11 +505,9 @@ func TestDecideTellsSetsBySlice(t *testing.T) {
 	assert.False(t, ops[2].Decision.Allowed, "y: b is spent")
 }
 
-// TestDecideTellsKeysApart: a call whose requests are on distinct keys
-// but for two is served request by request, the second request on the
-// key seeing the first's take, however many requests the call has (the
-// store tells the script whether the keys are distinct: by a look at
-// each pair up to 32, by a map above). Fixed windows of 1 unit: of two
+// TestDecideTellsKeysApart: in a call whose requests are on distinct keys
+// but for two, the second request on the key sees the first's take,
+// however many requests the call has. Fixed windows of 1 unit: of two
 // allows on one key, one is denied.
 func TestDecideTellsKeysApart(t *testing.T) {
 	st, err := redislimit.NewStore(single(t), redislimit.Options{Prefix: prefix(t)})
