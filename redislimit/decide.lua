@@ -1225,7 +1225,7 @@ local function store(c, key, v)
   if not c.recorded then -- the call's record: {expiry, the call's number, its answers}
     c.recorded = true
     parts[#parts + 1] = spack('<Hc0I4ddc0', #c.record, c.record, c.nout + 2, c.clock + c.replay, c.seq, c.packed)
-    records, latest = records + 1, c.clock + c.replay
+    records, latest = records + 1, max(latest, c.clock + c.replay)
   end
   local keepFor = latest - c.clock -- the records' time left, ms
   if states + records == 0 and not v.meta then -- a Reset's: the key is as if never seen

@@ -170,3 +170,32 @@ func TestAnswersTheKeysGeneration(t *testing.T) {
 		assert.EqualValues(t, 111, ops[0].Grant, "%v", op.Kind)
 	}
 }
+
+// TestRecordsKeptWithTheCallsOwn: a key that gets its call's record keeps
+// the records already there for as long as they may be asked for, through
+// either of the script's paths: store B, whose client sends a call again
+// for a minute, writes a key that holds store A's record, kept ten; the
+// key lives ten minutes, not one. Before, the general path (two policies)
+// let the key go with B's record, and A's with it.
+func TestRecordsKeptWithTheCallsOwn(t *testing.T) {
+	c := singleNode(t)
+	ctx := context.Background()
+	for name, p := range map[string][]chanlimit.Policy{
+		"fast path":    {{Name: "p", Algorithm: "token_bucket", Limit: 10, Window: time.Second}},
+		"general path": {{Name: "p", Algorithm: "token_bucket", Limit: 10, Window: time.Second}, {Name: "w", Algorithm: "fixed_window", Limit: 10, Window: time.Second}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a, b := newTestStore(t, c), newTestStore(t, c)
+			b.prefix = a.prefix // one key, two stores
+			a.replay, b.replay = 10*time.Minute, time.Minute
+			for _, s := range []*Store{a, b} {
+				ops := []chanlimit.StoreOp{{Kind: chanlimit.StoreAllow, Key: "k", N: 1, Policies: p}}
+				s.Decide(ctx, ops)
+				require.NoError(t, ops[0].Err)
+			}
+			ttl, err := c.PTTL(ctx, a.Key("k")).Result()
+			require.NoError(t, err)
+			assert.Greater(t, ttl, 9*time.Minute, "A's record may be asked for ten minutes")
+		})
+	}
+}
