@@ -18,7 +18,7 @@ import (
 // These tests send a call again as go-redis's retries do (the same
 // command, arguments and all), on the single node .ci/redis starts.
 
-func singleNode(t *testing.T) *redis.Client {
+func singleNode(t testing.TB) *redis.Client {
 	t.Helper()
 	addr := os.Getenv("REDIS_ADDR")
 	if addr == "" {
