@@ -82,16 +82,19 @@ func numbers(cmd *redis.Cmd) ([]int64, error) {
 // round up to: waits of 2.5 µs and 3 µs both say 3 µs, and the second is
 // the longer. WouldDeny says that a dry-run policy denied.
 func combine(policies []chanlimit.Policy, n int, vals []int64) chanlimit.Decision {
+	allowed := true // by every enforced policy
+	for j, p := range policies {
+		allowed = allowed && (p.DryRun || vals[perPolicy*j] == 1)
+	}
 	var buf [4]chanlimit.Decision // most keys have a policy or two: no allocation
-	ds, wouldDeny, allowed := buf[:0], false, true
+	ds, wouldDeny := buf[:0], false
 	for j, p := range policies {
 		v := vals[perPolicy*j : perPolicy*j+perPolicy]
 		if p.DryRun {
 			wouldDeny = wouldDeny || v[0] == 0
 			continue
 		}
-		allowed = allowed && v[0] == 1
-		ds = append(ds, chanlimit.Decision{
+		d := chanlimit.Decision{
 			Allowed:    v[0] == 1,
 			Limit:      p.Limit,
 			Remaining:  int(v[1]),
@@ -99,19 +102,11 @@ func combine(policies []chanlimit.Policy, n int, vals []int64) chanlimit.Decisio
 			ResetAfter: micro(v[3]),
 			Delay:      micro(v[4]),
 			Policy:     p.Name,
-		})
-	}
-	if !allowed {
-		k := 0
-		for j, p := range policies {
-			if p.DryRun {
-				continue
-			}
-			if d := &ds[k]; d.Allowed {
-				algorithms.Untaken(d, n, micro(vals[perPolicy*j+6]))
-			}
-			k++
 		}
+		if !allowed && d.Allowed {
+			algorithms.Untaken(&d, n, micro(v[6]))
+		}
+		ds = append(ds, d)
 	}
 	d := algorithms.Combine(ds)
 	d.RetryAfter = (d.RetryAfter + time.Microsecond - 1).Truncate(time.Microsecond) // back up to the script's microseconds

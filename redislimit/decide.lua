@@ -1112,12 +1112,11 @@ end
 
 -- fast serves an allow or a peek on key under set (set.fast), whose value
 -- blob (false: none) serve has not read, or which fast wrote earlier in
--- the call under set, and reports whether it did: not for any other
--- value, which serve serves. An allow's state is kept in c.keys[key] for
--- storeFast.
-local function fast(c, key, blob, kind, n, set, now, gen)
+-- the call under set (f, c.keys[key]), and reports whether it did: not
+-- for any other value, which serve serves. An allow's state is kept in
+-- c.keys[key] for storeFast.
+local function fast(c, key, f, blob, kind, n, set, now, gen)
   local x, y, ts, kgen, kept, latest -- the state's numbers, the key's last write and generation, its records that stay
-  local f = c.keys[key]
   if f then
     x, y, ts, kgen = f[1], f[2], f[3], f[4]
   elseif blob then
@@ -1275,9 +1274,11 @@ local function decideCall(KEYS, ARGV)
     time = false, clock = false, packed = false, recorded = false, px = false, pxs = false,
   }
   local a = 7 + args[6]
-  for i = 7, a - 1 do
-    c.keep = c.keep == noCalls and {} or c.keep
-    c.keep[args[i]] = true
+  if a > 7 then
+    c.keep = {}
+    for i = 7, a - 1 do
+      c.keep[args[i]] = true
+    end
   end
   local got = rcall('MGET', unpack(KEYS))
 
@@ -1307,7 +1308,7 @@ local function decideCall(KEYS, ARGV)
     end
     local ok, done, e = true, false, c.keys[key]
     if kind <= PEEK and set.fast and (e == nil or (e and e[7] == set)) then
-      done = fast(c, key, got[i], kind, n, set, now, gen) -- not under pcall: it reads nothing it has not checked
+      done = fast(c, key, e, got[i], kind, n, set, now, gen) -- not under pcall: it reads nothing it has not checked
     end
     if ok and not done then
       ok = pcall(serve, c, key, got[i], kind, n, set, now, gen)
