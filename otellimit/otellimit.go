@@ -4,7 +4,9 @@
 // RegisterStats reports the router's Stats as observable instruments.
 //
 // No attribute ever carries a key: keys are many (each a series) and may
-// be secrets. Policy names are capped as Stats.Policies caps them.
+// be secrets. Policy names are capped at chanlimit.MaxPolicyStats, the
+// rest recorded as "other", as Stats.Policies caps them (here the first
+// names met are kept, there the first in name order).
 //
 // The instrument names follow OpenTelemetry's naming guidance (there is
 // no semantic convention for rate limiting): a "chanlimit." namespace,
@@ -46,6 +48,11 @@ const (
 	resultError    = "error"
 )
 
+// waitBuckets are the boundaries advised for chanlimit.wait.duration, in
+// seconds: waits from a millisecond to a minute, where the SDK's default
+// boundaries (0, 5, 10, ... 10,000) would put nearly all in one bucket.
+var waitBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
 // otherPolicy is the name every policy past chanlimit.MaxPolicyStats
 // distinct names is recorded under.
 const otherPolicy = "other"
@@ -65,7 +72,10 @@ const otherPolicy = "other"
 //   - and, if ctx carries a recording span, an event "chanlimit.decision"
 //     on it with chanlimit.event, chanlimit.n, chanlimit.allowed,
 //     chanlimit.would_deny, chanlimit.policy, chanlimit.retry_after (s),
-//     chanlimit.waited (s) and chanlimit.error, those that apply.
+//     chanlimit.waited (s) and error.type (which of the router's errors
+//     it was: store_unavailable, invalid_count, key_too_long, ... or
+//     _OTHER; never an error's text, which may carry the key), those
+//     that apply.
 //
 // The first chanlimit.MaxPolicyStats policy names met are recorded as
 // they are; any other as "other", so that a policy name never makes
@@ -85,7 +95,8 @@ func Observer(mp metric.MeterProvider) (func(ctx context.Context, e chanlimit.Ev
 		metric.WithDescription("Decisions a dry-run policy would have denied, by event and deciding policy."))
 	err = errors.Join(err, e)
 	o.waited, e = m.Float64Histogram("chanlimit.wait.duration", metric.WithUnit("s"),
-		metric.WithDescription("How long each wait for a grant waited, by result."))
+		metric.WithDescription("How long each wait for a grant waited, by result."),
+		metric.WithExplicitBucketBoundaries(waitBuckets...))
 	err = errors.Join(err, e)
 	if err != nil {
 		return nil, err
@@ -102,8 +113,8 @@ type observer struct {
 	decisions, wouldDeny metric.Int64Counter
 	waited               metric.Float64Histogram
 
-	sets  atomic.Pointer[map[setKey]options] // metric.WithAttributeSet of each set met
-	names atomic.Pointer[map[string]string]  // each policy name met, and the name it is recorded by
+	sets  atomic.Pointer[map[setKey]options]  // metric.WithAttributeSet of each set met
+	names atomic.Pointer[map[string]struct{}] // the policy names recorded as they are: the first MaxPolicyStats met
 }
 
 // options are the options that record with one set of attributes, as
@@ -146,32 +157,25 @@ func (o *observer) observe(ctx context.Context, e chanlimit.Event) {
 }
 
 // policy returns the name to record a policy by: its own, for the first
-// MaxPolicyStats names met, and otherwise "other".
+// MaxPolicyStats names met, and otherwise "other". Only those names are
+// kept, so the table stops growing there.
 func (o *observer) policy(name string) string {
 	for {
 		old := o.names.Load()
 		if old != nil {
-			if as, ok := (*old)[name]; ok {
-				return as
+			if _, ok := (*old)[name]; ok {
+				return name
+			}
+			if len(*old) >= chanlimit.MaxPolicyStats {
+				return otherPolicy
 			}
 		}
-		names := map[string]string{}
-		kept := 0
+		names := map[string]struct{}{name: {}}
 		if old != nil {
-			for k, v := range *old {
-				names[k] = v
-				if k == v {
-					kept++
-				}
-			}
+			maps.Copy(names, *old)
 		}
-		as := name
-		if kept >= chanlimit.MaxPolicyStats {
-			as = otherPolicy
-		}
-		names[name] = as
 		if o.names.CompareAndSwap(old, &names) {
-			return as
+			return name
 		}
 	}
 }
@@ -228,7 +232,39 @@ func eventAttributes(e *chanlimit.Event) []attribute.KeyValue {
 		attrs = append(attrs, attribute.Float64("chanlimit.waited", e.Waited.Seconds()))
 	}
 	if e.Err != nil {
-		attrs = append(attrs, attribute.String("chanlimit.error", e.Err.Error()))
+		attrs = append(attrs, attribute.String("error.type", errorType(e.Err)))
 	}
 	return attrs
+}
+
+// errorTypes are the errors a router's calls return, each with the value
+// of error.type that names it.
+var errorTypes = []struct {
+	err  error
+	name string
+}{
+	{chanlimit.ErrStoreUnavailable, "store_unavailable"},
+	{chanlimit.ErrInvalidCount, "invalid_count"},
+	{chanlimit.ErrExceedsCapacity, "exceeds_capacity"},
+	{chanlimit.ErrKeyTooLong, "key_too_long"},
+	{chanlimit.ErrTooManyKeys, "too_many_keys"},
+	{chanlimit.ErrTooManyWaiters, "too_many_waiters"},
+	{chanlimit.ErrAlgorithmPanic, "algorithm_panic"},
+	{chanlimit.ErrClockPanic, "clock_panic"},
+	{chanlimit.ErrClosed, "closed"},
+	{context.DeadlineExceeded, "deadline_exceeded"},
+	{context.Canceled, "canceled"},
+}
+
+// errorType returns the value of error.type for err: the name of the
+// router's error it is, or "_OTHER" (OpenTelemetry's general attribute
+// for the class of an error, of few values; never err's text, which may
+// carry the key, as a store's error about a key's value does).
+func errorType(err error) string {
+	for _, t := range errorTypes {
+		if errors.Is(err, t.err) {
+			return t.name
+		}
+	}
+	return "_OTHER"
 }

@@ -120,6 +120,8 @@ func TestObserverRecordsDecisionsAndSpanEvents(t *testing.T) {
 	require.True(t, ok)
 	require.Len(t, hist.DataPoints, 1)
 	assert.Equal(t, uint64(1), hist.DataPoints[0].Count)
+	assert.Equal(t, []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}, hist.DataPoints[0].Bounds,
+		"buckets for waits of a millisecond to a minute")
 	assert.Equal(t, "s", ms["chanlimit.wait.duration"].Unit)
 
 	spans := rec.Ended()
@@ -201,4 +203,52 @@ func TestNilArguments(t *testing.T) {
 	assert.Error(t, err)
 	_, err = otellimit.RegisterStats(nil, nil)
 	assert.Error(t, err)
+}
+
+// keyInErrors is a Store whose every answer is an error naming the key,
+// as a store's error may (redislimit's for a corrupt value does).
+type keyInErrors struct{}
+
+func (keyInErrors) Check([]chanlimit.Policy) error { return nil }
+func (keyInErrors) FailMode() chanlimit.FailMode   { return chanlimit.FailClosed }
+func (keyInErrors) Decide(_ context.Context, ops []chanlimit.StoreOp) {
+	for i := range ops {
+		ops[i].Err = fmt.Errorf("the store key %q holds what it cannot read", "rl:"+ops[i].Key)
+	}
+}
+
+// TestSpanEventsNameAnErrorsKindNotItsText: an error's text may carry the
+// key; a span event says which of chanlimit's errors it was (error.type),
+// never the text.
+func TestSpanEventsNameAnErrorsKindNotItsText(t *testing.T) {
+	mp := sdkmetric.NewMeterProvider()
+	defer func() { require.NoError(t, mp.Shutdown(bg)) }()
+	observe, err := otellimit.Observer(mp)
+	require.NoError(t, err)
+	r, _ := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Hour, Store: keyInErrors{}, Observe: observe})
+
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer func() { require.NoError(t, tp.Shutdown(bg)) }()
+	ctx, span := tp.Tracer("test").Start(bg, "request")
+	const secret = "api-key-secret"
+	_, err = r.AllowN(ctx, secret, 1)
+	require.ErrorContains(t, err, secret, "the caller gets the store's error as it is")
+	_, err = r.AllowN(ctx, "", 0)
+	require.ErrorIs(t, err, chanlimit.ErrInvalidCount)
+	span.End()
+
+	events := rec.Ended()[0].Events()
+	require.Len(t, events, 2)
+	var kinds []string
+	for _, ev := range events {
+		for _, kv := range ev.Attributes {
+			assert.NotContains(t, kv.Value.String(), secret, "%s carries the key", kv.Key)
+		}
+		set := attribute.NewSet(ev.Attributes...)
+		v, ok := set.Value("error.type")
+		require.True(t, ok, "an error's event has error.type")
+		kinds = append(kinds, v.AsString())
+	}
+	assert.Equal(t, []string{"store_unavailable", "invalid_count"}, kinds)
 }
