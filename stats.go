@@ -45,7 +45,8 @@ type Stats struct {
 	// Policies has one PolicyStats for each name among the router's
 	// policies and its overrides' (and any policy that counted since
 	// New, whose name may be gone since), in name order; past MaxPolicyStats
-	// names, the rest are summed under one more named "other". The
+	// names, the rest are summed under one more named "other" (with a
+	// policy of that name, then not listed by itself). The
 	// router's alone: nil in Partitions.
 	Policies []PolicyStats
 
@@ -139,7 +140,7 @@ func policyStats(s *actor.State, keys *keytable.Keys, wouldDeny map[string]uint6
 
 // mergePolicyStats sums the partitions' counts by name, with the names of
 // the router's policies, set, in name order; past MaxPolicyStats names,
-// the rest under one named "other".
+// the rest under one named "other", with a policy of that name, if any.
 func mergePolicyStats(set *keytable.Set, parts []map[string]*PolicyStats) []PolicyStats {
 	all := map[string]*PolicyStats{}
 	set.EachName(func(name string) { all[name] = &PolicyStats{Name: name} })
@@ -155,17 +156,26 @@ func mergePolicyStats(set *keytable.Set, parts []map[string]*PolicyStats) []Poli
 		}
 	}
 	names := slices.Sorted(maps.Keys(all))
-	out := make([]PolicyStats, 0, min(len(names), MaxPolicyStats+1))
-	for i, name := range names {
-		if i < MaxPolicyStats {
-			out = append(out, *all[name])
+	if len(names) <= MaxPolicyStats {
+		out := make([]PolicyStats, len(names))
+		for i, name := range names {
+			out[i] = *all[name]
+		}
+		return out
+	}
+	out := make([]PolicyStats, 0, MaxPolicyStats+1)
+	rest := PolicyStats{Name: otherPolicies}
+	for _, name := range names {
+		ps := all[name]
+		if name != otherPolicies && len(out) < MaxPolicyStats {
+			out = append(out, *ps)
 			continue
 		}
-		if i == MaxPolicyStats {
-			out = append(out, PolicyStats{Name: "other"})
-		}
-		out[MaxPolicyStats].Denied += all[name].Denied
-		out[MaxPolicyStats].WouldDeny += all[name].WouldDeny
+		rest.Denied += ps.Denied
+		rest.WouldDeny += ps.WouldDeny
 	}
-	return out
+	return append(out, rest)
 }
+
+// otherPolicies names the sum of the policies past MaxPolicyStats names.
+const otherPolicies = "other"

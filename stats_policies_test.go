@@ -59,3 +59,31 @@ func TestStatsPoliciesPastTheCap(t *testing.T) {
 	assert.Equal(t, chanlimit.PolicyStats{Name: "p062", Denied: 1}, st.Policies[chanlimit.MaxPolicyStats-1])
 	assert.Equal(t, chanlimit.PolicyStats{Name: "other", Denied: 6}, st.Policies[chanlimit.MaxPolicyStats])
 }
+
+// TestStatsPoliciesAPolicyNamedOther: a policy of the router named
+// "other" is listed once: by itself while the names fit, and summed with
+// the rest under "other" past MaxPolicyStats names, never twice (which
+// would make one series twice, as promlimit writes them).
+func TestStatsPoliciesAPolicyNamedOther(t *testing.T) {
+	r, _ := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{{Name: "other", Limit: 1, Window: time.Hour}}, MaxOverrides: 100})
+	r.Allow("x")
+	r.Allow("x") // denied by "other", the router's own
+	st := stats(t, r)
+	assert.Equal(t, []chanlimit.PolicyStats{{Name: "other", Denied: 1}}, st.Policies)
+
+	for i := range chanlimit.MaxPolicyStats + 1 {
+		key := fmt.Sprintf("k%03d", i)
+		require.NoError(t, r.SetOverride(bg, key, chanlimit.Policy{Name: fmt.Sprintf("p%03d", i), Limit: 1, Window: time.Hour}))
+		r.Allow(key)
+		r.Allow(key)
+	}
+	st = stats(t, r)
+	require.Len(t, st.Policies, chanlimit.MaxPolicyStats+1)
+	names := map[string]int{}
+	for _, p := range st.Policies {
+		names[p.Name]++
+	}
+	assert.Equal(t, 1, names["other"], "one entry named other: %v", st.Policies)
+	assert.Equal(t, chanlimit.PolicyStats{Name: "p063", Denied: 1}, st.Policies[chanlimit.MaxPolicyStats-1])
+	assert.Equal(t, chanlimit.PolicyStats{Name: "other", Denied: 2}, st.Policies[chanlimit.MaxPolicyStats], "p064's and the router's own")
+}

@@ -205,20 +205,33 @@ type State struct {
 	Waiting int // WaitN calls in line on the partition's keys
 
 	clock   clock.Clock
-	calling calling           // the code the goroutine is in that it does not own, if it may end the goroutine
-	denied  *topk.Denials     // the keys denied: AllowN's, a batch's items', WaitN's refused at once (apart: a few KB; made at the first)
-	by      map[string]uint64 // the denials by the policy that decided them (Decision.Policy)
-	staged  []denial          // the denials of an answer about to be sent, counted once it is
+	calling calling            // the code the goroutine is in that it does not own, if it may end the goroutine
+	denied  *topk.Denials      // the keys denied: AllowN's, a batch's items', WaitN's refused at once (apart: a few KB; made at the first)
+	by      map[string]*uint64 // the denials by the policy that decided them (Decision.Policy)
+	lastBy  string             // the policy of the last denial counted in by, and its count there
+	lastN   *uint64
+	staged  []denial // the denials of an answer about to be sent, counted once it is
 }
 
 // denial is a denial of key by policy, whose answer is about to be sent.
 type denial struct{ key, policy string }
 
+// MaxPolicyNames is the most policy names a partition counts denials of
+// one by one (EachPolicyDenied): a denial by a name past them counts
+// under OtherPolicies, so that names that come and go (overrides') never
+// grow a partition without end.
+const MaxPolicyNames = 256
+
+// OtherPolicies is the name the denials of the policies past
+// MaxPolicyNames names count under.
+const OtherPolicies = "other"
+
 // EachPolicyDenied calls f with the name of each policy that decided
-// denials (Decision.Policy), and how many, as Counts.Denied counts them.
+// denials (Decision.Policy), and how many, as Counts.Denied counts them:
+// at most MaxPolicyNames names, and OtherPolicies.
 func (s *State) EachPolicyDenied(f func(policy string, denied uint64)) {
 	for policy, n := range s.by {
-		f(policy, n)
+		f(policy, *n)
 	}
 }
 

@@ -2,6 +2,7 @@ package actor
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 	"unsafe"
@@ -218,4 +219,25 @@ func TestTicketAfterExitAnswered(t *testing.T) {
 // needs, so that sending one copies a cache line at most.
 func TestARequestFitsACacheLine(t *testing.T) {
 	assert.LessOrEqual(t, unsafe.Sizeof(Message{}), uintptr(64))
+}
+
+// TestPolicyNamesAreBounded: past MaxPolicyNames names, a partition
+// counts the denials of a new name under OtherPolicies, every denial
+// counted once.
+func TestPolicyNamesAreBounded(t *testing.T) {
+	var s State
+	const names = MaxPolicyNames + 44
+	for i := range names {
+		req := &Message{kind: KindAllow, key: "k", reply: make(chan reply, 1)}
+		for range 2 {
+			require.True(t, s.Answer(req, algorithms.Decision{Policy: fmt.Sprint("p", i)}, nil))
+			<-req.reply
+		}
+	}
+	got, sum := map[string]uint64{}, uint64(0)
+	s.EachPolicyDenied(func(policy string, n uint64) { got[policy] = n; sum += n })
+	assert.Len(t, got, MaxPolicyNames+1)
+	assert.Equal(t, uint64(2), got["p0"])
+	assert.Equal(t, uint64(2*44), got[OtherPolicies])
+	assert.Equal(t, uint64(2*names), sum, "every denial counted once")
 }

@@ -280,16 +280,35 @@ func (s *State) commitDenied() {
 	}
 	for _, d := range s.staged {
 		s.denied.Add(d.key)
-		if d.policy == "" {
-			continue
+		if d.policy != "" {
+			*s.deniedBy(d.policy)++
 		}
-		if s.by == nil {
-			s.by = make(map[string]uint64)
-		}
-		s.by[d.policy]++
 	}
 	clear(s.staged)
 	s.staged = s.staged[:0]
+}
+
+// deniedBy returns the count of the denials policy decided: the last
+// one's again at the cost of comparing two strings (a policy's name is
+// most often the very string of the last denial), else from by, made
+// there if new, under OtherPolicies past MaxPolicyNames names.
+func (s *State) deniedBy(policy string) *uint64 {
+	if policy == s.lastBy && s.lastN != nil {
+		return s.lastN
+	}
+	n, ok := s.by[policy]
+	if !ok {
+		if s.by == nil {
+			s.by = make(map[string]*uint64)
+		}
+		if len(s.by) >= MaxPolicyNames && policy != OtherPolicies {
+			return s.deniedBy(OtherPolicies)
+		}
+		n = new(uint64)
+		s.by[policy] = n
+	}
+	s.lastBy, s.lastN = policy, n
+	return n
 }
 
 // stageDenied stages the keys that the answer r to req denies: AllowN's,

@@ -16,7 +16,7 @@ func (t *table[S]) tally() Counts {
 	c := t.counts
 	c.Idle = 0
 	for j, n := range t.wouldDeny {
-		c.addWouldDeny(t.set.policies[j].Name, n)
+		c.AddWouldDeny(t.set.policies[j].Name, n)
 	}
 	return c
 }

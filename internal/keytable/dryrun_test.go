@@ -1,12 +1,14 @@
 package keytable
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chanlimit/chanlimit/actor"
 	"github.com/chanlimit/chanlimit/algorithms"
 )
 
@@ -52,4 +54,22 @@ func TestAllowTurnDecidesTheDryRunPoliciesOnItsGrant(t *testing.T) {
 		"granted in a new minute: the shadow allows")
 	require.NoError(t, tab.AllowN("k", time.Minute, 1, &d))
 	assert.True(t, d.WouldDeny, "the turn took the shadow's unit")
+}
+
+// TestWouldDenyNamesAreBounded: past actor.MaxPolicyNames names, the
+// counts of a new dry-run policy name are under actor.OtherPolicies,
+// none lost.
+func TestWouldDenyNamesAreBounded(t *testing.T) {
+	var c Counts
+	const names = actor.MaxPolicyNames + 10
+	for i := range names {
+		c.AddWouldDeny(fmt.Sprint("p", i), 3)
+	}
+	assert.Len(t, c.WouldDeny, actor.MaxPolicyNames+1)
+	assert.Equal(t, uint64(3*10), c.WouldDeny[actor.OtherPolicies])
+	sum := uint64(0)
+	for _, n := range c.WouldDeny {
+		sum += n
+	}
+	assert.Equal(t, uint64(3*names), sum)
 }

@@ -193,7 +193,7 @@ func (c *Counts) add(o Counts) {
 	c.Panicked += o.Panicked
 	c.Idle += o.Idle
 	for name, n := range o.WouldDeny {
-		c.addWouldDeny(name, n)
+		c.AddWouldDeny(name, n)
 	}
 }
 

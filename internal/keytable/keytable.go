@@ -213,14 +213,18 @@ type Counts struct {
 	WouldDeny map[string]uint64
 }
 
-// addWouldDeny adds n decisions that the dry-run policy name would have
-// denied.
-func (c *Counts) addWouldDeny(name string, n uint64) {
+// AddWouldDeny adds n decisions that the dry-run policy name would have
+// denied: past actor.MaxPolicyNames names, a new name's under
+// actor.OtherPolicies, as a partition counts denials by policy.
+func (c *Counts) AddWouldDeny(name string, n uint64) {
 	if n == 0 {
 		return
 	}
 	if c.WouldDeny == nil {
 		c.WouldDeny = make(map[string]uint64)
+	}
+	if _, ok := c.WouldDeny[name]; !ok && len(c.WouldDeny) >= actor.MaxPolicyNames {
+		name = actor.OtherPolicies // names that come and go (overrides') grow no partition without end
 	}
 	c.WouldDeny[name] += n
 }

@@ -88,10 +88,10 @@ type Table struct {
 	local  *keytable.Keys
 	errors uint64 // requests the store failed to answer (Counts.StoreErrors)
 
-	// wouldDeny counts the store's decisions a dry-run policy would have
-	// denied, under the name of each dry-run policy of the key's set: the
-	// store says whether one would have, not which.
-	wouldDeny map[string]uint64
+	// dry counts the store's decisions a dry-run policy would have
+	// denied (its WouldDeny alone), under the name of each dry-run policy
+	// of the key's set: the store says whether one would have, not which.
+	dry keytable.Counts
 
 	// spare holds trips that landed (Finish), to fill again: a partition
 	// has at most two out, and a trip's slices grown afresh for each
@@ -284,18 +284,7 @@ func (t *Table) countWouldDeny(op *Op) {
 	if !op.Decision.WouldDeny || op.Kind == Peek {
 		return
 	}
-	op.Set.EachDryRun(func(name string) {
-		t.wouldDeny = addTo(t.wouldDeny, name)
-	})
-}
-
-// addTo adds one to name's count in m, which it makes if it is nil.
-func addTo(m map[string]uint64, name string) map[string]uint64 {
-	if m == nil {
-		m = make(map[string]uint64)
-	}
-	m[name]++
-	return m
+	op.Set.EachDryRun(func(name string) { t.dry.AddWouldDeny(name, 1) })
 }
 
 // keep keeps tr, which has landed and been delivered, to fill again,
@@ -396,11 +385,8 @@ func (t *Table) Len() int                                 { return t.local.Len()
 func (t *Table) Counts(now time.Duration) keytable.Counts {
 	c := t.local.Counts(now)
 	c.StoreErrors = t.errors
-	for name, n := range t.wouldDeny {
-		if c.WouldDeny == nil {
-			c.WouldDeny = make(map[string]uint64)
-		}
-		c.WouldDeny[name] += n
+	for name, n := range t.dry.WouldDeny {
+		c.AddWouldDeny(name, n)
 	}
 	return c
 }
