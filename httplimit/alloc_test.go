@@ -59,7 +59,7 @@ func TestMiddlewareAllocs(t *testing.T) {
 				h.ServeHTTP(w, req)
 			})
 			assert.Equal(t, 200, w.status)
-			assert.LessOrEqual(t, allocs, 4.0)
+			assert.LessOrEqual(t, allocs, 3.0)
 		})
 	}
 }

@@ -168,3 +168,59 @@ func TestAGoexitAnywhereInASwitchDropsOneKey(t *testing.T) {
 		}
 	}
 }
+
+// panicsInResetAfter is a fixed window whose Adopt ends its goroutine
+// while *exit is set, and whose ResetAfter panics while *panics is above
+// 0, counting it down.
+type panicsInResetAfter struct {
+	*algorithms.FixedWindow
+	exit   *string
+	panics *int
+}
+
+func (m panicsInResetAfter) Adopt(s *algorithms.FixedWindowState, from algorithms.Machine[algorithms.FixedWindowState], now time.Duration) {
+	if *m.exit != "" {
+		runtime.Goexit()
+	}
+	m.FixedWindow.Adopt(s, from.(panicsInResetAfter).FixedWindow, now)
+}
+
+func (m panicsInResetAfter) ResetAfter(s *algorithms.FixedWindowState, now time.Duration) time.Duration {
+	if *m.panics > 0 {
+		*m.panics--
+		panic("ResetAfter")
+	}
+	return m.FixedWindow.ResetAfter(s, now)
+}
+
+// TestAKeyLeftBehindDroppedByCountsFreesItsPlace: a rule that panics
+// while Counts reads the keys left behind drops that key, and its place
+// under the cap is free at once, not held back until the next carry.
+func TestAKeyLeftBehindDroppedByCountsFreesItsPlace(t *testing.T) {
+	var exit string
+	panics := 0
+	set := func(limit int, window time.Duration) *Set {
+		m := panicsInResetAfter{fixedWindow(limit, window), &exit, &panics}
+		return NewSet([]Policy{{Name: "p", Algorithm: "panics", Params: Params{Limit: limit, Window: window}, Rule: NewRule[algorithms.FixedWindowState](m)}})
+	}
+	k := NewKeys(set(3, s))
+	k.Bound(Limit{Max: 4})
+	for i := range 4 {
+		allow(t, k, fmt.Sprint("k", i), 0, 1)
+	}
+	exit = "any"
+	require.True(t, setPoliciesExiting(k, set(5, 10*s), 100*ms)) // k0 dropped; k1..k3 behind
+	exit = ""
+	require.Equal(t, 3, k.Capped())
+
+	before := k.Counts(100 * ms).Panicked
+	panics = 1
+	c := k.Counts(2 * s) // the idle count of behind: a panic drops one of its keys
+	require.Equal(t, before+1, c.Panicked)
+	require.Equal(t, 2, k.Capped())
+
+	for _, key := range []string{"new1", "new2"} {
+		_, err := tryAllow(k, key, 2*s, 1)
+		assert.NoError(t, err, "%s: 2 keys under a cap of 4, so room for 2 more", key)
+	}
+}
