@@ -18,6 +18,7 @@ import (
 // mutex, and why: none of them guards a key's state.
 var mutexAllowed = map[string]string{
 	"redislimit/replay.go": "the numbering of a store's calls to Redis: the key's state is Redis's",
+	"redislimit/lanes.go":  "the limit on a store's round trips out to Redis, and the times they took: the key's state is Redis's",
 	"redislimit/combine.go": "the Decides waiting for one of a store's round trips to Redis, held for the few instructions that take or answer them: " +
 		"a goroutine of its own would add two hand-offs to every Decide, and the key's state is Redis's",
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/chanlimit/chanlimit/clock"
 	"github.com/chanlimit/chanlimit/internal/clocktest"
 	"github.com/chanlimit/chanlimit/internal/keytable"
+	"github.com/chanlimit/chanlimit/internal/storeloop"
 )
 
 // memStore is a Store in memory, for the router's side of the protocol:
@@ -459,14 +460,14 @@ func TestStoreCloseWithTripsOut(t *testing.T) {
 				}
 			})
 		}
-		for i := range 2 {
+		for i := range storeloop.MaxTrips {
 			allow(fmt.Sprint("k", i))
 			require.Equal(t, 1, <-st.lens)
 		}
 		for i := range 3 {
 			allow(fmt.Sprint("gathered", i))
 		}
-		synctest.Wait() // the three are gathered: two trips are out
+		synctest.Wait() // the three are gathered: every trip is out
 		done := make(chan struct{})
 		go func() {
 			r.Close()
@@ -474,7 +475,7 @@ func TestStoreCloseWithTripsOut(t *testing.T) {
 		}()
 		synctest.Wait()
 		st.gated.Store(false) // the gathered call is not held
-		for range 2 {
+		for range storeloop.MaxTrips {
 			g := make(chan struct{})
 			st.gate <- g
 			close(g)
@@ -482,7 +483,7 @@ func TestStoreCloseWithTripsOut(t *testing.T) {
 		<-done
 		wg.Wait()
 		assert.Equal(t, 3, <-st.lens, "the gathered requests went out as one call")
-		assert.EqualValues(t, 5, allowed.Load(), "the trips out landed, the gathered ones went out, and all were answered")
+		assert.EqualValues(t, storeloop.MaxTrips+3, allowed.Load(), "the trips out landed, the gathered ones went out, and all were answered")
 		_, err = r.AllowN(context.Background(), "k", 1)
 		assert.ErrorIs(t, err, ErrClosed)
 	})

@@ -15,7 +15,7 @@ import (
 // cores, many partitions, each with a few requests. Redis spends on a
 // call much more than on each request in it, and a pipeline of several
 // calls costs it a read and a write where as many pipelines cost one
-// each: so the store has at most RoundTrips round trips out, and the
+// each: so the store has a limit on its round trips out (lanes.go), and the
 // Decides that come while they are out wait, and go together in the next
 // round trip that has room (combiner). Under a light load each Decide
 // goes at once, alone, on its own goroutine.
@@ -32,7 +32,8 @@ import (
 // of callers that left only from answers. A leader whose ctx is canceled
 // stays likewise.
 
-// DefaultRoundTrips is Options.RoundTrips when it is 0.
+// DefaultRoundTrips is the number of round trips out a store starts with
+// when Options.RoundTrips is 0, and adapts from (lanes.go).
 const DefaultRoundTrips = 4
 
 // maxCombined is the most ops a leader takes along in its round trip,
@@ -44,7 +45,7 @@ const maxCombined = 8 * MaxPerCall
 // one. Its mutex guards this bookkeeping of the client's calls, never a
 // key's state, which is Redis's.
 type combiner struct {
-	lanes chan struct{} // a token for each round trip out
+	lanes *lanes // a token for each round trip that may go out (lanes.go)
 
 	mu      sync.Mutex
 	waiting []*decide // in the order they came
@@ -63,10 +64,6 @@ type decide struct {
 
 var decides = sync.Pool{New: func() any { return &decide{done: make(chan struct{}, 1)} }}
 
-func newCombiner(roundTrips int) combiner {
-	return combiner{lanes: make(chan struct{}, roundTrips)}
-}
-
 // combine serves ops, which Decide has checked, in a round trip of its
 // own or in another Decide's, and returns once they are answered, or once
 // ctx has ended if no round trip has taken them yet.
@@ -81,7 +78,7 @@ func (s *Store) combine(ctx context.Context, ops []chanlimit.StoreOp) {
 	select {
 	case <-d.done: // another's round trip answered it
 		d.release()
-	case c.lanes <- struct{}{}:
+	case <-c.lanes.free:
 		if s.onLane(d) {
 			d.release()
 			return
@@ -97,7 +94,9 @@ func (s *Store) combine(ctx context.Context, ops []chanlimit.StoreOp) {
 // not if another's trip has d already, or if d's ctx has ended.
 func (s *Store) onLane(d *decide) bool {
 	c := &s.combiner
-	defer func() { <-c.lanes }()
+	c.lanes.took()
+	rtt, ops := time.Duration(-1), 0 // none, unless the trip comes back
+	defer func() { c.lanes.back(rtt, ops) }()
 	if d.ctx.Err() != nil {
 		return false
 	}
@@ -105,7 +104,14 @@ func (s *Store) onLane(d *decide) bool {
 	if batch == nil {
 		return false
 	}
-	s.lead(d, batch)
+	for _, w := range batch {
+		for i := range w.ops {
+			if w.ops[i].Err == nil { // one Decide refused is not sent
+				ops++
+			}
+		}
+	}
+	rtt = s.lead(d, batch)
 	return true
 }
 
@@ -162,11 +168,11 @@ var errCarrierPanicked = errors.New("redislimit: the round trip that carried thi
 
 // lead makes the round trip that carries batch, d's (d first), with d's
 // deadline, and answers each Decide of it; if the trip panics, it
-// answers the others with errCarrierPanicked, and the panic goes on.
-func (s *Store) lead(d *decide, batch []*decide) {
+// answers the others with errCarrierPanicked, and the panic goes on. It
+// returns the trip's time, as roundTrip does.
+func (s *Store) lead(d *decide, batch []*decide) time.Duration {
 	if len(batch) == 1 {
-		s.roundTrip(d.ctx, d.ops)
-		return
+		return s.roundTrip(d.ctx, d.ops)
 	}
 	all, c := d.combined, &s.combiner
 	defer func() {
@@ -190,10 +196,11 @@ func (s *Store) lead(d *decide, batch []*decide) {
 		ctx, cancel = context.WithDeadline(ctx, d.deadline)
 		defer cancel()
 	}
-	s.roundTrip(ctx, all)
+	rtt := s.roundTrip(ctx, all)
 	answered = true
 	answerInto(d.ops, all)
 	c.answer(batch[1:], all[len(d.ops):], nil)
+	return rtt
 }
 
 // answerInto writes the answers of from's first len(ops) ops into ops:

@@ -112,7 +112,7 @@ func allowOf(keys ...string) []chanlimit.StoreOp {
 // at once were five round trips.
 func TestWaitingDecidesGoTogether(t *testing.T) {
 	s, h := combineStore(t, 1)
-	s.combiner.lanes <- struct{}{} // the one round trip is out
+	<-s.combiner.lanes.free // the one round trip is out
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	ops := make([][]chanlimit.StoreOp, 5)
@@ -121,7 +121,7 @@ func TestWaitingDecidesGoTogether(t *testing.T) {
 		wg.Go(func() { s.Decide(ctx, ops[i]) })
 	}
 	waitQueued(t, s, len(ops))
-	<-s.combiner.lanes // back
+	s.combiner.lanes.free <- struct{}{} // back
 	wg.Wait()
 	for i := range ops {
 		for _, op := range ops[i] {
@@ -152,7 +152,7 @@ func TestWaitingDecidesGoTogether(t *testing.T) {
 // bucket of 10 that had just granted them again.
 func TestCarriedDecidesKeepTheirGrants(t *testing.T) {
 	s, _ := combineStore(t, 1)
-	s.combiner.lanes <- struct{}{} // the one round trip is out
+	<-s.combiner.lanes.free // the one round trip is out
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	ops := make([][]chanlimit.StoreOp, 3)
@@ -162,7 +162,7 @@ func TestCarriedDecidesKeepTheirGrants(t *testing.T) {
 		wg.Go(func() { s.Decide(ctx, ops[i]) })
 	}
 	waitQueued(t, s, len(ops))
-	<-s.combiner.lanes // back: the three go together
+	s.combiner.lanes.free <- struct{}{} // back: the three go together
 	wg.Wait()
 	for i := range ops {
 		op := ops[i][0]
@@ -191,7 +191,7 @@ func TestCarriedDecidesKeepTheirGrants(t *testing.T) {
 // sent.
 func TestAWaitingDecideLeaves(t *testing.T) {
 	s, h := combineStore(t, 1)
-	s.combiner.lanes <- struct{}{}
+	<-s.combiner.lanes.free
 	ctx, cancel := context.WithCancel(context.Background())
 	ops := allowOf("k")
 	done := make(chan struct{})
@@ -204,7 +204,7 @@ func TestAWaitingDecideLeaves(t *testing.T) {
 	<-done
 	require.ErrorIs(t, ops[0].Err, context.Canceled)
 	assert.Zero(t, s.waitingNow())
-	<-s.combiner.lanes
+	s.combiner.lanes.free <- struct{}{}
 	later := allowOf("k")
 	s.Decide(context.Background(), later)
 	require.NoError(t, later[0].Err)
@@ -228,7 +228,7 @@ func TestACarriedDecideStays(t *testing.T) {
 		h.mu.Lock()
 		h.hold, h.held = hold, make(chan struct{})
 		h.mu.Unlock()
-		s.combiner.lanes <- struct{}{}
+		<-s.combiner.lanes.free
 		ctx, cancel := context.WithCancel(context.Background())
 		mine, theirs := allowOf(fmt.Sprint("mine", round)), allowOf(fmt.Sprint("theirs", round))
 		var wg sync.WaitGroup
@@ -239,7 +239,7 @@ func TestACarriedDecideStays(t *testing.T) {
 		}()
 		wg.Go(func() { s.Decide(context.Background(), theirs) })
 		waitQueued(t, s, 2)
-		<-s.combiner.lanes
+		s.combiner.lanes.free <- struct{}{}
 		<-h.held
 		sent := h.sent()
 		trip := sent[len(sent)-1]
@@ -280,7 +280,7 @@ func TestACarriedDecideStays(t *testing.T) {
 func TestADecideCanceledAsItIsTaken(t *testing.T) {
 	s, h := combineStore(t, 1)
 	for round := range 300 {
-		s.combiner.lanes <- struct{}{}
+		<-s.combiner.lanes.free
 		ctx, cancel := context.WithCancel(context.Background())
 		mine, theirs := allowOf(fmt.Sprint("mine", round)), allowOf(fmt.Sprint("theirs", round))
 		var got chanlimit.StoreOp
@@ -295,7 +295,7 @@ func TestADecideCanceledAsItIsTaken(t *testing.T) {
 		wg.Go(func() { s.Decide(context.Background(), theirs) })
 		waitQueued(t, s, 2)
 		go cancel()
-		<-s.combiner.lanes
+		s.combiner.lanes.free <- struct{}{}
 		<-returned
 		wg.Wait()
 		require.NoError(t, theirs[0].Err)
@@ -335,7 +335,7 @@ func TestTakeHonorsDeadlines(t *testing.T) {
 		{"up to maxCombined ops", mk(time.Time{}, MaxPerCall), []*decide{mk(time.Time{}, maxCombined-MaxPerCall), mk(time.Time{}, 1), mk(time.Time{}, 0)}, []int{0, 2}, []int{1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newCombiner(1)
+			c := combiner{lanes: newLanes(1)}
 			c.waiting = append([]*decide{tc.leader}, tc.waiting...)
 			batch := c.take(tc.leader)
 			want := []*decide{tc.leader}
@@ -380,7 +380,7 @@ func TestTakeLeavesADecideWhoseCtxEnded(t *testing.T) {
 			leader := &decide{ctx: context.Background(), ops: make([]chanlimit.StoreOp, 1), queued: true}
 			gone := &decide{ctx: tc.ctx, ops: make([]chanlimit.StoreOp, 1), queued: true}
 			gone.deadline, _ = tc.ctx.Deadline()
-			c := newCombiner(1)
+			c := combiner{lanes: newLanes(1)}
 			c.waiting = []*decide{gone, leader}
 			assert.Equal(t, []*decide{leader}, c.take(leader))
 			assert.Equal(t, []*decide{gone}, c.waiting, "left waiting")
@@ -439,7 +439,7 @@ func TestAPanickingTripFailsWhatItCarries(t *testing.T) {
 	h := &panicOnce{}
 	s.client.AddHook(h)
 	h.armed.Store(true)
-	s.combiner.lanes <- struct{}{}
+	<-s.combiner.lanes.free
 	a, b := allowOf("a"), allowOf("b")
 	var panicked atomic.Int32
 	decide := func(ops []chanlimit.StoreOp) {
@@ -454,7 +454,7 @@ func TestAPanickingTripFailsWhatItCarries(t *testing.T) {
 	wg.Go(func() { decide(a) })
 	wg.Go(func() { decide(b) })
 	waitQueued(t, s, 2)
-	<-s.combiner.lanes
+	s.combiner.lanes.free <- struct{}{}
 	wg.Wait()
 	assert.EqualValues(t, 1, panicked.Load(), "the leader panics")
 	carried := a

@@ -3,6 +3,7 @@ package redislimit_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -93,10 +94,18 @@ func TestPartitionsShareRoundTrips(t *testing.T) {
 	}
 }
 
-// TestNewStoreRefusesNegativeRoundTrips: RoundTrips below 0 is an error.
-func TestNewStoreRefusesNegativeRoundTrips(t *testing.T) {
+// TestNewStoreRefusesRoundTripsOutOfRange: RoundTrips below 0 or above
+// MaxFixedRoundTrips is an error (a store holds a token for each round
+// trip it may have out: a number past any client's connections would
+// only take time and memory); MaxFixedRoundTrips itself is made at once.
+func TestNewStoreRefusesRoundTripsOutOfRange(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()
 	_, err := redislimit.NewStore(c, redislimit.Options{RoundTrips: -1})
 	require.ErrorContains(t, err, "RoundTrips is -1")
+	_, err = redislimit.NewStore(c, redislimit.Options{RoundTrips: math.MaxInt})
+	require.ErrorContains(t, err, fmt.Sprintf("RoundTrips is %d, above %d", math.MaxInt, redislimit.MaxFixedRoundTrips))
+	s, err := redislimit.NewStore(c, redislimit.Options{RoundTrips: redislimit.MaxFixedRoundTrips})
+	require.NoError(t, err)
+	require.NotNil(t, s)
 }

@@ -76,7 +76,13 @@ type Options struct {
 	// once: the Decides that come while they are all out wait, and go
 	// together in the next that has room, so that under load each round
 	// trip decides many requests, whatever the number of the router's
-	// partitions. 0 means DefaultRoundTrips.
+	// partitions. 0 (the default) lets the store find the number itself:
+	// it starts at DefaultRoundTrips, then keeps more out while their
+	// time does not grow with them, and fewer while fewer decide as many
+	// requests a second, up to MaxRoundTrips, so that a Redis whose CPU
+	// is the bound gets a few, each deciding many requests, and a distant
+	// one as many as its callers use (lanes.go; docs/redis.md). A
+	// positive value, at most MaxFixedRoundTrips, is a fixed number.
 	RoundTrips int
 }
 
@@ -142,7 +148,7 @@ var _ chanlimit.Store = (*Store)(nil)
 // NewStore returns a Store on client, which it does not call: it connects
 // when the first request comes, so a router with FailOpen or FailLocal
 // starts while Redis is down. It returns an error for a nil client or an
-// unknown FailMode or a RoundTrips below 0.
+// unknown FailMode or a RoundTrips below 0 or above MaxFixedRoundTrips.
 func NewStore(client redis.UniversalClient, opts Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redislimit: NewStore: the client is nil")
@@ -153,9 +159,8 @@ func NewStore(client redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.RoundTrips < 0 {
 		return nil, fmt.Errorf("redislimit: NewStore: RoundTrips is %d, below 0", opts.RoundTrips)
 	}
-	roundTrips := opts.RoundTrips
-	if roundTrips == 0 {
-		roundTrips = DefaultRoundTrips
+	if opts.RoundTrips > MaxFixedRoundTrips {
+		return nil, fmt.Errorf("redislimit: NewStore: RoundTrips is %d, above %d", opts.RoundTrips, MaxFixedRoundTrips)
 	}
 	prefix := opts.Prefix
 	if prefix == "" {
@@ -171,7 +176,7 @@ func NewStore(client redis.UniversalClient, opts Options) (*Store, error) {
 	s := &Store{
 		client: client, prefix: prefix, mode: opts.FailMode, pause: pause,
 		id: hex.EncodeToString(id), cluster: cluster, replay: replayWindow(client),
-		combiner: newCombiner(roundTrips),
+		combiner: combiner{lanes: newLanes(opts.RoundTrips)},
 	}
 	s.idArg = s.id
 	return s, nil
@@ -198,7 +203,7 @@ func (s *Store) Key(key string) string { return s.prefix + key }
 // ErrStoreUnavailable); so does an op whose key holds a value the script
 // did not write, alone: the other keys of its call are decided.
 //
-// The store has at most Options.RoundTrips round trips out at once;
+// The store has at most its limit's round trips out at once (lanes.go);
 // Decides that come while they are out wait, and go together in the next
 // round trip (combine.go). A Decide whose ctx ends while it waits returns
 // at once with ctx's error in its ops' Err, and nothing of it is sent.
@@ -249,26 +254,31 @@ func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 }
 
 // roundTrip serves ops, checked, in one round trip: a pipeline of the
-// script's calls.
-func (s *Store) roundTrip(ctx context.Context, ops []chanlimit.StoreOp) {
+// script's calls. It returns the time the pipeline took to come back
+// (answered, failed or timed out: a Redis too busy to answer in time is
+// what the limit on round trips out is to see), or -1 if it was not
+// sent: the time a round trip takes, for that limit (lanes.go).
+func (s *Store) roundTrip(ctx context.Context, ops []chanlimit.StoreOp) (rtt time.Duration) {
 	if err := s.paused(); err != nil { // it may have begun while they waited
 		for i := range ops {
 			if ops[i].Err == nil {
 				ops[i].Err = err
 			}
 		}
-		return
+		return -1
 	}
 	calls := s.calls(ops)
 	if len(calls) == 0 {
-		return
+		return -1
 	}
 	s.build(ops, calls)
 	how := byFunction
 	if s.scripts.Load() {
 		how = byHash
 	}
+	start := time.Now()
 	s.send(ctx, calls, how)
+	rtt = time.Since(start)
 	s.notePause(calls)
 	var again []call // those Redis ran nothing of, by value: calls keeps every call, for land
 	var at []int
@@ -300,6 +310,7 @@ func (s *Store) roundTrip(ctx context.Context, ops []chanlimit.StoreOp) {
 		}
 	}
 	s.flights.land(calls, s.replay)
+	return rtt
 }
 
 // paused returns the error that paused the store, while the pause lasts,

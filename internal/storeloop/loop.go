@@ -12,7 +12,7 @@
 //     order (a WaitN, a leave, a Do).
 //   - A round trip (a trip) goes out on a worker that does nothing but
 //     wait for the store, and comes back to the loop, which delivers the
-//     answers (trips.go). Up to maxTrips are out at once. Once they are,
+//     answers (trips.go). Up to MaxTrips are out at once. Once they are,
 //     what callers send is gathered, up to a mailbox's worth, and goes out
 //     together when one lands: under load each trip decides many requests.
 //   - Callers waiting on a key (WaitN) wait in the key's line, here, as in
@@ -91,7 +91,7 @@ func newLoop(table *storetable.Table, clk clock.Clock, origin time.Time, mailbox
 		table:    table,
 		state:    actor.NewState(table, clk, origin),
 		timeline: actor.NewTimeline(clk, origin),
-		trips:    newTrips(),
+		trips:    newTrips(MaxTrips),
 	}
 	l.lines.max = max(maxWaiters, 0)
 	return p, l

@@ -113,8 +113,15 @@ func setUpOn(t *testing.T, clk clock.Clock, origin time.Time, limit, mailbox int
 	st := &store{keys: map[*keytable.Set]*keytable.Keys{}, origin: origin, held: true, release: make(chan struct{})}
 	table := storetable.New(st, mode, keytable.NewKeys(set), true, origin)
 	p, l := newLoop(table, clk, origin, mailbox, 0)
+	l.trips = newTrips(testTrips)
 	return p, l, st
 }
+
+// testTrips is the most round trips out of a partition in the tests of
+// the mechanisms that take turns once trips have no room: fewer than
+// MaxTrips, so that a test fills them with a few requests.
+// TestMaxTripsOutAlone holds MaxTrips itself.
+const testTrips = 2
 
 // stop stops p and waits for its loop to exit, letting the store's calls
 // go.

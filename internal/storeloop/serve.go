@@ -139,7 +139,7 @@ func (l *loop) dryInTrip(req *actor.Message, now time.Duration) storetable.Item 
 
 // send sends tr, whose items are filled, to the store on a worker, and
 // returns how many requests it answered at once (none, unless the table
-// refused every item). It is called only while fewer than maxTrips are
+// refused every item). It is called only while fewer than trips.max are
 // out (dispatch and flush see to it). A trip ends with the latest deadline
 // of its callers, or none if one has none; a trip of chores alone has
 // none.

@@ -16,12 +16,17 @@ import (
 // The loop alone calls its methods; the workers touch only the trips
 // handed to them, until they hand them back.
 
-// maxTrips is the most round trips a partition has out at once: two, so
-// that a slow trip leaves room for another, and no more, since a store
-// such as Redis decides a call of many requests for much less than as
-// many calls (BenchmarkRedisCost: with room for four, each of eight
-// callers at once had a call of its own).
-const maxTrips = 2
+// MaxTrips is the most round trips a partition has out at once: enough
+// that a request finds room at once while round trips take long (a Redis
+// across a network), so that it waits one round trip, not the rest of
+// another too. Where round trips are dear (a Redis whose CPU is the
+// bound decides a call of many requests for much less than as many
+// calls), the store is the one to keep them few, since it sees every
+// partition's: redislimit's has a limit on those out that adapts to their
+// time, and sends the calls that wait for room together, in one call
+// (combine.go). Past MaxTrips out, a partition gathers requests for its
+// next trip.
+const MaxTrips = 8
 
 // trip is a run of requests out to the store, or chores: their items
 // follow the requests'.
@@ -39,29 +44,32 @@ type trip struct {
 // trips is the round trips of a partition.
 //
 // A trip goes out on a goroutine that does nothing but wait for the store
-// (a worker, started as trips first need them, up to maxTrips, and kept
+// (a worker, started as trips first need them, up to max, and kept
 // until the partition stops: a goroutine started per trip grew its stack
 // through the client's calls on every trip), and comes back on landed.
 type trips struct {
 	out      int             // trips out
-	work     chan *trip      // trips for the workers to make; room for maxTrips
-	landed   chan *trip      // where trips come back; room for maxTrips
+	max      int             // the most trips out at once: MaxTrips, but in tests
+	work     chan *trip      // trips for the workers to make; room for max
+	landed   chan *trip      // where trips come back; room for max
 	workers  int             // workers started
 	done     sync.WaitGroup  // the workers, until stop
 	spare    []*trip         // trips to reuse
-	gathered []actor.Message // requests for trips, taken while maxTrips were out: they go out together when one lands (flush)
+	gathered []actor.Message // requests for trips, taken while max were out: they go out together when one lands (flush)
 
 	// gatheredNext is set once chores went out: if the gathered requests
 	// wait too, they go next (flush takes turns).
 	gatheredNext bool
 }
 
-func newTrips() trips {
-	return trips{work: make(chan *trip, maxTrips), landed: make(chan *trip, maxTrips)}
+// newTrips returns the round trips of a partition that has up to max out
+// at once.
+func newTrips(max int) trips {
+	return trips{max: max, work: make(chan *trip, max), landed: make(chan *trip, max)}
 }
 
 // room reports whether another trip may go out.
-func (ts *trips) room() bool { return ts.out < maxTrips }
+func (ts *trips) room() bool { return ts.out < ts.max }
 
 // gather keeps run, requests for a trip that has no room, to go out
 // together when one lands.
@@ -91,7 +99,7 @@ func (ts *trips) launch(tr *trip) {
 		work, landed, done := ts.work, ts.landed, &ts.done
 		ts.done.Go(func() { tripWorker(work, landed, done) })
 	}
-	ts.work <- tr // room: at most maxTrips are out
+	ts.work <- tr // room: at most max are out
 }
 
 // back notes that tr, which went out, has landed.
@@ -102,7 +110,7 @@ func (ts *trips) back(tr *trip) {
 }
 
 // tripWorker makes the trips sent on work, one at a time, sending each
-// back on landed (room: at most maxTrips are out), until work is closed.
+// back on landed (room: at most max are out), until work is closed.
 // A store that ends the goroutine (runtime.Goexit) could not answer: its
 // trip lands failed, and another worker takes this one's place, counted
 // in done.
@@ -154,7 +162,7 @@ func (ts *trips) put(tr *trip) {
 	clear(tr.chores)
 	tr.run, tr.sent, tr.items, tr.chores = tr.run[:0], tr.sent[:0], tr.items[:0], tr.chores[:0]
 	tr.out, tr.ctx, tr.cancel = nil, nil, nil
-	if len(ts.spare) < maxTrips {
+	if len(ts.spare) < ts.max {
 		ts.spare = append(ts.spare, tr)
 	}
 }

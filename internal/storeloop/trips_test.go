@@ -16,13 +16,12 @@ import (
 	"github.com/chanlimit/chanlimit/internal/storetable"
 )
 
-// TestTripsOutAndGathered: two trips go out at once, each alone under a
-// light load; what comes while both are out is gathered, the loop serving
-// its other messages meanwhile, and goes out in one trip when one lands;
-// a batch's items go as one call. Before, with room for four trips, each
-// of eight callers at once had a call of its own (1.04 decisions a call in
-// BenchmarkRedisCost), and a partition with no room waited for a trip to
-// land, its mailbox unread, holding the one burst it had taken.
+// TestTripsOutAndGathered: with room for two trips (testTrips), two go
+// out at once, each alone under a light load; what comes while both are
+// out is gathered, the loop serving its other messages meanwhile, and
+// goes out in one trip when one lands; a batch's items go as one call.
+// Before, a partition with no room waited for a trip to land, its mailbox
+// unread, holding the one burst it had taken.
 func TestTripsOutAndGathered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p, l, st := setUp(t, 1000, 64, storetable.FailClosed)
@@ -188,4 +187,37 @@ func TestChoresTakeTurnsWithGathered(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestMaxTripsOutAlone: a partition has up to MaxTrips round trips out at
+// once, each request alone under a light load, so that across a network
+// none waits for another's trip to land; the request after them is
+// gathered for the next.
+func TestMaxTripsOutAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, l, st := setUp(t, 1000, 64, storetable.FailClosed)
+		l.trips = newTrips(MaxTrips)
+		go l.run()
+		defer stop(p, st)
+		var wg sync.WaitGroup
+		for i := range MaxTrips + 1 {
+			wg.Go(func() {
+				d, err := p.AllowN(context.Background(), fmt.Sprint("k", i), 1)
+				assert.NoError(t, err)
+				assert.True(t, d.Allowed)
+			})
+			synctest.Wait()
+			if i < MaxTrips {
+				require.Len(t, st.callsOf(), i+1, "out at once, alone")
+			}
+		}
+		require.Len(t, st.callsOf(), MaxTrips, "no room: gathered")
+		st.release <- struct{}{}
+		synctest.Wait()
+		require.Len(t, st.callsOf(), MaxTrips+1, "a trip landed: the gathered request goes")
+		for range MaxTrips {
+			st.release <- struct{}{}
+		}
+		wg.Wait()
+	})
 }
