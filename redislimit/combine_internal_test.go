@@ -217,7 +217,8 @@ func TestAWaitingDecideLeaves(t *testing.T) {
 // it would for its own round trip (which the client does not cut short at
 // ctx's end): Redis decides its ops, and a router gives back the grants of
 // callers that left only from answers. Which of the two leads is the
-// scheduler's pick (the leader's ops go first); each round checks what
+// scheduler's pick (the leader's ops go first), the one that waited first
+// the likelier, so the two wait first in turn; each round checks what
 // either does, until rounds have seen both. Before, a carried Decide left
 // at once with ctx's error, and the unit Redis granted it was lost.
 func TestACarriedDecideStays(t *testing.T) {
@@ -233,11 +234,20 @@ func TestACarriedDecideStays(t *testing.T) {
 		mine, theirs := allowOf(fmt.Sprint("mine", round)), allowOf(fmt.Sprint("theirs", round))
 		var wg sync.WaitGroup
 		returned := make(chan struct{})
-		go func() {
-			defer close(returned)
-			s.Decide(ctx, mine)
-		}()
-		wg.Go(func() { s.Decide(context.Background(), theirs) })
+		decideMine := func() {
+			go func() {
+				defer close(returned)
+				s.Decide(ctx, mine)
+			}()
+		}
+		decideTheirs := func() { wg.Go(func() { s.Decide(context.Background(), theirs) }) }
+		first, second := decideMine, decideTheirs // the first to wait for the round trip is the likelier to lead:
+		if round%2 == 1 {                         // each first in turn, so that the rounds see both lead
+			first, second = second, first
+		}
+		first()
+		waitQueued(t, s, 1)
+		second()
 		waitQueued(t, s, 2)
 		s.combiner.lanes.free <- struct{}{}
 		<-h.held
