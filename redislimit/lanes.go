@@ -17,17 +17,22 @@ import (
 // The store tells one from the other by what a round trip more or fewer
 // does to their time and to the requests decided a second: with L round
 // trips out, each carrying r requests and taking t on average, Redis
-// decides L*r/t a second (the room). While all L are in use (below that,
-// a limit tells nothing), it tries a quarter more for a while (an epoch:
-// enough round trips that noise averages out), and keeps them, and tries
-// more again, if their time grew by 2% at most or the room by 2% at
-// least; else it goes back. A while later it tries a fifth fewer, and
-// keeps them (and tries fewer again) if the room kept 98% at least: as
-// much with fewer round trips out is more requests in each, less of
-// Redis's CPU. So a distant Redis, whose round trips take as long
-// however many are out, gets as many as its callers use, up to
-// MaxRoundTrips; a Redis whose CPU is the bound, whose round trips take
-// longer with each more, and where fewer decide as much, a few.
+// decides L*r/t a second (the room). It learns in epochs (enough round
+// trips that noise averages out), and only from those in which every
+// one of the limit was out; the first epoch after a change settles, and
+// is not weighed. Every fourth epoch at a steady limit, it tries a
+// quarter more or a fifth fewer, in turn, weighed against those four.
+// More are kept, and more tried again, if their time grew by 2% at most
+// or the room by 2% at least; fewer, and fewer tried again, while the
+// room keeps 98% of the best of the tries so far: as much with fewer
+// round trips out is more requests in each, less of Redis's CPU. A try
+// that fails goes back. While fewer than the limit are out, the limit
+// comes a fifth nearer the most that were. So a distant Redis, whose
+// round trips take about as long however many are out, gets as many as
+// still shorten the wait for one, up to MaxRoundTrips (in the tests'
+// model, 8 for 8 callers, 10 to 20 for 64); a Redis whose CPU is the
+// bound, whose round trips take longer with each more, and where fewer
+// decide as much, a few.
 
 // MaxRoundTrips is the most round trips a store has out at once when
 // Options.RoundTrips is 0 and the limit adapts.

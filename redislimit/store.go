@@ -81,8 +81,9 @@ type Options struct {
 	// time does not grow with them, and fewer while fewer decide as many
 	// requests a second, up to MaxRoundTrips, so that a Redis whose CPU
 	// is the bound gets a few, each deciding many requests, and a distant
-	// one as many as its callers use (lanes.go; docs/redis.md). A
-	// positive value, at most MaxFixedRoundTrips, is a fixed number.
+	// one as many as still shorten the wait for one (lanes.go;
+	// docs/redis.md). A positive value, at most MaxFixedRoundTrips, is a
+	// fixed number.
 	RoundTrips int
 }
 
