@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/chanlimit/chanlimit/clock"
 )
 
 // A call of the script that changes a key leaves its answers there (its
@@ -89,7 +91,7 @@ func (f *flights) take(n int) (first, low uint64, keep []uint64) {
 		f.out = append(f.out, first+uint64(k))
 	}
 	f.next += uint64(n)
-	now := time.Now() // the client's retries are on the wall clock
+	now := clock.Real().Now() // the client's retries are on the wall clock
 	drop := 0
 	for drop < len(f.kept) && now.After(f.kept[drop].until) {
 		drop++
@@ -116,7 +118,7 @@ func (f *flights) take(n int) (first, low uint64, keep []uint64) {
 func (f *flights) land(calls []call, replay time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	until := time.Now().Add(replay)
+	until := clock.Real().Now().Add(replay)
 	for _, c := range calls {
 		if k := slices.Index(f.out, c.seq); k >= 0 {
 			f.out = slices.Delete(f.out, k, k+1)

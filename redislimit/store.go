@@ -34,6 +34,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/clock"
 )
 
 // FailMode is what a router does with a request Redis could not answer:
@@ -277,9 +278,9 @@ func (s *Store) roundTrip(ctx context.Context, ops []chanlimit.StoreOp) (rtt tim
 	if s.scripts.Load() {
 		how = byHash
 	}
-	start := time.Now()
+	start := clock.Real().Now()
 	s.send(ctx, calls, how)
-	rtt = time.Since(start)
+	rtt = clock.Real().Since(start)
 	s.notePause(calls)
 	var again []call // those Redis ran nothing of, by value: calls keeps every call, for land
 	var at []int
@@ -320,7 +321,7 @@ func (s *Store) paused() error {
 	until := s.pausedUntil.Load()
 	// The pause is on the wall clock, as the client's timeouts are: it
 	// spares requests a dial, it decides nothing.
-	if until == 0 || time.Now().UnixNano() >= until {
+	if until == 0 || clock.Real().Now().UnixNano() >= until {
 		return nil
 	}
 	if err := s.failure.Load(); err != nil {
@@ -345,7 +346,7 @@ func (s *Store) notePause(calls []call) {
 	}
 	failed := failure // failure itself stays on the stack: a call that answered allocates nothing
 	s.failure.Store(&failed)
-	s.pausedUntil.Store(time.Now().Add(s.pause).UnixNano())
+	s.pausedUntil.Store(clock.Real().Now().Add(s.pause).UnixNano())
 }
 
 // answered reports whether err, a call's, is Redis's answer, or the
