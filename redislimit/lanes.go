@@ -64,6 +64,9 @@ type lanes struct {
 	gauge gauge // the limit; fixed if RoundTrips was set
 }
 
+// newLanes returns the lanes of a store whose Options.RoundTrips is
+// roundTrips: a fixed limit, or if 0 one that adapts, from
+// DefaultRoundTrips.
 func newLanes(roundTrips int) *lanes {
 	g := gauge{limit: roundTrips, ceiling: roundTrips, fixed: true}
 	if roundTrips == 0 {
@@ -84,8 +87,7 @@ func (l *lanes) took() {
 }
 
 // back notes that a trip that carried ops requests and took rtt is back
-// (rtt below 0: that it did not go, or Redis answered nothing), and gives
-// back its token, with as
+// (rtt below 0: that it did not go), and gives back its token, with as
 // many more as the limit rose; or keeps it, while more tokens are given
 // than the limit has, since it fell.
 func (l *lanes) back(rtt time.Duration, ops int) {
