@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/clock"
 )
 
 // Options configure a Middleware. The zero Options key requests by
@@ -243,7 +244,7 @@ func WaitContext(ctx context.Context, maxWait time.Duration) (context.Context, c
 	// A context's deadline is on the wall clock, whatever the router's
 	// Clock: WaitN reads it there too (as the time left), so this is the
 	// one clock both sides agree on.
-	deadline := time.Now().Add(maxWait)
+	deadline := clock.Real().Now().Add(maxWait)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}

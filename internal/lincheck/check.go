@@ -21,6 +21,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/clock"
 )
 
 // porcupineModel returns m as porcupine takes it: one partition a key,
@@ -153,9 +154,9 @@ type Result struct {
 // Verdict checks history under m, within timeout (0: none).
 func Verdict(m *Model, history []porcupine.Operation, timeout time.Duration) Result {
 	pm := m.porcupineModel()
-	start := time.Now()
+	start := clock.Real().Now()
 	res, info := porcupine.CheckOperationsVerbose(pm, history, timeout)
-	r := Result{CheckResult: res, Ops: len(history), Took: time.Since(start), info: info, model: pm}
+	r := Result{CheckResult: res, Ops: len(history), Took: clock.Real().Since(start), info: info, model: pm}
 	if res != porcupine.Ok {
 		r.Story, r.Key = story(pm, m.partition(history), info)
 	}
