@@ -164,10 +164,10 @@ func mergePolicyStats(set *keytable.Set, parts []map[string]*PolicyStats) []Poli
 		return out
 	}
 	out := make([]PolicyStats, 0, MaxPolicyStats+1)
-	rest := PolicyStats{Name: otherPolicies}
+	rest := PolicyStats{Name: actor.OtherPolicies} // the name a partition counts its own past actor.MaxPolicyNames under
 	for _, name := range names {
 		ps := all[name]
-		if name != otherPolicies && len(out) < MaxPolicyStats {
+		if name != actor.OtherPolicies && len(out) < MaxPolicyStats {
 			out = append(out, *ps)
 			continue
 		}
@@ -176,6 +176,3 @@ func mergePolicyStats(set *keytable.Set, parts []map[string]*PolicyStats) []Poli
 	}
 	return append(out, rest)
 }
-
-// otherPolicies names the sum of the policies past MaxPolicyStats names.
-const otherPolicies = "other"

@@ -62,10 +62,10 @@ type trips struct {
 	gatheredNext bool
 }
 
-// newTrips returns the round trips of a partition that has up to max out
+// newTrips returns the round trips of a partition that has up to most out
 // at once.
-func newTrips(max int) trips {
-	return trips{max: max, work: make(chan *trip, max), landed: make(chan *trip, max)}
+func newTrips(most int) trips {
+	return trips{max: most, work: make(chan *trip, most), landed: make(chan *trip, most)}
 }
 
 // room reports whether another trip may go out.
