@@ -36,18 +36,17 @@
 -- key's generation is still the grant's and its policies have the params
 -- it names, and else gives nothing back. A reset drops the key's states.
 --
--- Returns a string of little-endian doubles (the client reads them at
--- once; a table of numbers would be a reply of as many integers): 1 if
--- the call changed a key, else 0; then, request after request, for an
--- allow, a peek, a turn or a dry run: -1 if the key holds a value the
--- script did not write (its requests fail, the others are decided), or
--- the key's generation (the one a grant given back names), then for each
--- policy seven numbers: allowed, remaining, retry after, reset after,
--- delay (us), by how many ns its retry after was rounded up, and, where
--- it allowed a request the enforced policies denied together, its reset
--- after as it is, since nothing was taken from it (else 0); a dry-run
--- policy that did not decide says allowed. For a refund, 0 or -1;
--- nothing for a reset or a give back.
+-- Returns a string of little-endian doubles (a table of numbers would be
+-- a reply of as many integers): 1 if the call changed a key, else 0; then,
+-- request after request, for an allow, a peek, a turn or a dry run: -1 if
+-- the key holds a value the script did not write (its requests fail, the
+-- others are decided), or the key's generation (the one a grant given
+-- back names), then for each policy seven numbers: allowed, remaining,
+-- retry after, reset after, delay (us), by how many ns its retry after
+-- was rounded up, and, where it allowed a request the enforced policies
+-- denied together, its reset after as it is, since nothing was taken from
+-- it (else 0); a dry-run policy that did not decide says allowed. For a
+-- refund, 0 or -1; nothing for a reset or a give back.
 --
 -- A call that changes a key leaves its answers in the first key it
 -- writes (a record), kept as long as the client may send the call again:
@@ -65,17 +64,15 @@
 -- its last line calls decideCall. As a Redis Function (Redis 7 and
 -- later), it is a library, loaded once: redislimit puts the library's
 -- header before it and registers decideCall in place of its last line.
--- What a call works on is its own table (decideCall's c), handed from
--- function to function; nothing a call sets outlives it but the sets of
--- policies it made (setOf) and struct's formats (doubles), which depend
--- on their arguments alone.
+-- What a call works on is its own table (decideCall's c); nothing a call
+-- sets outlives it but the sets of policies it made (setOf) and struct's
+-- formats (doubles), which depend on their arguments alone.
 --
 -- Each request is served by serve, which reads a key's value into tables
 -- and writes it back whole, or, for the common request, by fast, which
 -- reads the two numbers of one bucket's or window's state in place and
 -- writes them back by one pack, deciding by the same rules (bucketDecision,
--- fixedDecision): serve alone would cost a call of 50 such requests three
--- times the instructions (bench/redis-ir).
+-- fixedDecision).
 
 -- The request kinds and the algorithms, by the numbers the store sends:
 -- Go's (chanlimit.StoreOpKind, and redislimit's scriptAlgorithm), written
@@ -89,7 +86,7 @@ local TOKEN_BUCKET, GCRA, LEAKY_BUCKET, SLIDING_WINDOW_LOG, SLIDING_WINDOW_COUNT
 
 -- The library's functions, as locals (a local is found at once, a global
 -- through two tables), bound by the first call, since a library is loaded
--- where none of them exists; and what bind makes of them once.
+-- where none of them exists.
 local floor, max, min, sub, byte, find, rep, format, concat
 local spack, sunpack, rcall
 local META -- a key's own entry before its numbers (see "A key's value")
@@ -165,38 +162,51 @@ local function extend(wait, ahead)
   return wait + ahead
 end
 
+---------------------------------------------------------------- the rules
+-- A policy's state is the array it is stored as: {limit, window, capacity,
+-- the algorithm's numbers...}. Each algorithm's rules (the table rules,
+-- by algorithm, after them) are:
+--
+--   decide(p, t, now, n)  decides n units on state t at now: allowed,
+--                         remaining, retry after, reset after, delay, the
+--                         retry's rounding in ns, and if allowed the state
+--                         after (a new array: t is left as it was)
+--   resetAfter(p, t, now) t's reset after at now
+--   refund(p, t, now, n)  gives n units back to t, in place
+--   adopt(p, t, now)      t, saved under other params, carried over to
+--                         p's (SetPolicies), as a new array
+--   fresh(p, now)         the untouched state
+
 ---------------------------------------------------------------- buckets
--- token_bucket, gcra and leaky_bucket: used units at last (us); a token is
--- perToken units, perUs units refill each microsecond, a full bucket is
--- cap tokens. State: {limit, window, cap, used, last}.
+-- token_bucket, gcra and leaky_bucket: {..., used, last}, the units used
+-- at last (us); a token is perToken units, perUs units refill each
+-- microsecond, a full bucket is cap tokens.
 
 -- bucketUsed returns a bucket's used units at now, refilled since last,
 -- the instant it is decided at (last, if now is before it) and how far
 -- ahead of now that is.
-local function bucketUsed(p, used, last, now)
+local function bucketUsed(perUs, used, last, now)
   local at, ahead = now, 0
   if now < last then
     at, ahead = last, last - now
   end
   local el = at - last
   if el > 0 and used > 0 then
-    if el >= cdiv(used, p.perUs) then
+    if el >= cdiv(used, perUs) then
       used = 0
     else
-      used = used - el * p.perUs
+      used = used - el * perUs
     end
   end
   return used, at, ahead
 end
 
 -- bucketDecision decides n units on a bucket that had used units at
--- last, at now: allowed, remaining, retry after, reset after, delay, the
--- retry's rounding in ns, and if allowed the state after (used, last).
---
--- It is on the path of every bucket request the script serves: bucketUsed is
--- written out in it, and a division by 1 (perUs is 1 whenever the limit
--- divides the window in microseconds) is not made, since a Lua call costs
--- more than the arithmetic.
+-- last, at now, as decide does, returning the state after as its two
+-- numbers (used, last). It is on the path of every bucket request:
+-- bucketUsed is written out in it, and a division by 1 (perUs is 1
+-- whenever the limit divides the window in microseconds) is not made,
+-- since a Lua call costs more than the arithmetic.
 local function bucketDecision(p, used, last, now, n)
   local perUs, perToken = p.perUs, p.perToken
   local at, ahead = now, 0 -- bucketUsed
@@ -236,55 +246,43 @@ local function bucketDecision(p, used, last, now, n)
   return true, remaining, 0, reset, delay, 0, used + need, at
 end
 
-local function bucketDecide(p, s, now, n, d)
-  local used, last
-  d.allowed, d.remaining, d.retry, d.reset, d.delay, d.sub, used, last = bucketDecision(p, s.used, s.last, now, n)
-  if d.allowed then
-    d.commit = {used = used, last = last}
-  end
-end
-
-local function bucketResetAfter(p, s, now)
-  local used, _, ahead = bucketUsed(p, s.used, s.last, now)
-  return extend(cdiv(used, p.perUs), ahead)
-end
-
-local function bucketRefund(p, s, n)
-  s.used = max(s.used - n * p.perToken, 0)
-end
-
--- bucketAdopt carries a state saved under other params (old: limit,
--- window, cap) over to p's, as algorithms' bucket adopt does: whole free
--- tokens kept, capped at the capacity, and the part of a token.
-local function bucketAdopt(p, s, old, now)
-  local a, b = old.limit, old.window
-  while b ~= 0 do a, b = b, a % b end
-  local perUs, perToken = old.limit / a, old.window / a
-  local used = bucketUsed({perUs = perUs}, s.used, s.last, now)
-  local at = max(now, s.last)
-  local free = old.cap * perToken - used
-  local q = idiv(free, perToken)
-  local r = free - q * perToken
-  if q >= p.cap then
-    return {used = 0, last = at}
-  end
-  local part = idiv(r * p.perToken, perToken)
-  return {used = p.cap * p.perToken - (q * p.perToken + part), last = at}
-end
+local bucket = {
+  decide = function(p, t, now, n)
+    local ok, remaining, retry, reset, delay, rounded, used, last = bucketDecision(p, t[4], t[5], now, n)
+    return ok, remaining, retry, reset, delay, rounded, ok and {p.limit, p.window, p.cap, used, last}
+  end,
+  resetAfter = function(p, t, now)
+    local used, _, ahead = bucketUsed(p.perUs, t[4], t[5], now)
+    return extend(cdiv(used, p.perUs), ahead)
+  end,
+  refund = function(p, t, _, n)
+    t[4] = max(t[4] - n * p.perToken, 0)
+  end,
+  -- As algorithms' bucket adopt: whole free tokens kept, capped at the
+  -- capacity, and the part of a token.
+  adopt = function(p, t, now)
+    local a, b = t[1], t[2]
+    while b ~= 0 do a, b = b, a % b end
+    local perUs, perToken = t[1] / a, t[2] / a
+    local free = t[3] * perToken - bucketUsed(perUs, t[4], t[5], now)
+    local q = idiv(free, perToken)
+    local used = 0
+    if q < p.cap then
+      used = p.cap * p.perToken - (q * p.perToken + idiv((free - q * perToken) * p.perToken, perToken))
+    end
+    return {p.limit, p.window, p.cap, used, max(now, t[5])}
+  end,
+  fresh = function(p, now) -- a fresh bucket is full, whenever it was made
+    return {p.limit, p.window, p.cap, 0, now}
+  end,
+}
 
 ---------------------------------------------------------------- fixed window
--- State: {limit, window, 0, start, count}.
-
-local function fixedAt(s, now)
-  if s.count > 0 and now < s.start then
-    return s.start, s.start - now
-  end
-  return now, 0
-end
+-- {..., start, count}.
 
 -- fixedDecision decides n units on a window that started at start with
--- count units, at now: allowed, remaining, retry after, reset after, and
--- if allowed the state after (start, count).
+-- count units, at now, as decide does, returning the state after as its
+-- two numbers (start, count).
 local function fixedDecision(p, start, count, now, n)
   local at, ahead = now, 0
   if count > 0 and now < start then
@@ -298,55 +296,69 @@ local function fixedDecision(p, start, count, now, n)
   end
   local left = extend(p.window - (at - start), ahead)
   if n > p.limit - c then
-    return false, p.limit - c, left, left
+    return false, p.limit - c, left, left, 0, 0
   end
-  return true, p.limit - c - n, 0, left, start, c + n
+  return true, p.limit - c - n, 0, left, 0, 0, start, c + n
 end
 
-local function fixedDecide(p, s, now, n, d)
-  local start, count
-  d.allowed, d.remaining, d.retry, d.reset, start, count = fixedDecision(p, s.start, s.count, now, n)
-  d.delay = 0
-  if d.allowed then
-    d.commit = {start = start, count = count}
-  end
-end
-
-local function fixedResetAfter(p, s, now)
-  if s.count == 0 then
+local function fixedResetAfter(p, t, now)
+  local start, count = t[4], t[5]
+  if count == 0 then
     return 0
   end
-  local at, ahead = fixedAt(s, now)
-  local open = at - s.start
-  if open < p.window then
-    return extend(p.window - open, ahead)
+  local at, ahead = max(now, start), max(start - now, 0)
+  if at - start < p.window then
+    return extend(p.window - (at - start), ahead)
   end
   return 0
 end
 
----------------------------------------------------------------- sliding window counter
--- State: {limit, window, 0, start, prev, cur}.
+local fixed = {
+  decide = function(p, t, now, n)
+    local ok, remaining, retry, reset, delay, rounded, start, count = fixedDecision(p, t[4], t[5], now, n)
+    return ok, remaining, retry, reset, delay, rounded, ok and {p.limit, p.window, p.cap, start, count}
+  end,
+  resetAfter = fixedResetAfter,
+  refund = function(p, t, now, n)
+    if fixedResetAfter(p, t, now) > 0 then -- a window open at now
+      t[5] = t[5] - min(n, t[5])
+    end
+  end,
+  adopt = function(p, t, now)
+    local s = {p.limit, p.window, p.cap, t[4], min(t[5], p.limit)}
+    if fixedResetAfter({window = t[2]}, t, now) == 0 or fixedResetAfter(p, s, now) == 0 then
+      return {p.limit, p.window, p.cap, 0, 0}
+    end
+    return s
+  end,
+  fresh = function(p)
+    return {p.limit, p.window, p.cap, 0, 0}
+  end,
+}
 
-local function roll(p, s, now)
-  local w = {now = now, start = s.start, prev = s.prev, cur = s.cur}
-  local ahead = 0
-  if w.prev > 0 or w.cur > 0 then
-    if now < s.start then
-      w.now, ahead = s.start, s.start - now
+---------------------------------------------------------------- sliding window counter
+-- {..., start, prev, cur}.
+
+-- roll returns a counter's window at now, rolled on by window: its start,
+-- prev and cur, the instant it is decided at and how far ahead of now.
+local function roll(window, t, now)
+  local start, prev, cur, ahead = t[4], t[5], t[6], 0
+  if prev > 0 or cur > 0 then
+    if now < start then
+      now, ahead = start, start - now
     end
-    local el = w.now - w.start
-    if el < p.window then
-    elseif el - p.window < p.window then
-      w.start = w.start + p.window
-      w.prev, w.cur = w.cur, 0
+    local el = now - start
+    if el < window then
+    elseif el - window < window then
+      start, prev, cur = start + window, cur, 0
     else
-      w.prev, w.cur = 0, 0
+      prev, cur = 0, 0
     end
   end
-  if w.prev == 0 and w.cur == 0 then
-    w.start = w.now
+  if prev == 0 and cur == 0 then
+    start = now
   end
-  return w, ahead
+  return start, prev, cur, now, ahead
 end
 
 -- weigh is floor(prev * (Window - 1ns - elapsed) / Window) in nanoseconds,
@@ -360,9 +372,9 @@ local function weigh(p, prev, el)
   return q - 1
 end
 
--- fitsAt returns the first elapsed (us, rounded up from the nanosecond)
--- at which weigh(prev, elapsed) <= room, as algorithms' firstFit.
--- It returns too the wait's sub: by how many nanoseconds it was rounded.
+-- firstFit returns the first elapsed (us, rounded up from the nanosecond)
+-- at which weigh(prev, elapsed) <= room, as algorithms' firstFit, and by
+-- how many nanoseconds it was rounded.
 local function firstFit(p, prev, room)
   if prev <= room then
     return 0, 0
@@ -377,261 +389,159 @@ local function firstFit(p, prev, room)
   return p.window - q, k
 end
 
-local function counterDecide(p, s, now, n, d)
-  local w, ahead = roll(p, s, now)
-  local el = w.now - w.start
-  local cur = w.cur
-  local fits = p.limit - w.cur - weigh(p, w.prev, el)
-  d.delay, d.retry, d.reset = 0, 0, 0
-  if n > fits then
-    d.allowed = false
-    d.remaining = max(fits, 0)
-    local room = p.limit - w.cur - n
-    if room >= 0 then
-      local ff, sub = firstFit(p, w.prev, room)
-      d.retry, d.sub = ff - el, sub
-    else
-      local ff, sub = firstFit(p, w.cur, p.limit - n)
-      d.retry, d.sub = p.window - el + ff, sub
-    end
-  else
-    d.allowed = true
-    d.remaining = fits - n
-    cur = cur + n
-    d.commit = {start = w.start, prev = w.prev, cur = cur}
-  end
+local function counterResetAfter(p, t, now)
+  local start, prev, cur, at, ahead = roll(p.window, t, now)
   if cur > 0 then
-    d.reset = p.window - el + p.window
-  elseif w.prev > 0 then
-    d.reset = p.window - el
-  end
-  d.retry, d.reset = extend(d.retry, ahead), extend(d.reset, ahead)
-end
-
-local function counterResetAfter(p, s, now)
-  local w, ahead = roll(p, s, now)
-  local el = w.now - w.start
-  if w.cur > 0 then
-    return extend(p.window - el + p.window, ahead)
-  elseif w.prev > 0 then
-    return extend(p.window - el, ahead)
+    return extend(2 * p.window - (at - start), ahead)
+  elseif prev > 0 then
+    return extend(p.window - (at - start), ahead)
   end
   return 0
 end
 
----------------------------------------------------------------- sliding window log
--- State: {limit, window, 0, total, at1, n1, at2, n2, ...}, oldest first.
+local counter = {
+  decide = function(p, t, now, n)
+    local start, prev, cur, at, ahead = roll(p.window, t, now)
+    local el = at - start
+    local fits = p.limit - cur - weigh(p, prev, el)
+    if n <= fits then
+      local nt = {p.limit, p.window, p.cap, start, prev, cur + n}
+      return true, fits - n, 0, counterResetAfter(p, nt, now), 0, 0, nt
+    end
+    local retry, rounded
+    if p.limit - cur - n >= 0 then
+      retry, rounded = firstFit(p, prev, p.limit - cur - n)
+      retry = retry - el
+    else
+      retry, rounded = firstFit(p, cur, p.limit - n)
+      retry = p.window - el + retry
+    end
+    return false, max(fits, 0), extend(retry, ahead), counterResetAfter(p, t, now), 0, rounded
+  end,
+  resetAfter = counterResetAfter,
+  refund = function(p, t, now, n) -- the current window's units, once rolled on to now
+    local start, prev, cur = roll(p.window, t, now)
+    if cur > 0 then
+      t[4], t[5], t[6] = start, prev, cur - min(n, cur)
+    end
+  end,
+  adopt = function(p, t, now)
+    local start, prev, cur = roll(t[2], t, now)
+    local s = {p.limit, p.window, p.cap, start, min(prev, p.limit), min(cur, p.limit)}
+    s[4], s[5], s[6] = roll(p.window, s, now)
+    return s
+  end,
+  fresh = function(p)
+    return {p.limit, p.window, p.cap, 0, 0, 0}
+  end,
+}
 
-local function logAt(s, now)
-  local k = #s.entries
-  if k > 0 and now < s.entries[k][1] then
-    return s.entries[k][1], s.entries[k][1] - now
+---------------------------------------------------------------- sliding window log
+-- {..., total, at1, n1, at2, n2, ...}, oldest first.
+
+-- logAt returns the instant a log is decided at, now or its newest entry's
+-- if later, and how far ahead of now that is.
+local function logAt(t, now)
+  local k = #t
+  if k > 4 and now < t[k - 1] then
+    return t[k - 1], t[k - 1] - now
   end
   return now, 0
 end
 
-local function logExpired(window, s, now)
-  local first, units = 1, 0
-  while first <= #s.entries and now - s.entries[first][1] >= window do
-    units = units + s.entries[first][2]
-    first = first + 1
+-- logLive returns the index of t's first entry live at now under window,
+-- and the units of those before it.
+local function logLive(window, t, now)
+  local first, units = 5, 0
+  while first < #t and now - t[first] >= window do
+    first, units = first + 2, units + t[first + 1]
   end
   return first, units
 end
 
-local function logDecide(p, s, now, n, d)
-  local at, ahead = logAt(s, now)
-  local first, expired = logExpired(p.window, s, at)
-  local live = s.total - expired
-  d.delay = 0
-  if n > p.limit - live then
-    local excess = live + n - p.limit
-    local retry = 0
-    for i = first, #s.entries do
-      excess = excess - s.entries[i][2]
-      if excess <= 0 then
-        retry = p.window - (at - s.entries[i][1])
-        break
-      end
-    end
-    d.allowed, d.remaining, d.retry = false, p.limit - live, retry
-    d.reset = p.window - (at - s.entries[#s.entries][1])
-  else
-    d.allowed, d.remaining, d.retry, d.reset = true, p.limit - live - n, 0, p.window
-    local entries = {}
-    for i = first, #s.entries do
-      entries[#entries + 1] = {s.entries[i][1], s.entries[i][2]}
-    end
-    local k = #entries
-    if k > 0 and entries[k][1] == at then
-      entries[k][2] = entries[k][2] + n
-    else
-      entries[k + 1] = {at, n}
-    end
-    d.commit = {total = live + n, entries = entries}
-  end
-  d.retry, d.reset = extend(d.retry, ahead), extend(d.reset, ahead)
-end
-
-local function logResetAfter(p, s, now)
-  local k = #s.entries
-  if k == 0 then
-    return 0
-  end
-  local newest = s.entries[k][1]
-  local at, ahead = logAt(s, now)
-  local age = at - newest
-  if age < p.window then
-    return extend(p.window - age, ahead)
+local function logResetAfter(p, t, now)
+  local k = #t
+  local at, ahead = logAt(t, now)
+  if k > 4 and at - t[k - 1] < p.window then
+    return extend(p.window - (at - t[k - 1]), ahead)
   end
   return 0
 end
 
--- logRefund takes n units off the newest entries still in the window at
--- now, newest first.
-local function logRefund(p, s, now, n)
-  local at = logAt(s, now)
-  local k = #s.entries
-  while k > 0 and n > 0 and at - s.entries[k][1] < p.window do
-    local e = s.entries[k]
-    local take = min(n, e[2])
-    e[2], s.total, n = e[2] - take, s.total - take, n - take
-    if e[2] > 0 then
-      break
+local log = {
+  decide = function(p, t, now, n)
+    local at, ahead = logAt(t, now)
+    local first, expired = logLive(p.window, t, at)
+    local live, k = t[4] - expired, #t
+    if n > p.limit - live then
+      local excess, retry = live + n - p.limit, 0
+      for i = first, k, 2 do
+        excess = excess - t[i + 1]
+        if excess <= 0 then
+          retry = p.window - (at - t[i])
+          break
+        end
+      end
+      return false, p.limit - live, extend(retry, ahead), logResetAfter(p, t, now), 0, 0
     end
-    s.entries[k] = nil
-    k = k - 1
-  end
-end
-
--- fresh returns the untouched state of p's algorithm.
-local function fresh(p)
-  if p.alg <= LEAKY_BUCKET then
-    return {used = 0, last = 0, fresh = true}
-  elseif p.alg == SLIDING_WINDOW_LOG then
-    return {total = 0, entries = {}}
-  elseif p.alg == SLIDING_WINDOW_COUNTER then
-    return {start = 0, prev = 0, cur = 0}
-  end
-  return {start = 0, count = 0}
-end
-
--- load returns p's state at now: as stored, carried over to p's params if
--- it was saved under others (SetPolicies), or fresh.
-local function load(p, t, now)
-  if not t then
-    return fresh(p)
-  end
-  local s
-  if p.alg <= LEAKY_BUCKET then
-    s = {used = t[4], last = t[5]}
-  elseif p.alg == SLIDING_WINDOW_LOG then
-    s = {total = t[4], entries = {}}
-    for i = 5, #t, 2 do
-      s.entries[#s.entries + 1] = {t[i], t[i + 1]}
+    local nt = {p.limit, p.window, p.cap, live + n}
+    for i = first, k do -- not by unpack: a log may hold more numbers than Lua moves at once
+      nt[i - first + 5] = t[i]
     end
-  elseif p.alg == SLIDING_WINDOW_COUNTER then
-    s = {start = t[4], prev = t[5], cur = t[6]}
-  else
-    s = {start = t[4], count = t[5]}
-  end
-  if t[1] == p.limit and t[2] == p.window and t[3] == p.cap then
-    return s
-  end
-  local old = {limit = t[1], window = t[2], cap = t[3]}
-  if p.alg <= LEAKY_BUCKET then
-    return bucketAdopt(p, s, old, now)
-  elseif p.alg == SLIDING_WINDOW_LOG then
-    local at = logAt(s, now)
-    local first, expired = logExpired(min(old.window, p.window), s, at)
-    local total = s.total - expired
-    local excess = total - p.limit
-    while excess > 0 do
-      local e = s.entries[first]
-      if e[2] > excess then
-        e[2] = e[2] - excess
+    k = #nt
+    if k > 4 and nt[k - 1] == at then
+      nt[k] = nt[k] + n
+    else
+      nt[k + 1], nt[k + 2] = at, n
+    end
+    return true, p.limit - live - n, 0, extend(p.window, ahead), 0, 0, nt
+  end,
+  resetAfter = logResetAfter,
+  refund = function(p, t, now, n) -- off the newest entries still in the window, newest first
+    local at, k = logAt(t, now), #t
+    while k > 4 and n > 0 and at - t[k - 1] < p.window do
+      local take = min(n, t[k])
+      t[k], t[4], n = t[k] - take, t[4] - take, n - take
+      if t[k] > 0 then
         break
       end
-      excess = excess - e[2]
-      first = first + 1
+      t[k], t[k - 1], k = nil, nil, k - 2
     end
-    local entries = {}
-    for i = first, #s.entries do
-      entries[#entries + 1] = s.entries[i]
+  end,
+  adopt = function(p, t, now)
+    local first, expired = logLive(min(t[2], p.window), t, logAt(t, now))
+    local total = t[4] - expired
+    local s = {p.limit, p.window, p.cap, min(total, p.limit)}
+    local excess = total - p.limit -- the oldest units past the limit go
+    for i = first, #t, 2 do
+      local units = t[i + 1]
+      if excess < units then
+        s[#s + 1], s[#s + 2] = t[i], units - max(excess, 0)
+      end
+      excess = excess - units
     end
-    return {total = min(total, p.limit), entries = entries}
-  elseif p.alg == SLIDING_WINDOW_COUNTER then
-    local w = roll({window = old.window}, s, now)
-    s = {start = w.start, prev = min(w.prev, p.limit), cur = min(w.cur, p.limit)}
-    w = roll(p, s, now)
-    if w.prev == 0 and w.cur == 0 then
-      return fresh(p)
-    end
-    return {start = w.start, prev = w.prev, cur = w.cur}
-  end
-  if fixedResetAfter(old, s, now) == 0 then
-    return fresh(p)
-  end
-  s.count = min(s.count, p.limit)
-  if fixedResetAfter(p, s, now) == 0 then
-    return fresh(p)
-  end
-  return s
-end
+    return s
+  end,
+  fresh = function(p)
+    return {p.limit, p.window, p.cap, 0}
+  end,
+}
 
--- pack returns p's state s, as it is stored.
-local function pack(p, s)
-  local t = {p.limit, p.window, p.cap}
-  if p.alg <= LEAKY_BUCKET then
-    t[4], t[5] = s.used, s.last
-  elseif p.alg == SLIDING_WINDOW_LOG then
-    t[4] = s.total
-    for _, e in ipairs(s.entries) do
-      t[#t + 1] = e[1]
-      t[#t + 1] = e[2]
-    end
-  elseif p.alg == SLIDING_WINDOW_COUNTER then
-    t[4], t[5], t[6] = s.start, s.prev, s.cur
-  else
-    t[4], t[5] = s.start, s.count
-  end
-  return t
-end
-
-local function decide(p, s, now, n, d)
-  if p.alg <= LEAKY_BUCKET then
-    bucketDecide(p, s, now, n, d)
-  elseif p.alg == SLIDING_WINDOW_LOG then
-    logDecide(p, s, now, n, d)
-  elseif p.alg == SLIDING_WINDOW_COUNTER then
-    counterDecide(p, s, now, n, d)
-  else
-    fixedDecide(p, s, now, n, d)
-  end
-end
-
-local function resetAfter(p, s, now)
-  if p.alg <= LEAKY_BUCKET then
-    return bucketResetAfter(p, s, now)
-  elseif p.alg == SLIDING_WINDOW_LOG then
-    return logResetAfter(p, s, now)
-  elseif p.alg == SLIDING_WINDOW_COUNTER then
-    return counterResetAfter(p, s, now)
-  end
-  return fixedResetAfter(p, s, now)
-end
-
-
+-- The rules by algorithm.
+local rules = {
+  [TOKEN_BUCKET] = bucket, [GCRA] = bucket, [LEAKY_BUCKET] = bucket,
+  [SLIDING_WINDOW_LOG] = log, [SLIDING_WINDOW_COUNTER] = counter, [FIXED_WINDOW] = fixed,
+}
 
 ---------------------------------------------------------------- a key's value
 -- A key's value is a byte 0xC2 (MARK), then entries, each a field (its
 -- length, 2 bytes, then its bytes) and numbers (their count, 4 bytes,
 -- then each a little-endian double): the states of its policies (field
--- "algorithm|name", numbers {limit, window, capacity, the state's
--- numbers...}), then the key's own entry (field "@", numbers {the instant
--- it was last written at (us), its generation, 0, 0, 0}), then the
--- records of calls that changed it (field "#store:call", numbers {expiry
--- on Redis's clock (ms), the call's number, its answers...}).
+-- "algorithm|name", numbers: the state's array), then the key's own entry
+-- (field "@", numbers {the instant it was last written at (us), its
+-- generation, 0, 0, 0}), then the records of calls that changed it (field
+-- "#store:call", numbers {expiry on Redis's clock (ms), the call's
+-- number, its answers...}).
 --
 -- A request is decided at the later of its own time and the key's last
 -- write, so that a key's time never goes back (a request sent before
@@ -644,7 +554,6 @@ end
 -- that v0.2.0's script, which keeps the states of policies it does not
 -- know while they hold five numbers or more, keeps it.
 local MARK = '\194' -- 0xC2
-local META_NUMS = 5
 
 -- The algorithms by name, as fields name them ("algorithm|name").
 local algs = {
@@ -705,6 +614,11 @@ local function packNums(t, n)
   return concat(parts)
 end
 
+-- entry returns the bytes of field's entry, holding the numbers t.
+local function entry(field, t)
+  return spack('<Hc0I4', #field, field, #t) .. packNums(t, #t)
+end
+
 -- valid reports whether t, numbers stored under field, is a state the
 -- script writes: whole numbers, as many as its algorithm keeps.
 local function valid(field, t)
@@ -714,19 +628,15 @@ local function valid(field, t)
     end
   end
   local alg = algs[field:match('^([%w_]+)|') or '']
-  if #t < 5 and not (alg == SLIDING_WINDOW_LOG and #t == 4 and t[4] == 0) then -- an empty log, as an earlier script left one a grant given back emptied
-    return false
+  if alg == SLIDING_WINDOW_LOG then -- an empty log may hold 4 numbers (an earlier script left one so)
+    return #t >= 4 and #t % 2 == 0 and (#t > 4 or t[4] == 0) and t[1] >= 1 and t[2] >= 1
   end
-  if alg == SLIDING_WINDOW_LOG then
-    return t[1] >= 1 and t[2] >= 1 and #t % 2 == 0
-  end
-  return not alg or (t[1] >= 1 and t[2] >= 1 and #t == (alg == SLIDING_WINDOW_COUNTER and 6 or 5))
+  return #t >= 5 and (not alg or (t[1] >= 1 and t[2] >= 1 and #t == (alg == SLIDING_WINDOW_COUNTER and 6 or 5)))
 end
 
--- record reads the record that starts at pos in blob, and returns the
--- position after it and its expiry; nil if blob holds no whole record
+-- record reads the record that starts at pos in blob: the position after
+-- it, its expiry and its name's length; nil if blob holds no whole record
 -- there (or one whose expiry no script writes, which no TTL could hold).
--- Every walk of records is this one.
 local function record(blob, pos)
   local n = #blob
   if pos + 2 > n then
@@ -741,73 +651,54 @@ local function record(blob, pos)
   if k < 1 or stop - 1 > n or not whole(expiry) then
     return nil
   end
-  return stop, expiry
-end
-
--- recordsFrom reports whether blob from pos on is whole records, or
--- nothing.
-local function recordsFrom(blob, pos)
-  while pos and pos <= #blob do
-    pos = record(blob, pos)
-  end
-  return pos ~= nil
+  return stop, expiry, len
 end
 
 -- parse returns a key's value, blob: its states by field, its own entry
 -- (meta: {ts, gen}), and where its records start (recsAt; they are left
--- in blob until it is written); or nil if blob is not what the script
--- writes (another client's value: the key is corrupt).
+-- in blob until it is written, and read whole here); or nil if blob is
+-- not what the script writes (another client's value: the key is
+-- corrupt). Its errors (blob cut short) tell the caller's pcall so too.
 local function parse(blob)
   if byte(blob) ~= 194 then
     return nil
   end
-  local v = {blob = blob, states = {}, recsAt = #blob + 1}
-  local n, pos = #blob, 2
+  local v, n, pos = {blob = blob, states = {}, recsAt = #blob + 1}, #blob, 2
   while pos <= n do
-    local len = sunpack('<H', blob, pos) -- raises an error if blob ends short: the caller's pcall tells it corrupt
+    local len = sunpack('<H', blob, pos)
     if len > 0 and byte(blob, pos + 2) == 35 then -- '#': the records, which come last
-      if not recordsFrom(blob, pos) then
-        return nil
-      end
       v.recsAt = pos
-      return v
+      while pos and pos <= n do
+        pos = record(blob, pos)
+      end
+      return pos and v
+    end
+    local field = sub(blob, pos + 2, pos + 1 + len)
+    local k = sunpack('<I4', blob, pos + 2 + len)
+    if #field ~= len or pos + 5 + len + 8 * k > n then
+      return nil
+    end
+    local t
+    t, pos = unpackNums(blob, pos + 6 + len, k)
+    if field == '@' then
+      if k ~= 5 or not whole(t[1]) or not whole(t[2]) then
+        return nil
+      end
+      v.meta = {ts = t[1], gen = t[2]}
+    elseif valid(field, t) then
+      v.states[field] = t
     else
-      local field = sub(blob, pos + 2, pos + 1 + len)
-      if #field ~= len or pos + 5 + len > n then
-        return nil
-      end
-      local k = sunpack('<I4', blob, pos + 2 + len)
-      if pos + 5 + len + 8 * k > n then
-        return nil
-      end
-      local t
-      t, pos = unpackNums(blob, pos + 6 + len, k)
-      if field == '@' then
-        if k ~= META_NUMS or not whole(t[1]) or not whole(t[2]) then
-          return nil
-        end
-        v.meta = {ts = t[1], gen = t[2]}
-      elseif valid(field, t) then
-        v.states[field] = t
-      else
-        return nil
-      end
+      return nil
     end
   end
   return v
-end
-
--- entry returns the bytes of field's entry, holding the numbers t.
-local function entry(field, t)
-  return spack('<Hc0I4', #field, field, #t) .. packNums(t, #t)
 end
 
 -- setOf returns the set of policies that desc describes. The sets are
 -- kept by desc (a set a store sends again is made once, and found by one
 -- lookup: Redis makes each argument a Lua string, the same object as an
 -- equal one that lives), and let go at 1,024, since routers let sets go
--- (SetPolicies, SetOverride). This is all a call keeps for the next: what
--- it keeps depends on desc alone. A call of one request costs about 9,000
+-- (SetPolicies, SetOverride). A call of one request costs about 9,000
 -- instructions less so (bench/redis-ir).
 local sets, setsKept = {}, 0
 local function setOf(desc)
@@ -822,7 +713,7 @@ local function setOf(desc)
       error('redislimit: a set of policies cut short')
     end
     set[#set + 1] = {
-      alg = math.abs(alg), dry = alg < 0, field = field, limit = limit, window = window,
+      alg = math.abs(alg), rule = rules[math.abs(alg)], dry = alg < 0, field = field, limit = limit, window = window,
       cap = cap, perUs = perUs, perToken = perToken,
     }
     pos = pos + 50 + len
@@ -830,6 +721,7 @@ local function setOf(desc)
   local p = set[1]
   if #set == 1 and not p.dry and (p.alg <= LEAKY_BUCKET or p.alg == FIXED_WINDOW) then -- fast's
     set.fast = MARK .. spack('<Hc0I4ddd', #p.field, p.field, 5, p.limit, p.window, p.cap)
+    set.decision = p.alg <= LEAKY_BUCKET and bucketDecision or fixedDecision
   end
   if setsKept == 1024 then
     sets, setsKept = {}, 0
@@ -846,13 +738,9 @@ local function paramsOf(field, t)
   if not alg then
     return nil
   end
-  local p = {alg = alg, limit = t[1], window = t[2], cap = t[3], perUs = 0, perToken = 0}
-  if alg <= LEAKY_BUCKET then
-    local a, b = p.limit, p.window
-    while b ~= 0 do a, b = b, a % b end
-    p.perUs, p.perToken = p.limit / a, p.window / a
-  end
-  return p
+  local a, b = t[1], t[2]
+  while b ~= 0 do a, b = b, a % b end
+  return {alg = alg, rule = rules[alg], limit = t[1], window = t[2], cap = t[3], perUs = t[1] / a, perToken = t[2] / a}
 end
 
 ---------------------------------------------------------------- a call
@@ -869,7 +757,7 @@ local function timeNow(c)
   if not c.time then
     local t = rcall('TIME')
     c.time = t[1] * 1000000 + t[2] -- the strings made numbers by the arithmetic
-    c.clock = floor(c.time / 1000) -- in ms, for the records' expiries
+    c.clock = floor(c.time / 1000)
   end
   return c.time
 end
@@ -889,10 +777,7 @@ local function keeps(c, blob, pos, stop, expiry)
     return true
   end
   local len = sunpack('<H', blob, pos)
-  if len <= #mine or find(blob, mine, pos + 2, true) ~= pos + 2 then
-    return true
-  end
-  if stop < pos + 22 + len then -- no call's number
+  if len <= #mine or find(blob, mine, pos + 2, true) ~= pos + 2 or stop < pos + 22 + len then -- not this store's call
     return true
   end
   local seq = sunpack('<d', blob, pos + 14 + len)
@@ -947,8 +832,9 @@ end
 
 -- note notes that v, key's value, is to be written, under set, as of now,
 -- kept grace (ms) past its ResetAfter, the longest ResetAfter of its
--- writes (nil: a refund's, which keeps the key's TTL).
-local function note(c, key, v, set, now, grace, longest)
+-- writes (nil: a refund's, which keeps the key's TTL), with the key's own
+-- entry {now, gen}.
+local function note(c, key, v, set, now, grace, longest, gen)
   if not v.noted then
     v.noted = true
     c.keys[#c.keys + 1] = key
@@ -957,6 +843,7 @@ local function note(c, key, v, set, now, grace, longest)
   if longest then
     v.longest = max(v.longest or 0, longest)
   end
+  v.meta = gen and {ts = now, gen = gen}
 end
 
 -- put appends x to the call's answers.
@@ -965,8 +852,8 @@ local function put(c, x)
   c.out[c.nout] = x
 end
 
--- notAsked is the numbers of a policy that did not decide.
-local notAsked = {allowed = true, remaining = 0, retry = 0, reset = 0, delay = 0, sub = 0}
+-- notAsked is the decision of a policy that did not decide.
+local notAsked = {true, 0, 0, 0, 0, 0}
 
 -- serve serves one request on key, and puts its answer. gen is the
 -- request's: for a give back, the generation of the grant it gives back;
@@ -978,12 +865,12 @@ local function serve(c, key, blob, kind, n, set, now, gen)
     -- The states go, a corrupt value too, and the key's own entry; the
     -- records stay: they are about calls, not the key.
     if v then
-      v.states, v.meta = {}, nil
+      v.states = {}
     else
       v = {states = {}}
       c.keys[key] = v
     end
-    note(c, key, v, set, 0, 0, 0)
+    note(c, key, v, set, 0, 0, 0, nil)
     return
   end
   if not v then
@@ -996,26 +883,19 @@ local function serve(c, key, blob, kind, n, set, now, gen)
   if now < 0 then -- Redis's clock
     now, grace = timeNow(c), c.ownGrace
   end
-  local at = now -- the instant it is decided at: its own time, or the key's last write if later
-  if v.meta and v.meta.ts > at then
-    at = v.meta.ts
-  end
+  local at = v.meta and max(now, v.meta.ts) or now -- decided at its own time, or the key's last write if later
   local ahead = at - now
-  local ss = {}
-  local changed = false -- a policy's state was kept under other params: the key's policies changed
+  local ss, changed = {}, false -- changed: a state was kept under other params, the key's policies changed
   for j, p in ipairs(set) do
     local t = v.states[p.field]
-    changed = changed or (t ~= nil and not (t[1] == p.limit and t[2] == p.window and t[3] == p.cap))
-    local s = load(p, t, at)
-    if s.fresh then
-      s.last = at -- a fresh bucket is full, whenever it was made
+    if not t then
+      t = p.rule.fresh(p, at)
+    elseif not (t[1] == p.limit and t[2] == p.window and t[3] == p.cap) then
+      t, changed = p.rule.adopt(p, t, at), true
     end
-    ss[j] = s
+    ss[j] = t
   end
-  local kgen = gen -- the key's generation once the request is served
-  if v.meta and not changed then
-    kgen = v.meta.gen
-  end
+  local kgen = (v.meta and not changed) and v.meta.gen or gen -- the key's generation once the request is served
 
   if kind == REFUND or kind == GIVE_BACK then -- a refund: a policy without a state is left without one; a grant given back leaves the dry-run ones
     if kind == GIVE_BACK and gen ~= 0 and (changed or not v.meta or v.meta.gen ~= gen) then
@@ -1024,26 +904,14 @@ local function serve(c, key, blob, kind, n, set, now, gen)
     local gave = false
     for j, p in ipairs(set) do
       if v.states[p.field] and not (kind == GIVE_BACK and p.dry) then
-        local s = ss[j]
-        if p.alg <= LEAKY_BUCKET then
-          bucketRefund(p, s, n)
-        elseif p.alg == SLIDING_WINDOW_LOG then
-          logRefund(p, s, at, n)
-        elseif p.alg == SLIDING_WINDOW_COUNTER then -- the current window's units, once rolled on to at
-          local w = roll(p, s, at)
-          if w.cur > 0 then
-            s.start, s.prev, s.cur = w.start, w.prev, w.cur - min(n, w.cur)
-          end
-        elseif fixedResetAfter(p, s, at) > 0 then -- a window open at at
-          s.count = s.count - min(n, s.count)
-        end
-        v.states[p.field] = resetAfter(p, s, at) > 0 and pack(p, s) or nil -- none: untouched again, as a key never seen
+        local t = ss[j]
+        p.rule.refund(p, t, at, n)
+        v.states[p.field] = p.rule.resetAfter(p, t, at) > 0 and t or nil -- none: untouched again, as a key never seen
         gave = true
       end
     end
     if gave then
-      note(c, key, v, set, at, grace, nil)
-      v.meta = {ts = at, gen = kgen}
+      note(c, key, v, set, at, grace, nil, kgen)
     end
     if kind == REFUND then
       put(c, 0) -- made: a refund is answered, so that one on a corrupt key can fail
@@ -1054,52 +922,41 @@ local function serve(c, key, blob, kind, n, set, now, gen)
   -- The enforced policies decide together, the dry-run ones each alone.
   local allowed, delay, ds = true, 0, {}
   for j, p in ipairs(set) do
-    if p.dry then
-    elseif kind == DRY_RUN then -- a request a line refused: for the dry-run policies alone
-      ds[j] = notAsked
-    else
-      local d = {}
-      decide(p, ss[j], at, n, d)
-      ds[j] = d
-      allowed, delay = allowed and d.allowed, max(delay, d.delay)
+    if not p.dry then
+      ds[j] = kind == DRY_RUN and notAsked or {p.rule.decide(p, ss[j], at, n)} -- a dry run: for the dry-run policies alone
+      allowed, delay = allowed and ds[j][1], max(delay, ds[j][5])
     end
   end
   local take = allowed and (kind == ALLOW or (kind == TURN and delay == 0))
-  for j, p in ipairs(set) do
-    if p.dry then
-      if kind == TURN and not take then
-        ds[j] = notAsked
-      elseif n > p.cap then
-        ds[j] = {allowed = false, remaining = 0, retry = 0, reset = 0, delay = 0} -- it would deny, and takes nothing
-      else
-        local d = {}
-        decide(p, ss[j], at, n, d)
-        d.take = d.allowed and kind ~= PEEK
-        ds[j] = d
-      end
-    end
-  end
   local longest = -1 -- the longest ResetAfter of the states taken from; -1: none
   for j, p in ipairs(set) do
-    local d = ds[j]
-    if (p.dry and d.take) or (not p.dry and take) then
-      v.states[p.field] = pack(p, d.commit)
-      longest = max(longest, d.reset)
+    local d, takes = ds[j], take
+    if not p.dry then
+    elseif kind == TURN and not take then
+      d = notAsked
+    elseif n > p.cap then
+      d = {false, 0, 0, 0, 0, 0} -- it would deny, and takes nothing
+    else
+      d = {p.rule.decide(p, ss[j], at, n)}
+      takes = d[1] and kind ~= PEEK
     end
+    if d[7] and takes then
+      v.states[p.field], longest = d[7], max(longest, d[4])
+    end
+    ds[j] = d
   end
   if longest >= 0 then
-    note(c, key, v, set, at, grace, longest)
-    v.meta = {ts = at, gen = kgen}
+    note(c, key, v, set, at, grace, longest, kgen)
   end
   put(c, v.meta and v.meta.gen or gen) -- the generation the key holds, if it holds one
   local o, k = c.out, c.nout
   for j, p in ipairs(set) do -- each wait told from the request's own time
     local d, asIs = ds[j], 0
-    if not allowed and d.allowed and not p.dry then
-      asIs = extend(resetAfter(p, ss[j], at), ahead) -- nothing was taken from it
+    if not allowed and d[1] and not p.dry then
+      asIs = extend(p.rule.resetAfter(p, ss[j], at), ahead) -- nothing was taken from it
     end
-    o[k + 1], o[k + 2], o[k + 3], o[k + 4], o[k + 5], o[k + 6], o[k + 7] = d.allowed and 1 or 0, d.remaining,
-      extend(d.retry, ahead), extend(d.reset, ahead), extend(d.delay, ahead), d.sub or 0, asIs
+    o[k + 1], o[k + 2], o[k + 3], o[k + 4], o[k + 5], o[k + 6], o[k + 7] = d[1] and 1 or 0, d[2],
+      extend(d[3], ahead), extend(d[4], ahead), extend(d[5], ahead), d[6], asIs
     k = k + 7
   end
   c.nout = k
@@ -1108,7 +965,9 @@ end
 ---------------------------------------------------------------- the fast path
 -- The common request: an allow or a peek under a single bucket or fixed
 -- window (set.fast), on a key that holds no value, or one that holds that
--- state alone, then the key's own entry, then records or nothing.
+-- state alone, then the key's own entry, then records or nothing. Serve
+-- alone would cost a call of 50 such requests three times the
+-- instructions (bench/redis-ir).
 
 -- fast serves an allow or a peek on key under set (set.fast), whose value
 -- blob (false: none) serve has not read, or which fast wrote earlier in
@@ -1149,17 +1008,8 @@ local function fast(c, key, f, blob, kind, n, set, now, gen)
   if ts and ts > at then
     at = ts
   end
-  if not kgen then
-    kgen = gen
-  end
-  local p = set[1]
-  local allowed, remaining, retry, reset, delay, rounded, x2, y2
-  if p.alg <= LEAKY_BUCKET then
-    allowed, remaining, retry, reset, delay, rounded, x2, y2 = bucketDecision(p, x or 0, y or at, at, n) -- a fresh bucket is full
-  else
-    allowed, remaining, retry, reset, x2, y2 = fixedDecision(p, x or 0, y or 0, at, n)
-    delay, rounded = 0, 0
-  end
+  kgen = kgen or gen
+  local allowed, remaining, retry, reset, delay, rounded, x2, y2 = set.decision(set[1], x or 0, y or at, at, n) -- a fresh bucket is full
   if allowed and kind == ALLOW then
     if not f then
       f = {x2, y2, at, kgen, grace, reset, set, kept or '', latest or 0} -- x, y, ts, gen, grace, reset, set, kept, latest
@@ -1179,35 +1029,25 @@ local function fast(c, key, f, blob, kind, n, set, now, gen)
   return true
 end
 
--- inSet reports whether a policy of set is stored under field.
-local function inSet(set, field)
-  for _, p in ipairs(set) do
-    if p.field == field then
-      return true
-    end
-  end
-  return false
-end
-
 -- store writes key's value as the call leaves it: its set's states, in
 -- order, those of policies the call does not name (another instance's)
 -- while they last, its own entry, the records that stay, and the call's
 -- record if key is the first written; kept for its ResetAfter and the
 -- grace after, and as long as the records it holds may be asked for.
 local function store(c, key, v)
-  local parts, states, records, latest = {MARK}, 0, 0, 0
-  local longest = v.longest or 0
+  local parts, states, named, longest = {MARK}, 0, {}, v.longest or 0
   for _, p in ipairs(v.set) do
     local t = v.states[p.field]
+    named[p.field] = true
     if t then
       parts[#parts + 1], states = entry(p.field, t), states + 1
     end
   end
   for field, t in pairs(v.states) do
-    if not inSet(v.set, field) then
+    if not named[field] then
       local keep, p = true, paramsOf(field, t)
       if p then -- another instance's policy: kept while it lasts
-        local ok, left = pcall(function() return resetAfter(p, load(p, t, v.now), v.now) end)
+        local ok, left = pcall(p.rule.resetAfter, p, t, v.now)
         if ok then
           keep, longest = left > 0, max(longest, left)
         end
@@ -1220,6 +1060,7 @@ local function store(c, key, v)
   if v.meta then -- after the states
     parts[#parts + 1] = spack('<c0ddddd', META, v.meta.ts, v.meta.gen, 0, 0, 0)
   end
+  local latest, records
   parts[#parts + 1], latest, records = keptOf(c, v.blob, v.recsAt)
   if not c.recorded then -- the call's record: {expiry, the call's number, its answers}
     c.recorded = true
@@ -1242,7 +1083,7 @@ end
 
 -- storeFast writes key's value as fast left it (f), as store would.
 local function storeFast(c, key, f)
-  local kept, ms = f[8], f[6] / 1000
+  local ms = f[6] / 1000
   ms = ms - ms % 1 -- cdiv(f[6], 1000), written out
   if ms * 1000 < f[6] then
     ms = ms + 1
@@ -1252,12 +1093,12 @@ local function storeFast(c, key, f)
     if px ~= c.px then -- the TTL as a string, made once for each met: a call's keys mostly share one
       c.px, c.pxs = px, format('%d', px)
     end
-    rcall('PSETEX', key, c.pxs, spack('<c0ddc0dddddc0', f[7].fast, f[1], f[2], META, f[3], f[4], 0, 0, 0, kept))
+    rcall('PSETEX', key, c.pxs, spack('<c0ddc0dddddc0', f[7].fast, f[1], f[2], META, f[3], f[4], 0, 0, 0, f[8]))
     return
   end
   c.recorded = true -- the call's record, as store makes it
   rcall('PSETEX', key, format('%d', max(px, c.replay)), spack('<c0ddc0dddddc0Hc0I4ddc0', f[7].fast, f[1], f[2], META, f[3], f[4], 0, 0, 0,
-    kept, #c.record, c.record, c.nout + 2, c.clock + c.replay, c.seq, c.packed))
+    f[8], #c.record, c.record, c.nout + 2, c.clock + c.replay, c.seq, c.packed))
 end
 
 -- decideCall decides one call: KEYS and ARGV as above.
@@ -1290,7 +1131,7 @@ local function decideCall(KEYS, ARGV)
       local ok, v = pcall(parse, blob)
       local pos = ok and v and v.recsAt or #blob + 1
       while pos <= #blob do
-        local stop, len = record(blob, pos), sunpack('<H', blob, pos)
+        local stop, _, len = record(blob, pos)
         if len == #c.record and find(blob, c.record, pos + 2, true) == pos + 2 then
           return sub(blob, pos + 22 + len, stop - 1) -- past its name, count, expiry and number
         end
@@ -1310,7 +1151,7 @@ local function decideCall(KEYS, ARGV)
     if kind <= PEEK and set.fast and (e == nil or (e and e[7] == set)) then
       done = fast(c, key, e, got[i], kind, n, set, now, gen) -- not under pcall: it reads nothing it has not checked
     end
-    if ok and not done then
+    if not done then
       ok = pcall(serve, c, key, got[i], kind, n, set, now, gen)
     end
     if not ok then
