@@ -24,6 +24,7 @@ type policySet struct {
 	desc string
 	arg  any // desc, as an argument: made once
 	err  error
+	most int // the most units its enforced policies can grant at once (math.MaxInt: none enforced)
 }
 
 // setKey is a set of policies as the store knows it: by its slice, whose
@@ -52,11 +53,15 @@ func (s *Store) policyArgs(policies []chanlimit.Policy) *policySet {
 		return &policySet{err: fmt.Errorf("redislimit: %w", err)}
 	}
 	var b []byte
+	most := math.MaxInt
 	for _, p := range policies {
 		w := uint64(p.Window / time.Microsecond)
 		capacity := p.Limit
 		if p.Burst > 0 {
 			capacity = p.Burst
+		}
+		if !p.DryRun {
+			most = min(most, capacity)
 		}
 		perUs, perToken := perUnits(uint64(p.Limit), w)
 		alg := float64(scriptAlgorithm[p.Algorithm])
@@ -70,7 +75,7 @@ func (s *Store) policyArgs(policies []chanlimit.Policy) *policySet {
 		b = binary.LittleEndian.AppendUint16(b, uint16(len(field)))
 		b = append(b, field...)
 	}
-	set := &policySet{desc: string(b)}
+	set := &policySet{desc: string(b), most: most}
 	set.arg = set.desc
 	if s.cached.Add(1) > 1024 { // sets let go (SetOverride, SetPolicies) are not kept for ever
 		s.args.Clear()

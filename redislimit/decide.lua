@@ -143,19 +143,32 @@ end
 --                         (SetPolicies), as a new array
 --   fresh(p, now)         the untouched state
 --
--- Each decides at the later of now and its state's last instant, and
--- lengthens its waits by how far ahead of now that is.
+-- Each decides a state that holds units at the later of now and the
+-- state's last instant, and lengthens its waits by how far ahead of now
+-- that is.
 
 ---------------------------------------------------------------- buckets
 -- token_bucket, gcra and leaky_bucket: {..., used, last}, the units used
 -- at last (us); a token is perToken units, perUs units refill each
 -- microsecond, a full bucket is cap tokens.
 
+-- bucketUsed returns a bucket's used units at now, refilled at perUs a
+-- microsecond since last, the instant it is decided at (last, if now is
+-- before it) and how far ahead of now that is.
+local function bucketUsed(perUs, used, last, now)
+  local at, ahead = max(now, last), max(last - now, 0)
+  if at > last and used > 0 then
+    used = at - last >= cdiv(used, perUs) and 0 or used - (at - last) * perUs
+  end
+  return used, at, ahead
+end
+
 -- bucketDecision decides n units on a bucket that had used units at last,
 -- at now, as decide does, but returns the state after as its two numbers
--- (used, last). It is on the path of every bucket request: a division by
--- 1 (perUs is 1 whenever the limit divides the window in microseconds) is
--- not made, since a Lua call costs more than the arithmetic.
+-- (used, last). It is on the path of every bucket request: bucketUsed is
+-- written out in it, and a division by 1 (perUs is 1 whenever the limit
+-- divides the window in microseconds) is not made, since a Lua call costs
+-- more than the arithmetic.
 local function bucketDecision(p, used, last, now, n)
   local perUs, perToken = p.perUs, p.perToken
   local at, ahead = now, 0
@@ -190,9 +203,9 @@ local bucket = {
     local ok, remaining, retry, reset, delay, rounded, used, last = bucketDecision(p, t[4], t[5], now, n)
     return ok, remaining, retry, reset, delay, rounded, ok and {p.limit, p.window, p.cap, used, last}
   end,
-  resetAfter = function(p, t, now) -- a decision of nothing's, allowed or not
-    local _, _, _, reset = bucketDecision(p, t[4], t[5], now, 0)
-    return reset
+  resetAfter = function(p, t, now)
+    local used, _, ahead = bucketUsed(p.perUs, t[4], t[5], now)
+    return extend(cdiv(used, p.perUs), ahead)
   end,
   refund = function(p, t, _, n)
     t[4] = max(t[4] - n * p.perToken, 0)
@@ -202,14 +215,14 @@ local bucket = {
   adopt = function(p, t, now)
     local a, b = t[1], t[2]
     while b ~= 0 do a, b = b, a % b end
-    local old = {perUs = t[1] / a, perToken = t[2] / a, cap = t[3]}
-    local _, _, _, _, _, _, used, last = bucketDecision(old, t[4], t[5], now, 0)
-    local free = t[3] * old.perToken - used
-    local q = idiv(free, old.perToken)
+    local perUs, perToken = t[1] / a, t[2] / a
+    local used, last = bucketUsed(perUs, t[4], t[5], now)
+    local free = t[3] * perToken - used
+    local q = idiv(free, perToken)
     if q >= p.cap then
       return {p.limit, p.window, p.cap, 0, last}
     end
-    local part = idiv((free - q * old.perToken) * p.perToken, old.perToken)
+    local part = idiv((free - q * perToken) * p.perToken, perToken)
     return {p.limit, p.window, p.cap, p.cap * p.perToken - q * p.perToken - part, last}
   end,
   fresh = function(p, now) -- a fresh bucket is full, whenever it was made
@@ -241,9 +254,11 @@ local function fixedDecision(p, start, count, now, n)
   return true, p.limit - c - n, 0, left, 0, 0, start, c + n
 end
 
-local function fixedResetAfter(p, t, now) -- a decision of nothing's, in a window open at now
-  local _, _, _, left, _, _, _, count = fixedDecision(p, t[4], t[5], now, 0)
-  return count and count > 0 and left or 0
+local function fixedResetAfter(p, t, now) -- the time left of a window that holds units, open at now
+  local start, count = t[4], t[5]
+  local at = max(now, start)
+  if count == 0 or at - start >= p.window then return 0 end
+  return extend(p.window - (at - start), at - now)
 end
 
 local fixed = {
@@ -257,7 +272,7 @@ local fixed = {
   end,
   adopt = function(p, t, now)
     local s = {p.limit, p.window, p.cap, t[4], min(t[5], p.limit)}
-    if fixedResetAfter({limit = t[1], window = t[2]}, t, now) == 0 or fixedResetAfter(p, s, now) == 0 then
+    if fixedResetAfter({window = t[2]}, t, now) == 0 or fixedResetAfter(p, s, now) == 0 then
       return {p.limit, p.window, p.cap, 0, 0}
     end
     return s
@@ -321,6 +336,7 @@ end
 
 local counter = {
   decide = function(p, t, now, n)
+    if n > p.limit then error('redislimit: more units than the limit') end -- no wait fits them (firstFit would divide by 0)
     local start, prev, cur, at, ahead = roll(p.window, t, now)
     local el = at - start
     local fits = p.limit - cur - weigh(p, prev, el)
@@ -417,12 +433,12 @@ local log = {
       t[k], t[k - 1], k = nil, nil, k - 2
     end
   end,
-  adopt = function(p, t, now) -- the live entries, less the oldest units past the limit
+  adopt = function(p, t, now) -- the live entries, less the oldest units past the limit, as algorithms' adopt
     local first, expired = logLive(min(t[2], p.window), t, logAt(t, now))
     local total = t[4] - expired
     local s, excess = {p.limit, p.window, p.cap, min(total, p.limit)}, total - p.limit
     for i = first, #t, 2 do
-      if excess < t[i + 1] then
+      if excess <= 0 or excess < t[i + 1] then
         s[#s + 1], s[#s + 2] = t[i], t[i + 1] - max(excess, 0)
       end
       excess = excess - t[i + 1]
@@ -838,7 +854,10 @@ local function fast(c, key, f, blob, kind, n, set, now, gen)
   end
   local at = ts and ts > now and ts or now -- as serve's
   kgen = kgen or gen
-  local allowed, remaining, retry, reset, delay, rounded, x2, y2 = set.decision(set[1], x or 0, y or at, at, n) -- a fresh bucket is full
+  if not x then -- a fresh state: a bucket full, whenever it was made; a window empty
+    x, y = 0, set.decision == bucketDecision and at or 0
+  end
+  local allowed, remaining, retry, reset, delay, rounded, x2, y2 = set.decision(set[1], x, y, at, n)
   if allowed and kind == ALLOW and f then
     f[1], f[2], f[3], f[4], f[5], f[6] = x2, y2, at, kgen, grace, max(f[6], reset)
   elseif allowed and kind == ALLOW then

@@ -199,3 +199,34 @@ func TestRecordsKeptWithTheCallsOwn(t *testing.T) {
 		})
 	}
 }
+
+// TestMoreUnitsThanCapacity: a store asked directly (not through a
+// router, which refuses it first) for more units than a key's enforced
+// policies can ever grant fails that request with ErrExceedsCapacity and
+// decides the others of its call. Before, the request went to Redis,
+// where a sliding window counter's wait for it divided by zero and the
+// script never returned, holding Redis busy for every client.
+func TestMoreUnitsThanCapacity(t *testing.T) {
+	s := newTestStore(t, singleNode(t))
+	counter := []chanlimit.Policy{{Name: "default", Algorithm: "sliding_window_counter", Limit: 2, Window: time.Second}}
+	bucket := []chanlimit.Policy{{Name: "default", Algorithm: "token_bucket", Limit: 10, Window: time.Second, Burst: 3}}
+	dry := []chanlimit.Policy{bucket[0], {Name: "shadow", Algorithm: "fixed_window", Limit: 1, Window: time.Second, DryRun: true}}
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	ops := []chanlimit.StoreOp{
+		{Kind: chanlimit.StoreAllow, Key: "k", N: 3, Policies: counter, Now: now},
+		{Kind: chanlimit.StorePeek, Key: "b", N: 4, Policies: bucket, Now: now},
+		{Kind: chanlimit.StoreTurn, Key: "b", N: 4, Policies: bucket, Now: now},
+		{Kind: chanlimit.StoreAllow, Key: "j", N: 1, Policies: counter, Now: now},
+		{Kind: chanlimit.StoreAllow, Key: "d", N: 2, Policies: dry, Now: now}, // past the dry-run policy's capacity alone: it would deny
+		{Kind: chanlimit.StoreRefund, Key: "j", N: 5, Policies: counter, Now: now},
+	}
+	s.Decide(context.Background(), ops)
+	for i := range 3 {
+		require.ErrorIs(t, ops[i].Err, chanlimit.ErrExceedsCapacity, "op %d", i)
+	}
+	for i := 3; i < len(ops); i++ {
+		require.NoError(t, ops[i].Err, "op %d", i)
+	}
+	assert.True(t, ops[3].Decision.Allowed)
+	assert.True(t, ops[4].Decision.Allowed, "the enforced policy allows")
+}

@@ -203,7 +203,10 @@ func (s *Store) Key(key string) string { return s.prefix + key }
 // round trip failed otherwise gets the client's error in its Err, since
 // Redis may or may not have run it (the router returns it wrapped in
 // ErrStoreUnavailable); so does an op whose key holds a value the script
-// did not write, alone: the other keys of its call are decided.
+// did not write, alone: the other keys of its call are decided. An allow,
+// a peek or a turn of more units than the key's enforced policies can
+// grant at once fails with ErrExceedsCapacity, unsent, as a router
+// refuses it.
 //
 // The store has at most its limit's round trips out at once (lanes.go);
 // Decides that come while they are out wait, and go together in the next
@@ -226,6 +229,7 @@ func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 		return
 	}
 	var checked setKey // the set of the op before, found to be one the script takes
+	most := 0          // the most units its enforced policies grant at once
 	sent := 0
 	for i := range ops {
 		op := &ops[i]
@@ -243,8 +247,12 @@ func (s *Store) Decide(ctx context.Context, ops []chanlimit.StoreOp) {
 			if set := s.policyArgs(op.Policies); set.err != nil {
 				op.Err = set.err
 			} else {
-				checked = keyOf(op.Policies)
+				checked, most = keyOf(op.Policies), set.most
 			}
+		}
+		if op.Err == nil && op.N > most && (op.Kind == chanlimit.StoreAllow || op.Kind == chanlimit.StorePeek || op.Kind == chanlimit.StoreTurn) {
+			// A router refuses it first; the script could wait for it for ever.
+			op.Err = fmt.Errorf("redislimit: %w: %d units, where the key's policies hold %d", chanlimit.ErrExceedsCapacity, op.N, most)
 		}
 		if op.Err == nil {
 			sent++
