@@ -2,7 +2,6 @@ package httplimit
 
 import (
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -10,10 +9,9 @@ import (
 // What a client reads of a server's answer: how long the server asks it
 // to wait before its next request on the same key.
 
-// maxServerWait is the longest wait a server's word is taken for: a
-// Retry-After or a RateLimit member's t beyond it is absurd (a server
-// that says so is broken or hostile) and is ignored, as a value that does
-// not parse is. A client holds a key for less than that (MaxHold).
+// maxServerWait is the longest wait a server's word is taken for: a longer
+// one (a broken or hostile server's, or a quota that refills next month)
+// counts as a day. A client holds a key for less than that (MaxHold).
 const maxServerWait = 24 * time.Hour
 
 // serverWait returns how long resp asks its client to wait before it
@@ -21,14 +19,15 @@ const maxServerWait = 24 * time.Hour
 //   - Retry-After, on a 429 or a 503 (RFC 9110, 10.2.3): delay-seconds,
 //     or an HTTP-date, measured against resp's Date field if it holds a
 //     valid one, else against now (a date past asks for no wait);
-//   - the t (seconds) of each member of its RateLimit field with r=0
-//     (draft-ietf-httpapi-ratelimit-headers): its quota is spent until
-//     then, whatever the status.
+//   - the t (seconds) of each member of its RateLimit field whose r is 0
+//     (draft-ietf-httpapi-ratelimit-headers): a policy, named by a
+//     String, whose quota is spent until then, whatever the status;
 //
-// What does not parse is ignored, as is a value that is negative, longer
-// than maxServerWait, or given more than once (Retry-After in several
+// each at most maxServerWait. What does not parse is ignored, as is a
+// value that is negative or given more than once (Retry-After in several
 // fields); a RateLimit field that is not a Structured Fields List is
-// ignored whole, and a member whose r or t is not an Integer alone.
+// ignored whole, a member that is not a String, or whose r or t is not an
+// Integer, alone.
 func serverWait(resp *http.Response, now time.Time) (time.Duration, bool) {
 	wait, asks := time.Duration(0), false
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
@@ -39,14 +38,16 @@ func serverWait(resp *http.Response, now time.Time) (time.Duration, bool) {
 		}
 	}
 	if vs := resp.Header.Values("RateLimit"); len(vs) > 0 {
-		list, _ := parseList(strings.Join(vs, ", ")) // nil if it does not parse
-		for _, m := range list {
-			r, hasR := m.ints["r"]
-			t, hasT := m.ints["t"]
-			if m.inner || !hasR || r != 0 || !hasT || t < 0 || t > int64(maxServerWait/time.Second) {
-				continue
+		spent, found := time.Duration(0), false // the longest t of a spent member
+		ok := parseList(strings.Join(vs, ", "), func(m *sfMember) {
+			r, hasR := m.integer("r")
+			t, hasT := m.integer("t")
+			if !m.inner && m.kind == sfString && hasR && r == 0 && hasT && t >= 0 {
+				spent, found = max(spent, min(time.Duration(t), maxServerWait/time.Second)*time.Second), true
 			}
-			wait, asks = max(wait, time.Duration(t)*time.Second), true
+		})
+		if ok && found {
+			wait, asks = max(wait, spent), true
 		}
 	}
 	return wait, asks
@@ -57,20 +58,41 @@ func serverWait(resp *http.Response, now time.Time) (time.Duration, bool) {
 func retryAfter(v, date string, now time.Time) (time.Duration, bool) {
 	v = strings.Trim(v, " \t")
 	if v != "" && strings.Trim(v, "0123456789") == "" { // delay-seconds: 1*DIGIT
-		if len(v) > 9 { // past maxServerWait, whatever its digits
-			return 0, false
+		s := time.Duration(0)
+		for i := 0; i < len(v) && s <= maxServerWait; i++ {
+			s = 10*s + time.Duration(v[i]-'0')*time.Second
 		}
-		s, _ := strconv.Atoi(v)
-		d := time.Duration(s) * time.Second
-		return d, d <= maxServerWait
+		return min(s, maxServerWait), true
 	}
-	at, err := http.ParseTime(v)
-	if err != nil {
+	at, ok := httpDate(v, now)
+	if !ok {
 		return 0, false
 	}
-	if base, err := http.ParseTime(date); err == nil {
+	if base, ok := httpDate(date, now); ok {
 		now = base
 	}
-	d := max(at.Sub(now), 0)
-	return d, d <= maxServerWait
+	return min(max(at.Sub(now), 0), maxServerWait), true
+}
+
+// httpDate parses v as an HTTP-date (RFC 9110, 5.6.7): IMF-fixdate, or
+// one of the obsolete RFC 850 and asctime forms, all in GMT. RFC 850's
+// two-digit year is the latest such year not more than 50 years after
+// now, as RFC 9110 asks.
+func httpDate(v string, now time.Time) (time.Time, bool) {
+	for _, layout := range []string{http.TimeFormat, time.RFC850, time.ANSIC} {
+		t, err := time.Parse(layout, v)
+		switch {
+		case err != nil:
+			continue
+		case layout != time.RFC850:
+			return t.UTC(), true
+		case !strings.HasSuffix(v, " GMT"):
+			return time.Time{}, false // a zone other than GMT, which time.Parse reads by the machine's
+		}
+		for t.AddDate(100, 0, 0).Before(now.AddDate(50, 0, 1)) { // time.Parse reads 69 to 99 as 19xx, the rest as 20xx
+			t = t.AddDate(100, 0, 0)
+		}
+		return t.UTC(), true
+	}
+	return time.Time{}, false
 }

@@ -1,57 +1,87 @@
 package httplimit
 
 import (
-	"encoding/base64"
 	"strings"
 	"unicode/utf8"
 )
 
 // A reader of Structured Field Lists (RFC 9651), for the RateLimit field
-// a server answers with. It keeps of each member what a client acts on:
-// whether it is an Item (not an Inner List), and its Integer parameters.
-// It parses the whole grammar, so that a field it accepts is one every
-// parser accepts alike, and a field that breaks it is ignored whole, as
-// RFC 9651 asks of a List that fails to parse.
+// a server answers with. It hands over each member as it reads it, with
+// what a client acts on: whether it is an Item (and of which type) or an
+// Inner List, and its parameters' keys and Integer values. It parses the
+// whole grammar, so that a field it accepts is one every parser accepts
+// alike, and a field that breaks it is to be ignored whole, as RFC 9651
+// asks of a List that fails to parse. It makes nothing for each member: a
+// hostile server's large field costs its length in time, and no memory.
 
-// sfMember is a member of a List: an Item, or an Inner List (inner), and
-// the Integer parameters of that member, by key (a parameter given twice
-// counts as its last value; one of another type is left out).
+// sfKind is the type of a bare item, as far as a client tells them apart.
+type sfKind uint8
+
+const (
+	sfOther   sfKind = iota // a Decimal, Token, Byte Sequence, Boolean, Date or Display String
+	sfInteger               // an Integer
+	sfString                // a String
+)
+
+// sfMember is a member of a List: an Inner List, or an Item of type kind,
+// and its parameters, in order (a key given twice is there twice). It is
+// good only during the call parseList hands it to.
 type sfMember struct {
-	inner bool
-	ints  map[string]int64
+	inner  bool
+	kind   sfKind
+	params []sfParam
 }
 
-// parseList parses s, a List field's combined value, and reports whether
-// it parsed.
-func parseList(s string) ([]sfMember, bool) {
-	p := sfParser{s: strings.Trim(s, " ")}
-	var list []sfMember
-	for p.i < len(p.s) {
-		m, ok := p.member()
-		if !ok {
-			return nil, false
+// sfParam is a parameter: its key, and its value's type, and value if an
+// Integer.
+type sfParam struct {
+	key  string
+	kind sfKind
+	n    int64
+}
+
+// integer returns the value of m's parameter key, if it is an Integer: a
+// key given twice counts as its last value.
+func (m *sfMember) integer(key string) (int64, bool) {
+	for i := len(m.params) - 1; i >= 0; i-- {
+		if m.params[i].key == key {
+			return m.params[i].n, m.params[i].kind == sfInteger
 		}
-		list = append(list, m)
+	}
+	return 0, false
+}
+
+// parseList parses s, a List field's combined value, handing each member
+// to each as it is read, and reports whether the whole of s parsed: if it
+// did not, what each was handed is to be let go.
+func parseList(s string, each func(*sfMember)) bool {
+	p := sfParser{s: strings.Trim(s, " ")}
+	for p.i < len(p.s) {
+		if !p.member() {
+			return false
+		}
+		each(&p.m)
 		p.skipOWS()
 		if p.i == len(p.s) {
-			return list, true
+			return true
 		}
 		if p.s[p.i] != ',' {
-			return nil, false
+			return false
 		}
 		p.i++
 		p.skipOWS()
 		if p.i == len(p.s) {
-			return nil, false // a trailing comma
+			return false // a trailing comma
 		}
 	}
-	return list, true
+	return true
 }
 
-// sfParser reads s from i on.
+// sfParser reads s from i on; m is the member it read last.
 type sfParser struct {
 	s string
 	i int
+	m sfMember
 }
 
 func (p *sfParser) peek() byte {
@@ -73,65 +103,53 @@ func (p *sfParser) skipOWS() {
 	}
 }
 
-// member reads an Item or an Inner List, with its parameters.
-func (p *sfParser) member() (sfMember, bool) {
-	var m sfMember
-	if p.peek() == '(' {
-		m.inner = true
-		p.i++
-		for {
-			p.skipSP()
-			if p.peek() == ')' {
-				p.i++
-				break
-			}
-			if _, ok := p.bareItem(); !ok {
-				return m, false
-			}
-			if _, ok := p.params(); !ok {
-				return m, false
-			}
-			if c := p.peek(); c != ' ' && c != ')' {
-				return m, false
-			}
-		}
-	} else if _, ok := p.bareItem(); !ok {
-		return m, false
+// member reads an Item or an Inner List, with its parameters, into m.
+func (p *sfParser) member() bool {
+	p.m = sfMember{params: p.m.params[:0]}
+	if p.peek() != '(' {
+		k, _, ok := p.bareItem()
+		p.m.kind = k
+		return ok && p.params(true)
 	}
-	ints, ok := p.params()
-	m.ints = ints
-	return m, ok
+	p.m.inner = true
+	p.i++
+	for {
+		p.skipSP()
+		if p.peek() == ')' {
+			p.i++
+			return p.params(true)
+		}
+		if _, _, ok := p.bareItem(); !ok || !p.params(false) {
+			return false
+		}
+		if c := p.peek(); c != ' ' && c != ')' {
+			return false
+		}
+	}
 }
 
-// params reads parameters, and returns those whose value is an Integer.
-func (p *sfParser) params() (map[string]int64, bool) {
-	var ints map[string]int64
+// params reads parameters, noting them in m's if keep (a member's, not
+// an Inner List's item's).
+func (p *sfParser) params(keep bool) bool {
 	for p.peek() == ';' {
 		p.i++
 		p.skipSP()
 		key, ok := p.key()
 		if !ok {
-			return nil, false
+			return false
 		}
-		var v sfBare
+		kind, n := sfOther, int64(0) // a key alone is a Boolean true
 		if p.peek() == '=' {
 			p.i++
-			if v, ok = p.bareItem(); !ok {
-				return nil, false
+			if kind, n, ok = p.bareItem(); !ok {
+				return false
 			}
 		}
-		delete(ints, key) // the last value counts, whatever its type
-		if v.isInt {
-			if ints == nil {
-				ints = map[string]int64{}
-			}
-			ints[key] = v.n
+		if keep {
+			p.m.params = append(p.m.params, sfParam{key: key, kind: kind, n: n})
 		}
 	}
-	if len(ints) == 0 {
-		return nil, true // none, or none left
-	}
-	return ints, true
+	return true
 }
 
 // key reads a key: lcalpha or '*', then lcalpha, DIGIT, '_', '-', '.',
@@ -147,63 +165,66 @@ func (p *sfParser) key() (string, bool) {
 	return p.s[start:p.i], true
 }
 
-// sfBare is a bare item, as much of it as a client uses: whether it is
-// an Integer, and which.
-type sfBare struct {
-	isInt bool
-	n     int64
-}
-
-// bareItem reads a bare item of any type.
-func (p *sfParser) bareItem() (sfBare, bool) {
+// bareItem reads a bare item of any type: its type, and its value if an
+// Integer.
+func (p *sfParser) bareItem() (sfKind, int64, bool) {
 	switch c := p.peek(); {
 	case c == '-' || c >= '0' && c <= '9':
 		return p.number()
 	case c == '"':
 		p.i++
-		return sfBare{}, p.str()
+		return sfString, 0, p.str()
 	case c == '*' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
 		for p.i++; p.i < len(p.s) && isTokenChar(p.s[p.i]); p.i++ {
 		}
-		return sfBare{}, true
-	case c == ':': // base64, its '=' padding optional (RFC 9651, 4.2.7)
-		end := strings.IndexByte(p.s[p.i+1:], ':')
-		if end < 0 {
-			return sfBare{}, false
-		}
-		b64 := p.s[p.i+1 : p.i+1+end]
-		p.i += end + 2
-		for i := 0; i < len(b64); i++ {
-			if c := b64[i]; !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=') {
-				return sfBare{}, false
-			}
-		}
-		_, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(b64, "="))
-		return sfBare{}, err == nil
+		return sfOther, 0, true
+	case c == ':':
+		p.i++
+		return sfOther, 0, p.bytes()
 	case c == '?':
 		if p.i+1 < len(p.s) && (p.s[p.i+1] == '0' || p.s[p.i+1] == '1') {
 			p.i += 2
-			return sfBare{}, true
+			return sfOther, 0, true
 		}
-		return sfBare{}, false
 	case c == '@':
 		p.i++
-		b, ok := p.number()
-		return sfBare{}, ok && b.isInt
+		kind, _, ok := p.number()
+		return sfOther, 0, ok && kind == sfInteger
 	case c == '%':
 		p.i++
-		if p.peek() != '"' {
-			return sfBare{}, false
+		if p.peek() == '"' {
+			p.i++
+			return sfOther, 0, p.displayString()
 		}
-		p.i++
-		return sfBare{}, p.displayString()
 	}
-	return sfBare{}, false
+	return sfOther, 0, false
+}
+
+// bytes reads the rest of a Byte Sequence, after its ':': base64, whose
+// '=' padding may be left out, but not be wrong (RFC 9651, 4.2.7); as
+// encoding/base64 reads it, checked without decoding it.
+func (p *sfParser) bytes() bool {
+	end := strings.IndexByte(p.s[p.i:], ':')
+	if end < 0 {
+		return false
+	}
+	b64 := p.s[p.i : p.i+end]
+	p.i += end + 1
+	data := strings.TrimRight(b64, "=")
+	for i := 0; i < len(data); i++ {
+		if c := data[i]; !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/') {
+			return false // '=' too: only at the end
+		}
+	}
+	if pad := len(b64) - len(data); pad > 0 {
+		return pad <= 2 && len(b64)%4 == 0 && len(data)%4 != 1
+	}
+	return len(data)%4 != 1
 }
 
 // number reads an Integer (at most 15 digits) or a Decimal (at most 12
 // digits, '.', and 1 to 3).
-func (p *sfParser) number() (sfBare, bool) {
+func (p *sfParser) number() (sfKind, int64, bool) {
 	neg := p.peek() == '-'
 	if neg {
 		p.i++
@@ -212,32 +233,30 @@ func (p *sfParser) number() (sfBare, bool) {
 	digits, dot := 0, -1
 	for ; p.i < len(p.s); p.i++ {
 		c := p.s[p.i]
-		switch {
-		case c >= '0' && c <= '9':
-			digits++
-			if dot < 0 {
-				n = 10*n + int64(c-'0')
-			}
-		case c == '.' && dot < 0 && digits > 0 && digits <= 12:
+		if c == '.' && dot < 0 && digits > 0 && digits <= 12 {
 			dot = digits
 			continue
-		default:
-			goto done
+		}
+		if c < '0' || c > '9' {
+			break
+		}
+		digits++
+		if dot < 0 {
+			n = 10*n + int64(c-'0')
 		}
 		if dot < 0 && digits > 15 || dot >= 0 && digits-dot > 3 {
-			return sfBare{}, false
+			return sfOther, 0, false
 		}
 	}
-done:
 	switch {
 	case digits == 0 || dot >= 0 && digits == dot:
-		return sfBare{}, false // no digits, or none after '.'
+		return sfOther, 0, false // no digits, or none after '.'
 	case dot >= 0:
-		return sfBare{}, true
+		return sfOther, 0, true
 	case neg:
 		n = -n
 	}
-	return sfBare{isInt: true, n: n}, true
+	return sfInteger, n, true
 }
 
 // str reads the rest of a String, after its '"'.
