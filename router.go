@@ -379,6 +379,33 @@ func (r *Router) Reset(ctx context.Context, key string) error {
 	return r.partition(key).Reset(ctx, key)
 }
 
+// Hold keeps key from being granted anything until d from now, on the
+// router's clock: a server that refused a request asked its client to wait
+// so long (httplimit.Transport and grpclimit's client interceptors hold
+// on its word). Until then AllowN, Allow, Peek and the items of a batch on
+// key are denied, taking nothing from any policy, dry-run ones included,
+// with Remaining 0, Policy "" and Limit 0, and the exact RetryAfter at
+// which the same request would be allowed: the hold's end, or later if
+// the key's policies would deny it then, or its line of waiters asks
+// more. The Quota methods report each policy's own state. Callers waiting
+// on key (WaitN) keep their places in line, and are served from the end
+// on, in order. A later Hold moves the end only later, never earlier; a d
+// of 0 or less changes nothing. A key held is never evicted before its
+// hold ends; Reset ends the hold; Snapshot leaves holds out, and Restore
+// drops them. A Hold is never observed (Config.Observe).
+//
+// Its errors are AllowN's: ErrKeyTooLong, ErrTooManyKeys for a key new to
+// its partition that MaxKeys leaves no room for (holds count under MaxKeys
+// too), ErrClosed, and ctx.Err() (then the key may or may not be held). A
+// router on a Store cannot hold yet: its Hold returns an error wrapping
+// errors.ErrUnsupported.
+func (r *Router) Hold(ctx context.Context, key string, d time.Duration) error {
+	if len(key) > r.maxKeyBytes {
+		return r.keyTooLong(key)
+	}
+	return r.partition(key).Hold(ctx, key, d)
+}
+
 // Close stops every partition and returns once all of them have exited.
 // Requests already queued are answered; calls made after Close, or racing
 // with it and not answered, return ErrClosed. Close waits for the request

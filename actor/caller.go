@@ -2,6 +2,7 @@ package actor
 
 import (
 	"context"
+	"time"
 
 	"github.com/chanlimit/chanlimit/algorithms"
 )
@@ -50,6 +51,14 @@ func (p *Partition) Reset(ctx context.Context, key string) error {
 // lets them. n must lie in [1, MaxInt].
 func (p *Partition) Refund(ctx context.Context, key string, n int) error {
 	return p.call(ctx, Message{kind: KindRefund, key: key, n: n}).err
+}
+
+// Hold asks the partition to keep key from being granted anything for d
+// from now (Holder): a d of 0 or less changes nothing. It returns
+// ErrClosed, ctx.Err(), or the table's error; a table that cannot hold
+// answers an error wrapping errors.ErrUnsupported.
+func (p *Partition) Hold(ctx context.Context, key string, d time.Duration) error {
+	return p.call(ctx, Message{kind: KindHold, key: key, arg: d}).err
 }
 
 // Pending is a batch in a partition's mailbox, to be waited on.

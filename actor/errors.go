@@ -1,6 +1,9 @@
 package actor
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // The errors a partition, or a Table it drives, returns. Package chanlimit
 // returns them under the same names (chanlimit.ErrClosed is ErrClosed),
@@ -33,3 +36,6 @@ var (
 	// WaitN on a key whose line holds the most waiters Start allows.
 	ErrTooManyWaiters = errors.New("chanlimit: too many waiters")
 )
+
+// errCannotHold answers a Hold on a table that is no Holder.
+var errCannotHold = fmt.Errorf("chanlimit: this router's keys cannot be held: %w", errors.ErrUnsupported)

@@ -109,6 +109,7 @@ const (
 	KindWait  // grant n units on key, in line with the key's other waiters (lines.go)
 	KindLeave // take the waiter whose reply channel this is out of key's line
 	KindStop  // sent by Stop: answer what is queued, then exit
+	KindHold  // keep key from being granted anything for a while (Holder)
 )
 
 // Message is one message in a mailbox, sent by value: a kind, and what
@@ -126,7 +127,10 @@ type Message struct {
 	//   - *[]Item: KindBatch, KindTry: decided in order, answered in place;
 	//   - func(*State) error: KindDo;
 	//   - *Ticket: KindWait (StartWait), KindLeave: rung once its reply is
-	//     sent (ticket.go).
+	//     sent (ticket.go);
+	//   - time.Duration: KindHold, how long to hold key (a Hold is rare: the
+	//     word of a server that refused, so its boxing costs nothing that
+	//     matters, and the message stays a cache line).
 	arg any
 
 	// deadline is the caller's ctx's, as time since epoch, or 0: none
@@ -142,6 +146,9 @@ func (req *Message) Quota() *Quota { q, _ := req.arg.(*Quota); return q }
 // Items returns the items of a KindBatch or a KindTry, or nil: each is
 // answered in place, before the message itself is.
 func (req *Message) Items() *[]Item { b, _ := req.arg.(*[]Item); return b }
+
+// Hold returns how long a KindHold holds its key.
+func (req *Message) Hold() time.Duration { d, _ := req.arg.(time.Duration); return d }
 
 // ticket returns req's Ticket, or nil: a WaitN's.
 func (req *Message) ticket() *Ticket { t, _ := req.arg.(*Ticket); return t }

@@ -50,6 +50,8 @@ func (l *loop) serve(req *Message, now time.Duration, clockErr error) (served in
 		served = l.batch(req, now, clockErr)
 	case KindDo:
 		served = l.do(req, now, clockErr)
+	case KindHold:
+		served = l.hold(req, now, clockErr)
 	}
 	// Answered, or in its key's line (answered there): in flight no more.
 	// (The stop message never comes here: the loop takes it.)
@@ -149,6 +151,31 @@ func (l *loop) do(req *Message, now time.Duration, clockErr error) (served int) 
 	l.retryChanged(l.state.Now)
 	l.answerNow(req, now, &reply{err: err})
 	return 1
+}
+
+// hold serves a Hold: the table keeps the key from being granted anything
+// until the hold's end. A line on the key needs no rescheduling: its head's
+// next turn is denied until the end, with the wait to it (Turn).
+func (l *loop) hold(req *Message, now time.Duration, clockErr error) (served int) {
+	var r reply
+	switch d := req.Hold(); {
+	case clockErr != nil:
+		r.err = clockErr
+	case l.keys.hold == nil:
+		r.err = errCannotHold
+	case d > 0:
+		r.err = l.keys.hold.Hold(req.key, now, saturated(now, d))
+	}
+	l.answerNow(req, now, &r)
+	return 1
+}
+
+// saturated returns now + d, at most the largest Duration.
+func saturated(now, d time.Duration) time.Duration {
+	if d > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + d
 }
 
 // answerNow answers req with r, with its key's quota first if it asked
@@ -313,26 +340,31 @@ func (s *State) deniedBy(policy string) *uint64 {
 
 // stageDenied stages the keys that the answer r to req denies: AllowN's,
 // a batch's items', a WaitN's refused at once (not a try's: its items
-// not granted are to wait).
+// not granted are to wait), but for denials by a hold: a key held was
+// refused by a server, not by its own policies.
 func (s *State) stageDenied(req *Message, r *reply) {
 	switch req.kind {
 	case KindAllow:
-		if r.err == nil && !r.d.Allowed {
+		if r.err == nil && !r.d.Allowed && !byHold(&r.d) {
 			s.staged = append(s.staged, denial{req.key, r.d.Policy})
 		}
 	case KindWait:
-		if _, late := r.err.(*tooLate); late {
+		if _, late := r.err.(*tooLate); late && !byHold(&r.d) {
 			s.staged = append(s.staged, denial{req.key, r.d.Policy})
 		}
 	case KindBatch:
 		items := *req.Items()
 		for i := range items {
-			if it := &items[i]; it.Err == nil && !it.D.Allowed {
+			if it := &items[i]; it.Err == nil && !it.D.Allowed && !byHold(&it.D) {
 				s.staged = append(s.staged, denial{it.Key, it.D.Policy})
 			}
 		}
 	}
 }
+
+// byHold reports whether d, a denial, is one by a hold (Holder): the only
+// denial no policy decided, with no Limit.
+func byHold(d *algorithms.Decision) bool { return d.Limit == 0 && d.Policy == "" }
 
 // count counts the answer r to req.
 func (c *Counts) count(req *Message, r *reply) {

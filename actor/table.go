@@ -171,6 +171,26 @@ type Abandoner interface {
 	Abandoned()
 }
 
+// Holder is a Table that can hold a key: keep it from being granted
+// anything for a while, as a server that refused its caller asks
+// (Router.Hold).
+type Holder interface {
+	// Hold keeps key from being granted anything from now until end. Until
+	// then AllowN, AllowTurn, PeekN and AllowEach deny a request on it
+	// (errors first, as ever: one above the capacity is still an error),
+	// taking nothing from any policy, dry-run ones included: with Policy "",
+	// Limit and Remaining 0, and the RetryAfter at which the same request
+	// would be allowed, end - now and then what its policies would ask at
+	// end. DecideDry decides nothing on it, and Ahead foresees the line as
+	// from end. A key held is neither evicted nor let go as idle before
+	// end. An end no later than the key's hold has changes nothing; Reset
+	// ends it. Its error is one AllowN would return for a new key the table
+	// has no room for (ErrTooManyKeys).
+	//
+	// Without it, a Hold fails with an error wrapping errors.ErrUnsupported.
+	Hold(key string, now, end time.Duration) error
+}
+
 // keys is a partition's Table with the optional interfaces it has, found
 // once at Start (nil: it has none), and the partition's behaviour where
 // it has none.
@@ -183,6 +203,7 @@ type keys struct {
 	dry     DryRunner
 	changes Changer
 	abandon Abandoner
+	hold    Holder
 }
 
 // keysOf finds what t can do.
@@ -195,6 +216,7 @@ func keysOf(t Table) keys {
 	k.dry, _ = t.(DryRunner)
 	k.changes, _ = t.(Changer)
 	k.abandon, _ = t.(Abandoner)
+	k.hold, _ = t.(Holder)
 	return k
 }
 

@@ -211,15 +211,18 @@ func (s *server) refund(method, key string, n int, err error) {
 // codes.ResourceExhausted, with a google.rpc.RetryInfo of d's RetryAfter
 // (exact, to the nanosecond) and a google.rpc.QuotaFailure whose one
 // violation names the deciding policy (Subject) in the status details.
+// A refusal by a hold (chanlimit.Router.Hold), which no policy decided,
+// has a QuotaFailure with no violation.
 func Refusal(d chanlimit.Decision) error {
 	st := status.New(codes.ResourceExhausted, msgLimited)
-	withDetails, err := st.WithDetails(
-		&errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter)},
-		&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
+	failure := new(errdetails.QuotaFailure)
+	if d.Policy != "" { // else a hold's (chanlimit.Router.Hold): no policy refused
+		failure.Violations = []*errdetails.QuotaFailure_Violation{{
 			Subject:     d.Policy,
 			Description: fmt.Sprintf("rate limit %q reached: %d of %d left", d.Policy, d.Remaining, d.Limit),
-		}}},
-	)
+		}}
+	}
+	withDetails, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter)}, failure)
 	if err != nil { // the details always marshal
 		return st.Err()
 	}

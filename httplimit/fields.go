@@ -58,10 +58,22 @@ func (f *policyFields) index(name string) int {
 // seconds, rounded up. On a denial, the deciding member's t is d's
 // RetryAfter (untilMore), which is the Retry-After too. If q tells
 // nothing of the deciding policy (its rule panicked while asked), the
-// value is that policy's member alone, from d.
+// value is that policy's member alone, from d. A denial by a hold
+// (Router.Hold) has a member for each policy q tells of, in order, each
+// with its own t, and its wait is the hold's.
 func (f *policyFields) appendRateLimit(b []byte, d chanlimit.Decision, q *chanlimit.Quota) ([]byte, int64) {
 	if f.value == "" {
 		return b, 0 // dry-run policies alone: nothing limits the key
+	}
+	if byHold(d) { // no policy decided: each tells its own, the wait is the hold's
+		t := untilMore(d, 0)
+		for k, pq := range q.Each {
+			if k > 0 {
+				b = append(b, ", "...)
+			}
+			b = appendCounts(append(b, f.starts[pq.Policy]...), pq.Remaining, seconds(pq.More))
+		}
+		return b, t
 	}
 	first, deciding := -1, f.index(d.Policy)
 	for k, pq := range q.Each {
@@ -83,6 +95,10 @@ func (f *policyFields) appendRateLimit(b []byte, d chanlimit.Decision, q *chanli
 	}
 	return b, t
 }
+
+// byHold reports whether d is a denial by a hold (Router.Hold), which no
+// policy decided: a router's policies all have names.
+func byHold(d chanlimit.Decision) bool { return !d.Allowed && d.Policy == "" }
 
 // appendPolicies appends the RateLimit-Policy value of set to b: each
 // policy that is not dry-run as `"name";q=Limit;w=Window`, the window in

@@ -364,9 +364,13 @@ var errNoRefusal = errors.New("httplimit: WriteLimited was called for a request 
 // writeLimited writes the default refusal: 429, with a problem body.
 func writeLimited(w http.ResponseWriter, d chanlimit.Decision) {
 	secs := untilMore(d, 0)
+	detail := fmt.Sprintf("rate limit %q reached: retry in %d s", d.Policy, secs)
+	if byHold(d) {
+		detail = fmt.Sprintf("requests on this key are held: retry in %d s", secs)
+	}
 	writeProblem(w, problem{
 		Status:     http.StatusTooManyRequests,
-		Detail:     fmt.Sprintf("rate limit %q reached: retry in %d s", d.Policy, secs),
+		Detail:     detail,
 		Policy:     d.Policy,
 		RetryAfter: secs,
 	})

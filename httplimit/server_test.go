@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,4 +155,41 @@ func TestRealServerClientGoesAway(t *testing.T) {
 	d, err := r.Peek(context.Background(), "127.0.0.1", 1)
 	require.NoError(t, err)
 	assert.Equal(t, time.Minute, d.RetryAfter, "the waiter took nothing, and no one is in line")
+}
+
+// TestRealServerHeldKey: a request on a key held (Router.Hold) is refused
+// with Retry-After from the hold, each policy's own member in RateLimit,
+// and a problem that names no policy; the handler never sees it, and
+// nothing is taken from the policies.
+func TestRealServerHeldKey(t *testing.T) {
+	r, clk := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{
+		{Name: "per-second", Limit: 2, Window: time.Second},
+		{Name: "per-minute", Algorithm: "sliding_window_counter", Limit: 30, Window: time.Minute},
+	}})
+	var served atomic.Int32
+	srv := httptest.NewServer(httplimit.Middleware(r, httplimit.Options{})(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		served.Add(1)
+	})))
+	defer srv.Close()
+	client := srv.Client()
+
+	resp, _ := get(t, client, srv.URL)
+	require.Equal(t, 200, resp.StatusCode)
+	require.NoError(t, r.Hold(context.Background(), "127.0.0.1", 90*time.Second+time.Millisecond))
+	resp, body := get(t, client, srv.URL)
+	require.Equal(t, 429, resp.StatusCode)
+	assert.Equal(t, "91", resp.Header.Get("Retry-After"), "the hold's, in whole seconds, rounded up")
+	rate := parseField(t, resp.Header, "RateLimit")
+	require.Len(t, rate, 2, "each policy's own member")
+	assert.Equal(t, member{"per-second", map[string]int64{"r": 1, "t": 1}}, rate[0])
+	assert.Equal(t, member{"per-minute", map[string]int64{"r": 29, "t": 60}}, rate[1])
+	p := readProblem(t, 429, resp.Header, body)
+	assert.Empty(t, p.Policy, "no policy refused")
+	assert.Contains(t, p.Detail, "held")
+	assert.Equal(t, int64(91), p.RetryAfter)
+	assert.Equal(t, int32(1), served.Load(), "the handler saw the first request alone")
+
+	clk.Advance(90*time.Second + time.Millisecond)
+	resp, _ = get(t, client, srv.URL)
+	assert.Equal(t, 200, resp.StatusCode)
 }

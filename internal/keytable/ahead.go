@@ -104,6 +104,9 @@ func (t *table[S]) decideFresh(now time.Duration, n int, d *algorithms.Decision)
 }
 
 func (k *Keys) Ahead(key string, now time.Duration, ns []int) (at, free time.Duration, ok bool, err error) {
+	if end, held := k.held.until(key, now); held {
+		now = end // granted nothing before
+	}
 	t := k.tableOf(key)
 	k.asking = t
 	at, free, ok, err = t.Ahead(key, now, ns)

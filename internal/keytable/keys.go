@@ -34,6 +34,8 @@ type Keys struct {
 	moving    setTable         // the table a key is moving out of (SetOverride, ClearOverride), for Abandoned
 	movingKey string           // that key
 	pinned    pins             // the keys the partition has callers waiting on, never evicted (Pin)
+	held      holds            // the keys held, and until when (hold.go): never evicted either
+	marked    []int            // AllowEach's: the items on keys held
 	changed   changes          // what changed in the policies keys are under, until Changed
 	pick      []int32          // AllowEach's: which table each item goes to
 	picked    []*overrideTable // AllowEach's: the override tables among them
@@ -140,6 +142,9 @@ func (k *Keys) Quota(key string, now time.Duration, q *Quota) (bool, error) {
 // policies left behind wait to be carried over (their state is to be
 // read under the new policies, as of the switch), not expired.
 func (k *Keys) Expire(now time.Duration, budget int) int {
+	if len(k.held.ends) > 0 {
+		budget -= k.held.expire(now, budget/2)
+	}
 	rest := 0
 	if len(k.list) > 0 {
 		rest = max(budget/4, 1)
@@ -198,7 +203,7 @@ func (c *Counts) add(o Counts) {
 }
 
 func (k *Keys) Bound(limit Limit) {
-	limit.pins = k.pinned
+	limit.pins, limit.holds = k.pinned, &k.held
 	k.limit = limit
 	k.def.Bound(limit)
 }
@@ -236,6 +241,7 @@ func (k *Keys) Load(key string, states []byte, now, age time.Duration) error {
 
 // Replace takes the keys and the overrides of other, a *Keys, which is left
 // empty. k keeps its counts and its Limit; other's counts are dropped.
+// Holds are dropped with the keys: a table's keys are other's now.
 func (k *Keys) Replace(other Table) {
 	o := other.(*Keys)
 	o.settle()
@@ -253,6 +259,7 @@ func (k *Keys) Replace(other Table) {
 		sh.table.clearTally()
 	}
 	k.def.Bound(k.limit)
+	k.held.clear()
 	k.changed.every()
 	*o = Keys{def: k.def.policySet().newTable(), pinned: make(pins)}
 }

@@ -10,6 +10,9 @@ import (
 // table calling into a rule meanwhile (asking), for Abandoned.
 
 func (k *Keys) AllowN(key string, now time.Duration, n int, d *algorithms.Decision) error {
+	if end, held := k.held.until(key, now); held {
+		return k.denyHeld(key, now, end, n, d)
+	}
 	t := k.ask(key)
 	err := t.AllowN(key, now, n, d)
 	k.asking = nil
@@ -17,6 +20,9 @@ func (k *Keys) AllowN(key string, now time.Duration, n int, d *algorithms.Decisi
 }
 
 func (k *Keys) AllowTurn(key string, now time.Duration, n int, d *algorithms.Decision) error {
+	if end, held := k.held.until(key, now); held {
+		return k.denyHeld(key, now, end, n, d)
+	}
 	t := k.ask(key)
 	err := t.AllowTurn(key, now, n, d)
 	k.asking = nil
@@ -24,6 +30,9 @@ func (k *Keys) AllowTurn(key string, now time.Duration, n int, d *algorithms.Dec
 }
 
 func (k *Keys) PeekN(key string, now time.Duration, n int, d *algorithms.Decision) error {
+	if end, held := k.held.until(key, now); held {
+		return k.denyHeld(key, now, end, n, d)
+	}
 	t := k.ask(key)
 	err := t.PeekN(key, now, n, d)
 	k.asking = nil
@@ -31,6 +40,9 @@ func (k *Keys) PeekN(key string, now time.Duration, n int, d *algorithms.Decisio
 }
 
 func (k *Keys) DecideDry(key string, now time.Duration, n int, take bool) (bool, error) {
+	if _, held := k.held.until(key, now); held {
+		return false, nil // a hold's denial takes nothing from any policy
+	}
 	t := k.ask(key)
 	wouldDeny, err := t.DecideDry(key, now, n, take)
 	k.asking = nil
@@ -52,6 +64,7 @@ func (k *Keys) GiveBack(key string, now time.Duration, n int) error {
 }
 
 func (k *Keys) Reset(key string) {
+	k.held.drop(key)
 	k.ask(key).Reset(key)
 	k.asking = nil
 }
@@ -74,6 +87,18 @@ func (k *Keys) AllowEach(items []Item, now time.Duration) {
 	for i := 0; k.behind != nil && i < len(items); i++ {
 		k.carry(items[i].Key) // left behind by a switch of the router's policies
 	}
+	if len(k.held.end) > 0 {
+		defer func(marked []int) {
+			for _, i := range marked {
+				items[i].Skip = false
+			}
+		}(k.denyHeldItems(items, now))
+	}
+	k.allowEach(items, now)
+}
+
+// allowEach is AllowEach once the items on keys held are denied.
+func (k *Keys) allowEach(items []Item, now time.Duration) {
 	if len(k.overrides) == 0 {
 		k.asking = k.def
 		k.def.allowEach(items, now, nil, 0)

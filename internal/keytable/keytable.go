@@ -185,6 +185,12 @@ type setTable interface {
 	// with n keys fewer than its Limit allows.
 	reserve(n int)
 
+	// admits returns the error AllowN would return for key if it is new
+	// and the table has no room for it; untilIdle the time until its
+	// state is untouched under its enforced policies (hold.go).
+	admits(key string, now time.Duration) error
+	untilIdle(key string, now time.Duration) (time.Duration, error)
+
 	// slotOf returns the slot of key, or none.
 	slotOf(key string) uint32
 	drop(i uint32)
@@ -236,7 +242,8 @@ func (c *Counts) AddWouldDeny(name string, n uint64) {
 type Limit struct {
 	Max   int
 	Evict bool
-	pins  pins // the partition's, set by Keys.Bound
+	pins  pins   // the partition's, set by Keys.Bound
+	holds *holds // likewise
 }
 
 // ErrBadSnapshot is wrapped, with the reason, by Load's and the

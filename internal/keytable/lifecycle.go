@@ -126,7 +126,7 @@ func (t *table[S]) admit(now time.Duration) error {
 	for t.full() {
 		switch {
 		case t.dropIdle(now):
-		case t.evicting() && t.oldest != none && skipped < len(t.limit.pins) && t.pinned(t.oldest):
+		case t.evicting() && t.oldest != none && skipped < t.pins() && t.pinned(t.oldest):
 			i := t.oldest // in use: it goes to the newest end
 			t.unlink(i)
 			t.link(i)
@@ -141,13 +141,24 @@ func (t *table[S]) admit(now time.Duration) error {
 	return nil
 }
 
-// pinned reports whether the key in slot i is pinned (Keys.Pin).
+// pinned reports whether the key in slot i is pinned: it has waiters
+// (Keys.Pin), or it is held (Keys.Hold).
 func (t *table[S]) pinned(i uint32) bool {
-	if len(t.limit.pins) == 0 {
+	if t.pins() == 0 {
 		return false
 	}
-	_, ok := t.limit.pins[string(t.keyBytes(t.slots[i].key))]
-	return ok
+	key := string(t.keyBytes(t.slots[i].key))
+	_, ok := t.limit.pins[key]
+	return ok || t.limit.holds.has(key)
+}
+
+// pins returns how many keys may be pinned, at most.
+func (t *table[S]) pins() int {
+	n := len(t.limit.pins)
+	if t.limit.holds != nil {
+		n += len(t.limit.holds.end)
+	}
+	return n
 }
 
 // evictable reports whether the table holds a key it may evict: one not
@@ -156,10 +167,10 @@ func (t *table[S]) evictable() bool {
 	if !t.evicting() || t.oldest == none {
 		return false
 	}
-	if t.held > len(t.limit.pins) {
+	if t.held > t.pins() {
 		return true
 	}
-	for i, read := t.oldest, 0; i != none && read <= len(t.limit.pins); i, read = t.links[i].newer, read+1 {
+	for i, read := t.oldest, 0; i != none && read <= t.pins(); i, read = t.links[i].newer, read+1 {
 		if !t.pinned(i) {
 			return true
 		}

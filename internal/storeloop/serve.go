@@ -2,6 +2,8 @@ package storeloop
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -21,6 +23,9 @@ import (
 // once on one key are concurrent, and the store decides them in either
 // order, as a partition in memory decides concurrent requests in the order
 // they reach its mailbox.
+
+// errCannotHold answers a Hold: a Store does not keep holds yet.
+var errCannotHold = fmt.Errorf("chanlimit: a router on a Store cannot hold keys yet: %w", errors.ErrUnsupported)
 
 // serveRun serves the messages of burst, in order, at now: in runs handed
 // to the store together, and one by one between them. It returns how many
@@ -315,6 +320,10 @@ func (l *loop) serve(req *actor.Message, now time.Duration, clockErr error) (ser
 		err = req.Func()(&l.state)
 		l.state.ClockErr = nil
 		l.retryChanged(l.state.Now)
+	case actor.KindHold:
+		if err == nil {
+			err = errCannotHold
+		}
 	}
 	if q := req.Quota(); q != nil && (err == nil || late) { // a wait too late tells the quota it would have had
 		l.fillQuota(req.Key(), now, &d, q, -1)
