@@ -3,6 +3,8 @@ package grpclimit
 import (
 	"context"
 	"errors"
+	"io"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -25,26 +27,78 @@ import (
 // error, codes.ResourceExhausted for a full line) and which matches the
 // router's error (errors.Is). None of them is sent, and none takes any
 // quota.
+//
+// It listens to the server, too. Unless IgnoreServer, a call that ends
+// with codes.ResourceExhausted and a google.rpc.RetryInfo holds its key
+// (Router.Hold) for the RetryInfo's delay, at most MaxHold (0 means
+// httplimit.DefaultMaxHold; more than httplimit.MaxServerHold counts as
+// that), so the next calls on the key, on every client that shares the
+// router, wait for its end before they are sent; a RetryInfo that does
+// not parse, or is negative or given twice, is ignored. With Retries > 0,
+// a call so refused is made again once its turn comes after the hold, at
+// most Retries times, if RetrySafe says the method may be (nil: none may),
+// and its turn comes within MaxWait and its context's deadline; else the
+// refusal comes back as it came.
 func UnaryClientInterceptor(r *chanlimit.Router, opts Options) grpc.UnaryClientInterceptor {
 	c := client{r: r, opts: opts}
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
-		if err := c.wait(ctx, method); err != nil {
+		key, n, skip, err := c.wait(ctx, method)
+		if err != nil {
 			return err
 		}
-		return invoker(ctx, method, req, reply, cc, callOpts...)
+		for tries := 0; ; tries++ {
+			err := invoker(ctx, method, req, reply, cc, callOpts...)
+			if skip || !c.held(ctx, key, err) {
+				return err
+			}
+			if tries >= c.opts.Retries || c.opts.RetrySafe == nil || !c.opts.RetrySafe(method) || !c.turnComes(ctx, key, n) {
+				return err
+			}
+			if err := c.waitTurn(ctx, key, n); err != nil {
+				return err
+			}
+		}
 	}
 }
 
 // StreamClientInterceptor makes each stream wait its turn before it is
-// opened, as UnaryClientInterceptor makes a unary call wait.
+// opened, as UnaryClientInterceptor makes a unary call wait, and holds its
+// key, as that one does, if the stream ends so refused (RecvMsg's error).
+// A stream is never opened again.
 func StreamClientInterceptor(r *chanlimit.Router, opts Options) grpc.StreamClientInterceptor {
 	c := client{r: r, opts: opts}
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
-		if err := c.wait(ctx, method); err != nil {
+		key, _, skip, err := c.wait(ctx, method)
+		if err != nil {
 			return nil, err
 		}
-		return streamer(ctx, desc, cc, method, callOpts...)
+		cs, err := streamer(ctx, desc, cc, method, callOpts...)
+		if skip || c.opts.IgnoreServer {
+			return cs, err
+		}
+		if err != nil {
+			c.held(ctx, key, err)
+			return nil, err
+		}
+		return &listening{ClientStream: cs, c: &c, ctx: ctx, key: key}, nil
 	}
+}
+
+// listening is a client stream whose end, if the server refused it with a
+// RetryInfo, holds its key.
+type listening struct {
+	grpc.ClientStream
+	c   *client
+	ctx context.Context
+	key string
+}
+
+func (s *listening) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if err != nil && err != io.EOF {
+		s.c.held(s.ctx, s.key, err)
+	}
+	return err
 }
 
 // client is a client interceptor's router and options.
@@ -56,22 +110,27 @@ type client struct {
 // errNoRouter is the error of an interceptor given no Router.
 var errNoRouter = errors.New("grpclimit: the interceptor was given a nil *chanlimit.Router")
 
-// wait waits for the turn of a call to method.
-func (c *client) wait(ctx context.Context, method string) error {
+// wait waits for the turn of a call to method, and returns its key and
+// cost, or that Skip lets it through.
+func (c *client) wait(ctx context.Context, method string) (key string, n int, skip bool, err error) {
 	if c.opts.Skip != nil && c.opts.Skip(ctx, method) {
-		return nil
+		return "", 0, true, nil
 	}
 	if c.r == nil {
-		return &notSent{err: errNoRouter, code: codes.Internal}
+		return "", 0, false, &notSent{err: errNoRouter, code: codes.Internal}
 	}
-	key := method
+	key = method
 	if c.opts.Key != nil {
-		var err error
 		if key, err = c.opts.Key(ctx, method); err != nil {
-			return &notSent{err: err, code: codes.InvalidArgument}
+			return "", 0, false, &notSent{err: err, code: codes.InvalidArgument}
 		}
 	}
-	n := cost(ctx, c.opts.Cost, method)
+	n = cost(ctx, c.opts.Cost, method)
+	return key, n, false, c.waitTurn(ctx, key, n)
+}
+
+// waitTurn waits for the turn of n units on key, up to MaxWait.
+func (c *client) waitTurn(ctx context.Context, key string, n int) error {
 	wctx := ctx
 	if c.opts.MaxWait > 0 {
 		var cancel context.CancelFunc
@@ -91,6 +150,46 @@ func (c *client) wait(ctx context.Context, method string) error {
 		return Refusal(d)
 	}
 	return &notSent{err: err, code: codeOf(ctx, err)}
+}
+
+// held holds key if err, a call's end, is the server's refusal with a
+// RetryInfo, and reports whether it was: unless IgnoreServer.
+func (c *client) held(ctx context.Context, key string, err error) bool {
+	if err == nil || c.opts.IgnoreServer {
+		return false
+	}
+	wait, asks := serverWait(err)
+	if !asks {
+		return false
+	}
+	maxHold := httplimit.DefaultMaxHold
+	if c.opts.MaxHold > 0 {
+		maxHold = min(c.opts.MaxHold, httplimit.MaxServerHold)
+	}
+	// Best effort, even if the call's context has just ended: the call's
+	// error stands whatever the router answers.
+	_ = c.r.Hold(context.WithoutCancel(ctx), key, min(wait, maxHold))
+	return true
+}
+
+// turnComes reports whether the turn of n units on key, asked now, comes
+// within MaxWait and ctx's deadline, as far as the router foresees it.
+func (c *client) turnComes(ctx context.Context, key string, n int) bool {
+	d, err := c.r.Peek(ctx, key, n)
+	if err != nil {
+		return false
+	}
+	wait := d.RetryAfter
+	if d.Allowed {
+		wait = d.Delay
+	}
+	if c.opts.MaxWait > 0 && wait > c.opts.MaxWait {
+		return false
+	}
+	if dl, ok := ctx.Deadline(); ok && wait > time.Until(dl) {
+		return false
+	}
+	return true
 }
 
 // notSent is the error of a call a client interceptor did not send, as

@@ -64,6 +64,16 @@ type Options struct {
 	// call has returned, with its error; true gives the call's Cost back
 	// (chanlimit.Router.Refund): count only what should count.
 	Refund func(fullMethod string, err error) bool
+
+	// Clients that listen (UnaryClientInterceptor): IgnoreServer holds no
+	// key on the server's word; Retries is how many times a call the
+	// server refused with a RetryInfo is made again (0: none), and only
+	// if RetrySafe says its method may be (nil: none may); MaxHold is the
+	// longest hold a RetryInfo can set (0 means httplimit.DefaultMaxHold).
+	IgnoreServer bool
+	Retries      int
+	RetrySafe    func(fullMethod string) bool
+	MaxHold      time.Duration
 }
 
 // The header metadata a limited call carries: the values of the HTTP
