@@ -396,9 +396,13 @@ func (r *Router) Reset(ctx context.Context, key string) error {
 //
 // Its errors are AllowN's: ErrKeyTooLong, ErrTooManyKeys for a key new to
 // its partition that MaxKeys leaves no room for (holds count under MaxKeys
-// too), ErrClosed, and ctx.Err() (then the key may or may not be held). A
-// router on a Store cannot hold yet: its Hold returns an error wrapping
-// errors.ErrUnsupported.
+// too), ErrClosed, and ctx.Err() (then the key may or may not be held).
+// With a Store, the hold is kept in the store (StoreHold), on the store's
+// clock as every time is, so every router on it holds the key; a Store
+// that cannot hold makes Hold return an error wrapping
+// errors.ErrUnsupported, and one that could not answer an error wrapping
+// ErrStoreUnavailable, whatever the FailMode (a hold kept by one router
+// alone would hold nothing for the others).
 func (r *Router) Hold(ctx context.Context, key string, d time.Duration) error {
 	if len(key) > r.maxKeyBytes {
 		return r.keyTooLong(key)

@@ -78,6 +78,8 @@ type StoreOp struct {
 	// since the grant, whatever else happened to it meanwhile.
 	Grant uint64
 
+	Hold time.Duration // StoreHold's: how long, from Now
+
 	Err error // set if the store could not answer; the router returns it wrapped in ErrStoreUnavailable
 }
 
@@ -128,6 +130,19 @@ const (
 	// Decision.WouldDeny is read. Ops of this kind come only with a
 	// dry-run policy among Policies.
 	StoreDryRun = storetable.DryRun
+
+	// StoreHold holds Key for Hold from Now (Router.Hold): until then the
+	// store denies StoreAllow, StorePeek and StoreTurn on Key, taking
+	// nothing from any policy, dry-run ones included, with the wait until
+	// the same request would be allowed (the hold's end, then what the
+	// policies would ask at that instant), Remaining 0, Limit 0 and Policy
+	// "", and StoreDryRun decides nothing. A hold only moves later, never
+	// earlier; StoreReset ends it; the key's state is kept at least until
+	// it ends. N is 0; Hold is at least a nanosecond. A store that cannot
+	// hold sets Err to an error wrapping errors.ErrUnsupported, and the
+	// router returns it from Hold (never a FailMode's answer: a hold kept
+	// by one router alone would hold nothing for the others).
+	StoreHold = storetable.Hold
 )
 
 // FailMode is what a router with a Store does with a request the store
@@ -189,7 +204,7 @@ func (d decider) Decide(ctx context.Context, ops []storetable.Op) {
 	sops := slices.Grow((*sp)[:0], len(ops))
 	for i := range ops {
 		op := &ops[i]
-		sops = append(sops, StoreOp{Kind: op.Kind, Key: op.Key, N: op.N, Policies: sharedPolicies(op.Set), Now: op.Now, Grant: op.Grant})
+		sops = append(sops, StoreOp{Kind: op.Kind, Key: op.Key, N: op.N, Policies: sharedPolicies(op.Set), Now: op.Now, Grant: op.Grant, Hold: op.Hold})
 	}
 	d.store.Decide(ctx, sops)
 	for i := range sops {

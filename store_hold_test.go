@@ -12,17 +12,67 @@ import (
 	"github.com/chanlimit/chanlimit/clock"
 )
 
-// TestStoreHoldUnsupported: a router on a Store cannot hold keys yet,
-// and says so with an error wrapping errors.ErrUnsupported, holding
-// nothing.
-func TestStoreHoldUnsupported(t *testing.T) {
+// TestStoreHold: a router on a Store holds through it (StoreHold), so
+// another router on the same store holds the key too; d <= 0 is sent
+// nowhere.
+func TestStoreHold(t *testing.T) {
 	clk := clock.NewFake(storeStart)
-	r, err := New(Config{Limit: 2, Window: time.Second, Clock: clk, Store: newMemStore(clk, FailClosed)})
+	store := newMemStore(clk, FailClosed)
+	cfg := Config{Limit: 2, Window: time.Second, Clock: clk, Store: store}
+	one, err := New(cfg)
 	require.NoError(t, err)
-	defer r.Close()
+	defer one.Close()
+	other, err := New(cfg)
+	require.NoError(t, err)
+	defer other.Close()
 	ctx := context.Background()
-	require.ErrorIs(t, r.Hold(ctx, "k", time.Second), errors.ErrUnsupported)
-	d, err := r.AllowN(ctx, "k", 1)
+
+	require.NoError(t, one.Hold(ctx, "k", 0))
+	assert.Zero(t, store.kinds[StoreHold].Load(), "a hold of 0 is sent nowhere")
+	require.NoError(t, one.Hold(ctx, "k", 3*time.Second))
+	d, err := other.AllowN(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, Decision{RetryAfter: 3 * time.Second, ResetAfter: 3 * time.Second}, d, "held for the other router too")
+	clk.Advance(3 * time.Second)
+	d, err = other.AllowN(ctx, "k", 1)
 	require.NoError(t, err)
 	assert.True(t, d.Allowed)
+}
+
+// refusingHold is a store that cannot hold.
+type refusingHold struct{ *memStore }
+
+func (s refusingHold) Decide(ctx context.Context, ops []StoreOp) {
+	var others []StoreOp
+	var at []int
+	for i := range ops {
+		if ops[i].Kind == StoreHold {
+			ops[i].Err = errors.ErrUnsupported
+			continue
+		}
+		others, at = append(others, ops[i]), append(at, i)
+	}
+	s.memStore.Decide(ctx, others)
+	for k, i := range at {
+		ops[i] = others[k]
+	}
+}
+
+// TestStoreHoldUnsupported: a store that cannot hold makes Hold return
+// an error wrapping errors.ErrUnsupported, whatever the FailMode, and
+// holds nothing.
+func TestStoreHoldUnsupported(t *testing.T) {
+	for _, mode := range []FailMode{FailClosed, FailOpen, FailLocal} {
+		t.Run(mode.String(), func(t *testing.T) {
+			clk := clock.NewFake(storeStart)
+			r, err := New(Config{Limit: 2, Window: time.Second, Clock: clk, Store: refusingHold{newMemStore(clk, mode)}})
+			require.NoError(t, err)
+			defer r.Close()
+			ctx := context.Background()
+			require.ErrorIs(t, r.Hold(ctx, "k", time.Second), errors.ErrUnsupported)
+			d, err := r.AllowN(ctx, "k", 1)
+			require.NoError(t, err)
+			assert.True(t, d.Allowed)
+		})
+	}
 }

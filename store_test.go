@@ -42,7 +42,7 @@ type memStore struct {
 	quit   chan struct{}   // closed at the test's end: nothing stays held
 	calls  atomic.Int64    // Decide calls
 	ops    atomic.Int64    // ops served
-	kinds  [8]atomic.Int64 // ops served by kind
+	kinds  [9]atomic.Int64 // ops served by kind
 	lens   chan int        // if set, each call's number of ops, as it comes
 	served chan int        // if set, each call's number of ops, once they are served
 }
@@ -128,6 +128,8 @@ func (m *memStore) Decide(ctx context.Context, ops []StoreOp) {
 			op.Err = t.Refund(op.Key, now, op.N)
 		case StoreReset:
 			t.Reset(op.Key)
+		case StoreHold:
+			op.Err = t.Hold(op.Key, now, now+op.Hold)
 		}
 	}
 	if m.served != nil {

@@ -42,8 +42,11 @@ func (s *Store) answer(ops []chanlimit.StoreOp, c call) {
 			op.Err = fmt.Errorf("redislimit: the script answered too few numbers for %d requests", len(c.ops))
 			continue
 		}
-		if op.Kind != chanlimit.StoreRefund {
-			op.Decision = combine(op.Policies, op.N, vals[1:size])
+		if op.Kind != chanlimit.StoreRefund && op.Kind != chanlimit.StoreHold {
+			op.Decision = combine(op.Policies, op.N, vals[2:size])
+			if vals[1] > 0 {
+				op.Decision = heldDecision(op.Policies, micro(vals[1]), op.Decision, vals[2:size])
+			}
 			op.Grant = uint64(vals[0])
 			if op.Kind == chanlimit.StoreTurn && op.Decision.Delay > 0 {
 				op.Decision.Allowed = false // its turn is to come: the script took nothing
@@ -116,3 +119,23 @@ func combine(policies []chanlimit.Policy, n int, vals []int64) chanlimit.Decisio
 
 // micro returns us microseconds as a Duration.
 func micro(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+
+// heldDecision returns the decision on a key held for wait more, whose
+// policies decided d, their own numbers vals, as a peek at the hold's
+// end: a denial that takes nothing (Router.Hold), with the wait until the
+// same request would be allowed, wait and then the policies' own, and
+// the time until the key is untouched, wait and then the states' as they
+// are at the end (each policy's as is).
+func heldDecision(policies []chanlimit.Policy, wait time.Duration, d chanlimit.Decision, vals []int64) chanlimit.Decision {
+	retry := wait
+	if !d.Allowed {
+		retry += d.RetryAfter
+	}
+	idle := time.Duration(0)
+	for j, p := range policies {
+		if !p.DryRun {
+			idle = max(idle, micro(vals[perPolicy*j+6]))
+		}
+	}
+	return chanlimit.Decision{RetryAfter: retry, ResetAfter: wait + idle}
+}

@@ -98,8 +98,8 @@ const maxAnswers = 4096
 func answers(op *chanlimit.StoreOp) int {
 	switch op.Kind {
 	case chanlimit.StoreAllow, chanlimit.StorePeek, chanlimit.StoreTurn, chanlimit.StoreDryRun:
-		return 1 + perPolicy*len(op.Policies) // the key's generation, then each policy's
-	case chanlimit.StoreRefund:
+		return 2 + perPolicy*len(op.Policies) // the key's generation, the wait for its hold's end, then each policy's
+	case chanlimit.StoreRefund, chanlimit.StoreHold:
 		return 1 // 0, or -1 for a corrupt key, which fails it
 	}
 	return 0 // a reset or a give back: nobody waits for its answer
@@ -174,6 +174,18 @@ func generation(op *chanlimit.StoreOp) uint64 {
 	return 1 + rand.Uint64N(1<<52-1)
 }
 
+// maxHold is the longest hold the script keeps, about 100 years: the end
+// of a hold, in microseconds since 1970, stays below 2^53, as every
+// number the script keeps does.
+const maxHold = 100 * 365 * 24 * time.Hour
+
+// holdMicros returns d, a hold, in whole microseconds, rounded up (so
+// that a hold is never shorter than asked), at most maxHold's.
+func holdMicros(d time.Duration) int64 {
+	d = min(d, maxHold)
+	return int64((d + time.Microsecond - 1) / time.Microsecond)
+}
+
 // build numbers calls, and writes into each the script's arguments: the numbers, packed as little-endian doubles in one string
 // (every one is an integer below 2^53, exact in a double), then the
 // store's id, the call's number and its sets of policies (policyArgs).
@@ -209,7 +221,11 @@ func (s *Store) build(ops []chanlimit.StoreOp, calls []call) {
 				now = op.Now.UnixMicro()
 			}
 			put(float64(op.Kind))
-			put(float64(op.N))
+			if op.Kind == chanlimit.StoreHold {
+				put(float64(holdMicros(op.Hold)))
+			} else {
+				put(float64(op.N))
+			}
 			put(float64(set + 1))
 			put(float64(now))
 			put(float64(generation(op)))

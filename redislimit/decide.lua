@@ -10,7 +10,7 @@
 --       kept (ms); the lowest call of the store's its client may still
 --       send; the call's number; how many calls below that lowest Redis
 --       may yet run, then those; then for each request: kind (ALLOW to
---       DRY_RUN), n, its set (1 for ARGV[4], ...), its own time (us; -1:
+--       HOLD), n (a hold's: how long, us), its set (1 for ARGV[4], ...), its own time (us; -1:
 --       Redis's clock, TIME), and a generation: for a give back, its
 --       grant's; for any other, one drawn for the key, if it makes its
 --       states afresh. Each is decided at the later of its own time and
@@ -30,17 +30,22 @@
 -- gives n units back to each policy that has a state; a give back to the
 -- enforced ones, if the key's generation is still the grant's and its
 -- policies the grant's params, else nothing. A reset drops the key's
--- states.
+-- states, and its hold. A hold keeps the key from being granted anything
+-- until its end (moved only later): an allow, a peek or a turn on it is
+-- decided as a peek at the end, by the enforced policies alone, taking
+-- nothing; a dry run decides nothing.
 --
 -- Returns a string of little-endian doubles (a table of numbers would be
 -- a reply of as many integers): 1 if the call changed a key, else 0; then
 -- for an allow, a peek, a turn or a dry run: -1 if the key holds a value
--- the script did not write, or the key's generation, then for each policy
--- allowed, remaining, retry after, reset after, delay (us), by how many
--- ns its retry after was rounded up, and, where it allowed a request the
--- enforced policies denied together, its reset after as it is (else 0);
--- a dry-run policy that did not decide says allowed. A refund: 0 or -1;
--- a reset or a give back: nothing.
+-- the script did not write, or the key's generation and the wait until
+-- its hold ends (us; 0: none), then for each policy allowed, remaining,
+-- retry after, reset after, delay (us), by how many ns its retry after
+-- was rounded up, and, where it allowed a request the enforced policies
+-- denied together, or the key is held, its reset after as it is (else
+-- 0); a dry-run policy that did not decide says allowed. A held key's
+-- waits are told from its hold's end. A refund or a hold: 0 or -1; a
+-- reset or a give back: nothing.
 --
 -- A call that changes a key leaves its answers in the first key it writes
 -- (a record), kept as long as the client may send the call again: a call
@@ -66,7 +71,7 @@
 -- that writes them checks: ALLOW and PEEK first, then REFUND, the others
 -- after; the three buckets first (TOKEN_BUCKET, GCRA, LEAKY_BUCKET).
 -- BEGIN go generate: do not edit
-local ALLOW, PEEK, REFUND, RESET, TURN, GIVE_BACK, DRY_RUN = 1, 2, 3, 4, 5, 6, 7
+local ALLOW, PEEK, REFUND, RESET, TURN, GIVE_BACK, DRY_RUN, HOLD = 1, 2, 3, 4, 5, 6, 7, 8
 local TOKEN_BUCKET, GCRA, LEAKY_BUCKET, SLIDING_WINDOW_LOG, SLIDING_WINDOW_COUNTER, FIXED_WINDOW = 1, 2, 3, 4, 5, 6
 -- END go generate
 
@@ -461,7 +466,7 @@ local rules = {
 -- each a little-endian double): the states of its policies (field
 -- "algorithm|name", numbers: the state's array), then the key's own entry
 -- (field "@", numbers {the instant it was last written at (us), its
--- generation, 0, 0, 0}), then the records of calls that changed it (field
+-- generation, the end of its hold (us; 0: none), 0, 0}), then the records of calls that changed it (field
 -- "#store:call", numbers {expiry on Redis's clock (ms), the call's number,
 -- its answers...}).
 --
@@ -472,7 +477,8 @@ local rules = {
 -- them: a grant given back names it, and goes back only to the states it
 -- was taken from, never across a Reset (which drops the entry) or a change
 -- of the key's policies (a write that carries a state over to other params
--- draws another). Its three zeros make five numbers, so that v0.2.0's
+-- draws another). Its five numbers (v0.2.0's had three zeros after the
+-- generation, where the hold now is) are so that v0.2.0's
 -- script, which keeps the states of policies it does not know while they
 -- hold five numbers or more, keeps it.
 local MARK = '\194' -- 0xC2
@@ -573,8 +579,8 @@ local function parse(blob)
     if #field ~= len or pos + 5 + len + 8 * k > n then return nil end
     local t
     t, pos = unpackNums(blob, pos + 6 + len, k)
-    if field == '@' and k == 5 and whole(t[1]) and whole(t[2]) then
-      v.meta = {ts = t[1], gen = t[2]}
+    if field == '@' and k == 5 and whole(t[1]) and whole(t[2]) and whole(t[3]) then
+      v.meta = {ts = t[1], gen = t[2], hold = t[3]}
     elseif field ~= '@' and valid(field, t) then
       v.states[field] = t
     else
@@ -709,13 +715,14 @@ end
 -- note notes that v, key's value, is to be written, under set, as of now,
 -- kept grace (ms) past its ResetAfter, the longest ResetAfter of its
 -- writes (nil: a refund's, which keeps the key's TTL), with the key's own
--- entry {now, gen} (none if gen is nil).
+-- entry {now, gen, its hold's end as it was} (none if gen is nil).
 local function note(c, key, v, set, now, grace, longest, gen)
   if not v.noted then
     v.noted = true
     c.keys[#c.keys + 1] = key
   end
-  v.set, v.now, v.grace, v.meta = set, now, grace, gen and {ts = now, gen = gen}
+  local hold = v.meta and v.meta.hold or 0
+  v.set, v.now, v.grace, v.meta = set, now, grace, gen and {ts = now, gen = gen, hold = hold}
   if longest then v.longest = max(v.longest or 0, longest) end
 end
 
@@ -746,6 +753,18 @@ local function serve(c, key, blob, kind, n, set, now, gen)
     now, grace = timeNow(c), c.ownGrace
   end
   local at = v.meta and max(now, v.meta.ts) or now -- decided at its own time, or the key's last write if later
+  local held, own = v.meta and v.meta.hold or 0, now
+  if kind == HOLD then -- n: how long, from its own time
+    if now + n > held then
+      note(c, key, v, set, at, grace, max(now + n - at, 0), v.meta and v.meta.gen or gen)
+      v.meta.hold = now + n
+    end
+    return put(c, 0)
+  elseif held > at and kind ~= REFUND and kind ~= GIVE_BACK then -- decided as at its end, and told from it
+    now, at = held, held
+  else
+    held = 0
+  end
   local ahead, ss, changed = at - now, {}, false -- changed: a state was kept under other params, the key's policies changed
   for j, p in ipairs(set) do
     local t = v.states[p.field]
@@ -775,20 +794,21 @@ local function serve(c, key, blob, kind, n, set, now, gen)
     return
   end
 
-  -- The enforced policies decide together, the dry-run ones each alone.
+  -- The enforced policies decide together, the dry-run ones each alone;
+  -- on a key held, the enforced ones as a peek at the hold's end.
   local allowed, delay, ds = true, 0, {}
   for j, p in ipairs(set) do
     if not p.dry then
-      ds[j] = kind == DRY_RUN and notAsked or {p.rule.decide(p, ss[j], at, n)} -- a dry run: for the dry-run policies alone
+      ds[j] = (kind == DRY_RUN and notAsked) or {p.rule.decide(p, ss[j], at, n)} -- a dry run: for the dry-run policies alone
       allowed, delay = allowed and ds[j][1], max(delay, ds[j][5])
     end
   end
-  local take = allowed and (kind == ALLOW or (kind == TURN and delay == 0))
+  local take = held == 0 and allowed and (kind == ALLOW or (kind == TURN and delay == 0))
   local longest = -1 -- the longest ResetAfter of the states taken from; -1: none
   for j, p in ipairs(set) do
     local d, takes = ds[j], take
     if not p.dry then
-    elseif kind == TURN and not take then
+    elseif held > 0 or (kind == TURN and not take) then
       d = notAsked
     elseif n > p.cap then
       d = {false, 0, 0, 0, 0, 0} -- it would deny, and takes nothing
@@ -803,10 +823,11 @@ local function serve(c, key, blob, kind, n, set, now, gen)
   end
   if longest >= 0 then note(c, key, v, set, at, grace, longest, kgen) end
   put(c, v.meta and v.meta.gen or gen) -- the generation the key holds, if it holds one
+  put(c, held > 0 and held - own or 0)
   local o, k = c.out, c.nout
   for j, p in ipairs(set) do -- each wait told from the request's own time
     local d, asIs = ds[j], 0
-    if not allowed and d[1] and not p.dry then
+    if (held > 0 or not allowed and d[1]) and not p.dry then
       asIs = extend(p.rule.resetAfter(p, ss[j], at), ahead) -- nothing was taken from it
     end
     o[k + 1], o[k + 2], o[k + 3], o[k + 4], o[k + 5], o[k + 6], o[k + 7] = d[1] and 1 or 0, d[2],
@@ -837,13 +858,13 @@ local function fast(c, key, f, blob, kind, n, set, now, gen)
     -- field's length (1), its byte ('@', 64), its count (5), its numbers.
     local head = set.fast
     if #blob < #head + 63 or find(blob, head, 1, true) ~= 1 then return false end
-    local len, at, count
-    x, y, len, at, count, ts, kgen = sunpack('<ddHBI4dd', blob, #head + 1)
+    local len, at, count, hold
+    x, y, len, at, count, ts, kgen, hold = sunpack('<ddHBI4ddd', blob, #head + 1)
     kept, latest = '', 0
-    if #blob >= #head + 64 then kept, latest = keptOf(c, blob, #head + 64) end -- after the entry's three zeros
+    if #blob >= #head + 64 then kept, latest = keptOf(c, blob, #head + 64) end -- after the key's own entry
     -- Whole numbers, as serve's valid: written out, since a call costs
     -- more than the arithmetic.
-    if not (kept and len == 1 and at == 64 and count == 5 and x >= 0 and x % 1 == 0 and x < 2 ^ 53 and y >= 0 and
+    if not (kept and hold == 0 and len == 1 and at == 64 and count == 5 and x >= 0 and x % 1 == 0 and x < 2 ^ 53 and y >= 0 and
         y % 1 == 0 and y < 2 ^ 53 and ts >= 0 and ts % 1 == 0 and ts < 2 ^ 53 and kgen >= 0 and kgen % 1 == 0 and kgen < 2 ^ 53) then
       return false
     end
@@ -868,9 +889,9 @@ local function fast(c, key, f, blob, kind, n, set, now, gen)
   if ahead > 0 then -- each wait told from the request's own time
     retry, reset, delay = extend(retry, ahead), extend(reset, ahead), extend(delay, ahead)
   end
-  o[k + 1], o[k + 2], o[k + 3], o[k + 4], o[k + 5], o[k + 6], o[k + 7], o[k + 8] =
-    kgen, allowed and 1 or 0, remaining, retry, reset, delay, rounded, 0
-  c.nout = k + 8
+  o[k + 1], o[k + 2], o[k + 3], o[k + 4], o[k + 5], o[k + 6], o[k + 7], o[k + 8], o[k + 9] =
+    kgen, 0, allowed and 1 or 0, remaining, retry, reset, delay, rounded, 0
+  c.nout = k + 9
   return true
 end
 
@@ -895,7 +916,11 @@ local function store(c, key, v)
       if keep then parts[#parts + 1], states = entry(field, t), states + 1 end
     end
   end
-  if v.meta then parts[#parts + 1] = spack('<c0ddddd', META, v.meta.ts, v.meta.gen, 0, 0, 0) end -- after the states
+  if v.meta then -- after the states; a hold that ended goes
+    local hold = v.meta.hold or 0
+    if hold > v.now then longest = max(longest, hold - v.now) else hold = 0 end
+    parts[#parts + 1] = spack('<c0ddddd', META, v.meta.ts, v.meta.gen, hold, 0, 0)
+  end
   local latest, records
   parts[#parts + 1], latest, records = keptOf(c, v.blob, v.recsAt)
   if not c.recorded then -- the call's record: {expiry, the call's number, its answers}
@@ -940,7 +965,7 @@ local function decideCall(KEYS, ARGV)
   local c = { -- each field made here, so that the table is made at its size once
     ownGrace = args[1], clockGrace = args[2], replay = args[3], low = args[4], seq = args[5], keep = noCalls,
     mine = mine, mineLast = byte(mine, #mine - 1), record = mine .. ARGV[3], keys = {},
-    out = {0, 0, 0, 0, 0, 0, 0, 0, 0}, nout = 1, -- the answers, out[1] to out[nout]: made at the size of one request's
+    out = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, nout = 1, -- the answers, out[1] to out[nout]: made at the size of one request's
     time = false, clock = false, packed = false, recorded = false, px = false, pxs = false,
   }
   local a = 7 + args[6]

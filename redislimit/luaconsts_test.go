@@ -28,6 +28,7 @@ var luaKinds = []struct {
 	{"TURN", chanlimit.StoreTurn},
 	{"GIVE_BACK", chanlimit.StoreGiveBack},
 	{"DRY_RUN", chanlimit.StoreDryRun},
+	{"HOLD", chanlimit.StoreHold},
 }
 
 // luaConstants returns decide.lua's block of constants, as Go's values
@@ -73,7 +74,7 @@ func TestDecideLuaConstants(t *testing.T) {
 	// The script counts on the order of the numbers: allows and peeks
 	// first, then refunds, the other kinds after; the buckets first.
 	if !(chanlimit.StoreAllow < chanlimit.StorePeek && chanlimit.StorePeek < chanlimit.StoreRefund &&
-		chanlimit.StoreRefund < min(chanlimit.StoreReset, chanlimit.StoreTurn, chanlimit.StoreGiveBack, chanlimit.StoreDryRun)) {
+		chanlimit.StoreRefund < min(chanlimit.StoreReset, chanlimit.StoreTurn, chanlimit.StoreGiveBack, chanlimit.StoreDryRun, chanlimit.StoreHold)) {
 		t.Error("decide.lua counts on ALLOW < PEEK < REFUND < the other kinds")
 	}
 	buckets := []string{algorithms.TokenBucketName, algorithms.GCRAName, algorithms.LeakyBucketName}

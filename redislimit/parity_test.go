@@ -117,6 +117,7 @@ func parity(t *testing.T, client redis.UniversalClient, policies []chanlimit.Pol
 			capacity = min(capacity, c)
 		}
 	}
+	held := 0
 	for step := range steps {
 		key := keys[rng.IntN(len(keys))]
 		n := 1 + rng.IntN(min(capacity, 3))
@@ -142,6 +143,12 @@ func parity(t *testing.T, client redis.UniversalClient, policies []chanlimit.Pol
 		case k == 4:
 			require.NoError(t, mem.Reset(ctx, key))
 			require.NoError(t, red.Reset(ctx, key))
+		case k == 11 && rng.IntN(3) == 0:
+			// A hold, of whole microseconds: short, or past a window.
+			d := time.Duration(rng.IntN(2_000_000)+1) * time.Microsecond
+			require.NoError(t, mem.Hold(ctx, key, d))
+			require.NoError(t, red.Hold(ctx, key, d), "step %d: Hold(%q, %v)", step, key, d)
+			held++
 		case k == 8 || k == 9:
 			if rng.IntN(4) == 0 {
 				n = capacity + 1 + rng.IntN(3) // more than a key ever took: no more than an untouched key has
@@ -187,7 +194,8 @@ func parity(t *testing.T, client redis.UniversalClient, policies []chanlimit.Pol
 	require.NoError(t, err)
 	require.Equal(t, m.Allowed, s.Allowed)
 	require.Equal(t, m.WouldDeny, s.WouldDeny)
-	t.Logf("%d allowed, %d denied", s.Allowed, s.Denied)
+	require.Positive(t, held, "holds")
+	t.Logf("%d allowed, %d denied, %d holds", s.Allowed, s.Denied, held)
 }
 
 // TestParityEdges: each algorithm, filled to its capacity, then asked at

@@ -2,8 +2,6 @@ package storeloop
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -23,9 +21,6 @@ import (
 // once on one key are concurrent, and the store decides them in either
 // order, as a partition in memory decides concurrent requests in the order
 // they reach its mailbox.
-
-// errCannotHold answers a Hold: a Store does not keep holds yet.
-var errCannotHold = fmt.Errorf("chanlimit: a router on a Store cannot hold keys yet: %w", errors.ErrUnsupported)
 
 // serveRun serves the messages of burst, in order, at now: in runs handed
 // to the store together, and one by one between them. It returns how many
@@ -68,7 +63,7 @@ func (l *loop) joinsTrip(req *actor.Message, clockErr error) bool {
 		// In line, the line answers it; with a dry-run policy, which
 		// decides every request, it goes to the store all the same.
 		return l.lines.of(req.Key()) == nil || l.table.HasDryRun(req.Key())
-	case actor.KindBatch, actor.KindTry, actor.KindReset, actor.KindRefund:
+	case actor.KindBatch, actor.KindTry, actor.KindReset, actor.KindRefund, actor.KindHold:
 		return true
 	}
 	return false
@@ -106,6 +101,10 @@ func (l *loop) dispatch(run []actor.Message, now time.Duration) (served int) {
 			tr.items = append(tr.items, storetable.Item{Key: req.Key(), Kind: storetable.Reset})
 		case k == actor.KindRefund:
 			tr.items = append(tr.items, storetable.Item{Key: req.Key(), N: req.N(), Kind: storetable.Refund})
+		case k == actor.KindHold && req.Hold() <= 0: // changes nothing: sent nowhere
+			tr.items = append(tr.items, storetable.Item{Key: req.Key(), Kind: storetable.Hold, Skip: true})
+		case k == actor.KindHold:
+			tr.items = append(tr.items, storetable.Item{Key: req.Key(), Kind: storetable.Hold, Hold: req.Hold()})
 		default: // a batch, or a batch of tries: each item granted now, or left to wait (a turn)
 			kind := storetable.Allow
 			if k == actor.KindTry {
@@ -200,7 +199,7 @@ func (l *loop) land(tr *trip) (served int) {
 				l.fillQuota(req.Key(), tr.now, &d, q, -1)
 			}
 			l.deliver(req, tr.now, d, err)
-		case actor.KindReset, actor.KindRefund:
+		case actor.KindReset, actor.KindRefund, actor.KindHold:
 			if ln := l.lines.of(req.Key()); ln != nil {
 				l.lines.reschedule(ln, tr.now) // its head may be granted now
 			}
@@ -320,10 +319,7 @@ func (l *loop) serve(req *actor.Message, now time.Duration, clockErr error) (ser
 		err = req.Func()(&l.state)
 		l.state.ClockErr = nil
 		l.retryChanged(l.state.Now)
-	case actor.KindHold:
-		if err == nil {
-			err = errCannotHold
-		}
+	case actor.KindHold: // clockErr: it fails with it
 	}
 	if q := req.Quota(); q != nil && (err == nil || late) { // a wait too late tells the quota it would have had
 		l.fillQuota(req.Key(), now, &d, q, -1)

@@ -36,7 +36,8 @@ type Op struct {
 	Set      *keytable.Set
 	Now      time.Time
 	Decision algorithms.Decision
-	Grant    uint64 // chanlimit.StoreOp's
+	Grant    uint64        // chanlimit.StoreOp's
+	Hold     time.Duration // chanlimit.StoreOp's
 	Err      error
 }
 
@@ -52,6 +53,7 @@ const (
 	Turn                     // chanlimit.StoreTurn
 	GiveBack                 // chanlimit.StoreGiveBack
 	DryRun                   // chanlimit.StoreDryRun
+	Hold                     // chanlimit.StoreHold
 )
 
 // Mode is what a table does with a request the store could not answer:
@@ -138,7 +140,9 @@ type Item struct {
 	D   algorithms.Decision
 	Err error
 
-	Kind Kind // what it asks: Allow, Peek, Turn, Reset, Refund, GiveBack or DryRun
+	Kind Kind // what it asks: Allow, Peek, Turn, Reset, Refund, GiveBack, DryRun or Hold
+
+	Hold time.Duration // a Hold's: how long
 
 	// Dry marks an item whose decision is its key's line's (no barging),
 	// in D or Err already, for the store's dry-run policies to decide
@@ -209,6 +213,8 @@ func (t *Table) Prepare(items []Item, now time.Duration) *Trip {
 			}
 		case Reset:
 			op.N = 0
+		case Hold:
+			op.N, op.Hold = 0, it.Hold
 		case GiveBack:
 			op.Grant = it.Grant
 		}
@@ -301,10 +307,12 @@ func (t *Table) keep(tr *Trip) {
 // FailMode says, noting where its grant came from. A refund the store
 // could not take fails, whatever the FailMode: its grant was the store's,
 // and giving it to the local keys, which never granted it, would count it
-// twice.
+// twice. Nor does a hold, which only the store can keep for every router
+// on it: a hold on the local keys alone would hold them here and nowhere
+// else.
 func (t *Table) failed(it *Item, op *Op, now time.Duration) {
 	t.errors++
-	if op.Kind == Refund || op.Kind == GiveBack {
+	if op.Kind == Refund || op.Kind == GiveBack || op.Kind == Hold {
 		it.D, it.Err = algorithms.Decision{}, unavailable(op.Err)
 		return
 	}
