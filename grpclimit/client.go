@@ -153,7 +153,8 @@ func (c *client) waitTurn(ctx context.Context, key string, n int) error {
 }
 
 // held holds key if err, a call's end, is the server's refusal with a
-// RetryInfo, and reports whether it was: unless IgnoreServer.
+// RetryInfo, unless IgnoreServer, and reports whether it was held: a call
+// is made again only after a hold that was made.
 func (c *client) held(ctx context.Context, key string, err error) bool {
 	if err == nil || c.opts.IgnoreServer {
 		return false
@@ -166,10 +167,9 @@ func (c *client) held(ctx context.Context, key string, err error) bool {
 	if c.opts.MaxHold > 0 {
 		maxHold = min(c.opts.MaxHold, httplimit.MaxServerHold)
 	}
-	// Best effort, even if the call's context has just ended: the call's
-	// error stands whatever the router answers.
-	_ = c.r.Hold(context.WithoutCancel(ctx), key, min(wait, maxHold))
-	return true
+	// Even if the call's context has just ended: the call's error stands
+	// whatever the router answers.
+	return c.r.Hold(context.WithoutCancel(ctx), key, min(wait, maxHold)) == nil
 }
 
 // turnComes reports whether the turn of n units on key, asked now, comes

@@ -229,3 +229,16 @@ func TestClientListensToALimitedServer(t *testing.T) {
 	require.NoError(t, <-done, "the retry, at the server's word, is served")
 	assert.EqualValues(t, 2, h.checks.Load())
 }
+
+// TestClientRetriesOnlyAfterAHold: a call is made again only after a hold
+// that was made: if the router cannot hold the key (here, holds fill
+// MaxKeys), the refusal comes back as it came, made once.
+func TestClientRetriesOnlyAfterAHold(t *testing.T) {
+	r, _ := newRouter(t, chanlimit.Config{Limit: 100, Window: time.Second, MaxKeys: 1, Partitions: 1})
+	require.NoError(t, r.Hold(context.Background(), "elsewhere", time.Hour))
+	h := &refusing{refuse: 5, wait: time.Second}
+	client := serveRefusing(t, h, r, grpclimit.Options{Retries: 3, RetrySafe: func(string) bool { return true }})
+	_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	assert.Equal(t, codes.ResourceExhausted, status.Code(err))
+	assert.EqualValues(t, 1, h.calls.Load())
+}

@@ -62,8 +62,11 @@ func (f *policyFields) index(name string) int {
 // (Router.Hold) has a member for each policy q tells of, in order, each
 // with its own t, and its wait is the hold's.
 func (f *policyFields) appendRateLimit(b []byte, d chanlimit.Decision, q *chanlimit.Quota) ([]byte, int64) {
-	if f.value == "" {
-		return b, 0 // dry-run policies alone: nothing limits the key
+	if f.value == "" { // dry-run policies alone: no fields, and nothing but a hold denies
+		if !d.Allowed {
+			return b, untilMore(d, 0)
+		}
+		return b, 0
 	}
 	if byHold(d) { // no policy decided: each tells its own, the wait is the hold's
 		t := untilMore(d, 0)

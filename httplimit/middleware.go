@@ -220,8 +220,8 @@ func (m *middleware) decide(ctx context.Context, key string, n int, q *chanlimit
 		return d, nil
 	case ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded):
 		return d, err
-	case d.Limit != 0:
-		return d, nil // refused at once: WaitN tells how long it would have waited, and the quota
+	case d.RetryAfter > 0:
+		return d, nil // refused at once: WaitN tells how long it would have waited (a hold's too), and the quota
 	}
 	return m.refusal(ctx, key, n, q) // the grant was late past WaitGrace
 }

@@ -193,3 +193,17 @@ func TestRealServerHeldKey(t *testing.T) {
 	resp, _ = get(t, client, srv.URL)
 	assert.Equal(t, 200, resp.StatusCode)
 }
+
+// TestRealServerHeldKeyDryRunOnly: a key under dry-run policies alone has
+// no fields, but a hold still refuses it, with its Retry-After.
+func TestRealServerHeldKeyDryRunOnly(t *testing.T) {
+	r, _ := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{{Name: "shadow", Limit: 1, Window: time.Second, DryRun: true}}})
+	srv := httptest.NewServer(httplimit.Middleware(r, httplimit.Options{})(hello))
+	defer srv.Close()
+	require.NoError(t, r.Hold(context.Background(), "127.0.0.1", 2500*time.Millisecond))
+	resp, body := get(t, srv.Client(), srv.URL)
+	require.Equal(t, 429, resp.StatusCode)
+	assert.Equal(t, "3", resp.Header.Get("Retry-After"))
+	assert.Empty(t, resp.Header.Values("RateLimit"))
+	assert.Equal(t, int64(3), readProblem(t, 429, resp.Header, body).RetryAfter)
+}

@@ -99,11 +99,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if !asks {
 			return resp, nil
 		}
-		// Best effort, even if the request's context has just ended: the
-		// response stands whatever the router answers.
-		_ = t.Router.Hold(context.WithoutCancel(sent.Context()), key, min(hold, t.maxHold()))
+		// Even if the request's context has just ended: the response
+		// stands whatever the router answers, but a request is sent again
+		// only after a hold that was made.
+		herr := t.Router.Hold(context.WithoutCancel(sent.Context()), key, min(hold, t.maxHold()))
 		refused := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable
-		if !refused || tries >= t.Retries || !resendable(req) {
+		if herr != nil || !refused || tries >= t.Retries || !resendable(req) {
 			return resp, nil
 		}
 		if !t.turnComes(req.Context(), key, n) {

@@ -309,3 +309,16 @@ func TestTransportHoldSharedAcrossClients(t *testing.T) {
 	assert.Equal(t, 200, <-done)
 	assert.Equal(t, []string{"GET ", "POST x"}, srv.requests())
 }
+
+// TestTransportRetriesOnlyAfterAHold: a request is sent again only after
+// a hold that was made: if the router cannot hold the key (here, holds
+// fill MaxKeys), the refusal comes back as it came, sent once.
+func TestTransportRetriesOnlyAfterAHold(t *testing.T) {
+	r, _ := newRouter(t, chanlimit.Config{Limit: 100, Window: time.Second, MaxKeys: 1, Partitions: 1})
+	require.NoError(t, r.Hold(context.Background(), "elsewhere", time.Hour)) // the one hold MaxKeys leaves room for
+	srv := newScripted(t, tooMany("Retry-After", "1"), ok)
+	client := &http.Client{Transport: &httplimit.Transport{Router: r, Retries: 3}}
+	status, _ := send(t, client, newReq(t, "GET", srv.URL, ""))
+	assert.Equal(t, 429, status)
+	assert.Len(t, srv.requests(), 1, "not sent again at once")
+}
