@@ -3,7 +3,10 @@ package chanlimit_test
 import (
 	"bytes"
 	"context"
+	"log/slog"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chanlimit/chanlimit"
+	"github.com/chanlimit/chanlimit/algorithms"
 )
 
 // held returns the denial a hold gives, with its wait.
@@ -305,4 +309,82 @@ func TestHoldOutlivesPolicyChanges(t *testing.T) {
 	d := allowN(t, r, "k", 1)
 	assert.True(t, d.Allowed)
 	assert.Equal(t, "slow", d.Policy)
+}
+
+// TestHoldWaitQuota: a wait refused at once on a key held tells the key's
+// quota, each policy's own, as any wait refused at once does.
+func TestHoldWaitQuota(t *testing.T) {
+	r, _ := newRouter(t, chanlimit.Config{Limit: 3, Window: time.Second})
+	exhaust(t, r, "k", 1)
+	require.NoError(t, r.Hold(bg, "k", time.Minute))
+	ctx, cancel := context.WithTimeout(bg, time.Second)
+	defer cancel()
+	var q chanlimit.Quota
+	d, err := r.WaitQuota(ctx, "k", 1, &q)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, time.Minute, d.RetryAfter)
+	require.Len(t, q.Each, 1)
+	assert.Equal(t, 2, q.Each[0].Remaining)
+}
+
+// TestHoldLogged: LogDecisions logs a denial by a hold as a denial.
+func TestHoldLogged(t *testing.T) {
+	var buf bytes.Buffer
+	l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	r, _ := newRouter(t, chanlimit.Config{Limit: 3, Window: time.Second, Observe: chanlimit.LogDecisions(l)})
+	require.NoError(t, r.Hold(bg, "k", time.Minute))
+	require.False(t, allowN(t, r, "k", 1).Allowed)
+	assert.Contains(t, buf.String(), "allowed=false")
+	assert.Contains(t, buf.String(), "retry_after=1m0s")
+}
+
+// TestHoldRuleThatExits: a rule that ends the goroutine while a key held
+// is decided (its peek at the hold's end) fails that request alone, and
+// drops the key, counted, as when it does so on any key.
+func TestHoldRuleThatExits(t *testing.T) {
+	armed := new(atomic.Bool)
+	name := register[algorithms.FixedWindowState](t, func(fw *algorithms.FixedWindow) peekExits { return peekExits{fw, armed} })
+	r, clk := newRouter(t, chanlimit.Config{Algorithm: name, Limit: 3, Window: time.Minute, Partitions: 1})
+	exhaust(t, r, "k", 1)
+	require.NoError(t, r.Hold(bg, "k", time.Second))
+	armed.Store(true)
+	_, err := r.AllowN(bg, "k", 2)
+	armed.Store(false)
+	require.ErrorIs(t, err, chanlimit.ErrAlgorithmPanic)
+	st, err := r.Stats(bg)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), st.Panicked)
+	clk.Advance(time.Second)
+	assert.Equal(t, 2, allowN(t, r, "k", 1).Remaining, "the key was dropped")
+}
+
+// TestHoldAKeyWithItsRoom: a key in its partition's table has its room,
+// and is held however many keys are held without a state.
+func TestHoldAKeyWithItsRoom(t *testing.T) {
+	r, _ := newRouter(t, chanlimit.Config{Limit: 3, Window: time.Minute, MaxKeys: 2, Partitions: 1})
+	require.NoError(t, r.Hold(bg, "x", time.Hour))
+	require.NoError(t, r.Hold(bg, "y", time.Hour))
+	exhaust(t, r, "a", 1)
+	require.NoError(t, r.Hold(bg, "a", time.Second))
+	assert.Equal(t, time.Second, peekAt(t, r, "a", 1).RetryAfter)
+}
+
+// TestHoldAndResetGrowNothing: holding a key and resetting it, again and
+// again, keeps the partition's holds to what is held.
+func TestHoldAndResetGrowNothing(t *testing.T) {
+	r, _ := newRouter(t, chanlimit.Config{Limit: 3, Window: time.Minute, Partitions: 1})
+	var before, after runtime.MemStats
+	cycle := func(n int) {
+		for range n {
+			require.NoError(t, r.Hold(bg, "k", time.Hour))
+			require.NoError(t, r.Reset(bg, "k"))
+		}
+	}
+	cycle(1000)
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	cycle(100_000)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	assert.Less(t, int64(after.HeapAlloc)-int64(before.HeapAlloc), int64(1<<20), "100,000 holds let go keep under 1 MiB")
 }

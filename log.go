@@ -26,7 +26,7 @@ func LogDecisions(l *slog.Logger) func(ctx context.Context, e Event) {
 			l = slog.Default()
 		}
 		d := &e.Decision
-		decided := e.Kind != EventRefund && (d.Allowed || d.Limit != 0) // a wait refused at once has its denial too
+		decided := e.Kind != EventRefund && decided(d) // a wait refused at once has its denial too
 		level := slog.LevelDebug
 		switch {
 		case e.Err != nil:

@@ -97,7 +97,7 @@ func (r *Router) quota(ctx context.Context, key string, n int, q *Quota, ask ask
 	if err != nil && err == ctx.Err() { // the caller left: kq may be written yet
 		return d, err
 	}
-	if kq.Set != nil && (err == nil || d.Limit != 0) { // decided: allowed or denied, or a wait refused at once
+	if kq.Set != nil && (err == nil || decided(&d)) { // decided: allowed or denied, or a wait refused at once
 		q.Policies = quotaPolicies(kq.Set.(*keytable.Set)) // the router made every table: its sets are keytable's
 		for _, pq := range kq.Policies {
 			q.Each = append(q.Each, PolicyQuota(pq))
@@ -107,3 +107,9 @@ func (r *Router) quota(ctx context.Context, key string, n int, q *Quota, ask ask
 	r.quotas.Put(kq)
 	return d, err
 }
+
+// decided reports whether d, returned with an error or not, is a decision
+// (allowed, or denied with its wait: a wait refused at once carries its
+// denial), not the zero Decision of an error. A denial always has a wait;
+// a denial by a hold (Router.Hold) has no Limit, so the wait tells it.
+func decided(d *Decision) bool { return d.Allowed || d.RetryAfter > 0 }

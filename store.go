@@ -140,8 +140,9 @@ const (
 	// earlier; StoreReset ends it; the key's state is kept at least until
 	// it ends. N is 0; Hold is at least a nanosecond. A store that cannot
 	// hold sets Err to an error wrapping errors.ErrUnsupported, and the
-	// router returns it from Hold (never a FailMode's answer: a hold kept
-	// by one router alone would hold nothing for the others).
+	// router returns it from Hold as it is (not as ErrStoreUnavailable,
+	// and never a FailMode's answer: a hold kept by one router alone would
+	// hold nothing for the others).
 	StoreHold = storetable.Hold
 )
 

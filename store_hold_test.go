@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -69,10 +70,53 @@ func TestStoreHoldUnsupported(t *testing.T) {
 			require.NoError(t, err)
 			defer r.Close()
 			ctx := context.Background()
-			require.ErrorIs(t, r.Hold(ctx, "k", time.Second), errors.ErrUnsupported)
+			err = r.Hold(ctx, "k", time.Second)
+			require.ErrorIs(t, err, errors.ErrUnsupported)
+			assert.NotErrorIs(t, err, ErrStoreUnavailable, "the store answered")
 			d, err := r.AllowN(ctx, "k", 1)
 			require.NoError(t, err)
 			assert.True(t, d.Allowed)
+			st, err := r.Stats(ctx)
+			require.NoError(t, err)
+			assert.Zero(t, st.StoreErrors)
 		})
 	}
+}
+
+// TestStoreHoldWithALine: a request on a key held whose line has waiters
+// is denied as a hold's denial (no policy, no Limit), as in memory, and
+// is counted under no policy.
+func TestStoreHoldWithALine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := clock.NewFake(storeStart)
+		r, err := New(Config{Limit: 1, Window: time.Second, Clock: clk, Store: newMemStore(clk, FailClosed)})
+		require.NoError(t, err)
+		defer r.Close()
+		ctx := context.Background()
+		d, err := r.AllowN(ctx, "k", 1)
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+		done := make(chan error, 1)
+		go func() {
+			_, err := r.WaitN(ctx, "k", 1)
+			done <- err
+		}()
+		synctest.Wait()
+		require.NoError(t, r.Hold(ctx, "k", 5*time.Second))
+		clk.Advance(time.Second) // the head's turn: denied by the hold
+		synctest.Wait()
+		d, err = r.AllowN(ctx, "k", 1)
+		require.NoError(t, err)
+		assert.False(t, d.Allowed)
+		assert.Empty(t, d.Policy)
+		assert.Zero(t, d.Limit)
+		clk.Advance(4 * time.Second)
+		synctest.Wait()
+		require.NoError(t, <-done, "the waiter, at the hold's end")
+		st, err := r.Stats(ctx)
+		require.NoError(t, err)
+		for _, p := range st.Policies {
+			assert.Zero(t, p.Denied, p.Name)
+		}
+	})
 }

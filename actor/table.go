@@ -182,8 +182,10 @@ type Holder interface {
 	// Limit and Remaining 0, and the RetryAfter at which the same request
 	// would be allowed, end - now and then what its policies would ask at
 	// end. DecideDry decides nothing on it, and Ahead foresees the line as
-	// from end. A key held is neither evicted nor let go as idle before
-	// end. An end no later than the key's hold has changes nothing; Reset
+	// from end. A key held is never evicted before end (its state may be
+	// let go as idle meanwhile: an untouched state is as good as none, and
+	// the hold is kept apart from it). An end no later than the key's hold
+	// has changes nothing; Reset
 	// ends it. Its error is one AllowN would return for a new key the table
 	// has no room for (ErrTooManyKeys).
 	//

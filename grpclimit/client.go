@@ -144,20 +144,38 @@ func (c *client) waitTurn(ctx context.Context, key string, n int) error {
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
 	case errors.Is(err, context.DeadlineExceeded) && d.RetryAfter > 0:
-		return Refusal(d) // its turn would come past MaxWait or its deadline
+		return refusedHere(d) // its turn would come past MaxWait or its deadline
 	case errors.Is(err, context.DeadlineExceeded): // its turn came later than foreseen, past MaxWait and its grace
 		d.RetryAfter = httplimit.WaitGrace
-		return Refusal(d)
+		return refusedHere(d)
 	}
 	return &notSent{err: err, code: codeOf(ctx, err)}
 }
+
+// refused is the error of a call a client interceptor refused itself,
+// unsent: the status of Refusal, as a server's refusal has, but marked,
+// so that an interceptor around this one (another router's) never takes
+// it for the server's word and holds its own key for it.
+type refused struct{ st *status.Status }
+
+// refusedHere returns the error of a call refused here, for d.
+func refusedHere(d chanlimit.Decision) error {
+	return &refused{status.Convert(Refusal(d))}
+}
+
+func (e *refused) Error() string { return e.st.Err().Error() }
+
+// GRPCStatus returns the refusal's status, for status.FromError and
+// status.Code.
+func (e *refused) GRPCStatus() *status.Status { return e.st }
 
 // held holds key if err, a call's end, is the server's refusal with a
 // RetryInfo, unless IgnoreServer, and reports whether it was held: a call
 // is made again only after a hold that was made.
 func (c *client) held(ctx context.Context, key string, err error) bool {
-	if err == nil || c.opts.IgnoreServer {
-		return false
+	var here *refused
+	if err == nil || c.opts.IgnoreServer || errors.As(err, &here) {
+		return false // not the server's word: a refusal of an interceptor within this one
 	}
 	wait, asks := serverWait(err)
 	if !asks {

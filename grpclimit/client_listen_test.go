@@ -31,11 +31,15 @@ type refusing struct {
 	*health.Server
 	refuse int64
 	wait   time.Duration
+	before func() // if set, called before each refusal
 	calls  atomic.Int64
 }
 
 func (h *refusing) refusal() error {
 	if h.calls.Add(1) <= h.refuse {
+		if h.before != nil {
+			h.before()
+		}
 		return grpclimit.Refusal(chanlimit.Decision{RetryAfter: h.wait, Limit: 1, Policy: "upstream"})
 	}
 	return nil
@@ -231,14 +235,34 @@ func TestClientListensToALimitedServer(t *testing.T) {
 }
 
 // TestClientRetriesOnlyAfterAHold: a call is made again only after a hold
-// that was made: if the router cannot hold the key (here, holds fill
-// MaxKeys), the refusal comes back as it came, made once.
+// that was made: if the router cannot hold the key, the refusal comes
+// back as it came, made once. (Here the key is new again when the
+// refusal comes, Reset while the call was out, and the one hold MaxKeys
+// leaves room for is another key's.)
 func TestClientRetriesOnlyAfterAHold(t *testing.T) {
 	r, _ := newRouter(t, chanlimit.Config{Limit: 100, Window: time.Second, MaxKeys: 1, Partitions: 1})
 	require.NoError(t, r.Hold(context.Background(), "elsewhere", time.Hour))
-	h := &refusing{refuse: 5, wait: time.Second}
+	h := &refusing{refuse: 5, wait: time.Second, before: func() { _ = r.Reset(context.Background(), check) }}
 	client := serveRefusing(t, h, r, grpclimit.Options{Retries: 3, RetrySafe: func(string) bool { return true }})
 	_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{})
 	assert.Equal(t, codes.ResourceExhausted, status.Code(err))
 	assert.EqualValues(t, 1, h.calls.Load())
+}
+
+// TestClientChainedHoldsOnlyOnTheServersWord: with two client
+// interceptors chained, the inner one's own refusal (its wait past
+// MaxWait) is not the server's word: the outer one holds nothing.
+func TestClientChainedHoldsOnlyOnTheServersWord(t *testing.T) {
+	outer, _ := newRouter(t, chanlimit.Config{Limit: 100, Window: time.Second})
+	inner, _ := newRouter(t, chanlimit.Config{Limit: 1, Window: time.Minute})
+	tenant := func(context.Context, string) (string, error) { return "tenant", nil }
+	_, client := serve(t, nil, grpc.WithChainUnaryInterceptor(
+		grpclimit.UnaryClientInterceptor(outer, grpclimit.Options{Key: tenant}),
+		grpclimit.UnaryClientInterceptor(inner, grpclimit.Options{MaxWait: time.Second})))
+	ctx := context.Background()
+	_, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
+	_, err = client.Check(ctx, &healthpb.HealthCheckRequest{})
+	assert.Equal(t, codes.ResourceExhausted, status.Code(err), "the inner router's refusal")
+	assert.Zero(t, heldFor(t, outer, "tenant"), "the outer router holds nothing")
 }

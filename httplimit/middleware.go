@@ -179,6 +179,8 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 	h := w.Header()
 	if values[0] != "" { // dry-run policies alone: no fields
 		h[fieldPolicy] = values[0:1:1]
+	}
+	if values[1] != "" { // none: as above, or a key held whose quota a Store cannot tell
 		h[fieldRateLimit] = values[1:2:2]
 	}
 	if d.Allowed {

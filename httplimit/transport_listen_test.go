@@ -34,6 +34,7 @@ type scripted struct {
 	mu     sync.Mutex
 	script []answer
 	got    []string // each request's method and body
+	before func()   // if set, called before each answer
 }
 
 func newScripted(t *testing.T, script ...answer) *scripted {
@@ -44,7 +45,11 @@ func newScripted(t *testing.T, script ...answer) *scripted {
 		s.mu.Lock()
 		a := s.script[min(len(s.got), len(s.script)-1)]
 		s.got = append(s.got, r.Method+" "+string(body))
+		before := s.before
 		s.mu.Unlock()
+		if before != nil {
+			before()
+		}
 		for i := 0; i+1 < len(a.header); i += 2 {
 			w.Header().Add(a.header[i], a.header[i+1])
 		}
@@ -311,13 +316,19 @@ func TestTransportHoldSharedAcrossClients(t *testing.T) {
 }
 
 // TestTransportRetriesOnlyAfterAHold: a request is sent again only after
-// a hold that was made: if the router cannot hold the key (here, holds
-// fill MaxKeys), the refusal comes back as it came, sent once.
+// a hold that was made: if the router cannot hold the key, the refusal
+// comes back as it came, sent once. (Here the key is new again when the
+// refusal comes, Reset while the request was out, and the one hold
+// MaxKeys leaves room for is another key's.)
 func TestTransportRetriesOnlyAfterAHold(t *testing.T) {
 	r, _ := newRouter(t, chanlimit.Config{Limit: 100, Window: time.Second, MaxKeys: 1, Partitions: 1})
-	require.NoError(t, r.Hold(context.Background(), "elsewhere", time.Hour)) // the one hold MaxKeys leaves room for
+	require.NoError(t, r.Hold(context.Background(), "elsewhere", time.Hour))
 	srv := newScripted(t, tooMany("Retry-After", "1"), ok)
 	client := &http.Client{Transport: &httplimit.Transport{Router: r, Retries: 3}}
+	key := strings.TrimPrefix(srv.URL, "http://")
+	srv.mu.Lock()
+	srv.before = func() { _ = r.Reset(context.Background(), key) }
+	srv.mu.Unlock()
 	status, _ := send(t, client, newReq(t, "GET", srv.URL, ""))
 	assert.Equal(t, 429, status)
 	assert.Len(t, srv.requests(), 1, "not sent again at once")

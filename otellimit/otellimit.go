@@ -216,7 +216,7 @@ func (o *observer) set(k setKey) options {
 func eventAttributes(e *chanlimit.Event) []attribute.KeyValue {
 	d := &e.Decision
 	attrs := []attribute.KeyValue{keyEvent.String(e.Kind.String()), attribute.Int("chanlimit.n", e.N)}
-	if e.Kind != chanlimit.EventRefund && (d.Allowed || d.Limit != 0) {
+	if e.Kind != chanlimit.EventRefund && (d.Allowed || d.RetryAfter > 0) { // a decision: a denial has its wait (a hold's has no Limit)
 		attrs = append(attrs, attribute.Bool("chanlimit.allowed", d.Allowed))
 		if d.WouldDeny {
 			attrs = append(attrs, attribute.Bool("chanlimit.would_deny", true))

@@ -755,8 +755,8 @@ local function serve(c, key, blob, kind, n, set, now, gen)
   local at = v.meta and max(now, v.meta.ts) or now -- decided at its own time, or the key's last write if later
   local held, own = v.meta and v.meta.hold or 0, now
   if kind == HOLD then -- n: how long, from its own time
-    if now + n > held then
-      note(c, key, v, set, at, grace, max(now + n - at, 0), v.meta and v.meta.gen or gen)
+    if now + n > held then -- the TTL stays, or covers the hold if longer (store)
+      note(c, key, v, set, at, grace, nil, v.meta and v.meta.gen or gen)
       v.meta.hold = now + n
     end
     return put(c, 0)
@@ -916,9 +916,10 @@ local function store(c, key, v)
       if keep then parts[#parts + 1], states = entry(field, t), states + 1 end
     end
   end
+  local holdFor = 0 -- the hold's time left and the grace after, ms
   if v.meta then -- after the states; a hold that ended goes
     local hold = v.meta.hold or 0
-    if hold > v.now then longest = max(longest, hold - v.now) else hold = 0 end
+    if hold > v.now then holdFor = cdiv(hold - v.now, 1000) + v.grace else hold = 0 end
     parts[#parts + 1] = spack('<c0ddddd', META, v.meta.ts, v.meta.gen, hold, 0, 0)
   end
   local latest, records
@@ -928,12 +929,12 @@ local function store(c, key, v)
     parts[#parts + 1] = spack('<Hc0I4ddc0', #c.record, c.record, c.nout + 2, c.clock + c.replay, c.seq, c.packed)
     records, latest = records + 1, max(latest, c.clock + c.replay)
   end
-  local keepFor = latest - c.clock -- the records' time left, ms
+  local keepFor = max(latest - c.clock, holdFor) -- the records' time left, or the hold's, ms
   if states + records == 0 and not v.meta then -- a Reset's: the key is as if never seen
     rcall('DEL', key)
-  elseif not v.longest and v.blob and records == 0 then -- a refund's: the TTL stays
+  elseif not v.longest and v.blob and records == 0 and holdFor == 0 then -- a refund's: the TTL stays
     rcall('SET', key, concat(parts), 'KEEPTTL')
-  elseif not v.longest and v.blob then -- or the records' if longer
+  elseif not v.longest and v.blob then -- or the records' or the hold's if longer
     rcall('PSETEX', key, format('%d', max(rcall('PTTL', key), keepFor, 1)), concat(parts))
   else
     rcall('PSETEX', key, format('%d', max(cdiv(longest, 1000) + v.grace, keepFor, 1)), concat(parts))

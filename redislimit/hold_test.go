@@ -148,3 +148,22 @@ func TestTransportHoldSharedThroughRedis(t *testing.T) {
 	assert.Equal(t, http.StatusOK, <-done)
 	assert.Equal(t, int32(2), served.Load())
 }
+
+// TestHoldKeepsTheStateTTL: a hold shorter than what the key's state
+// needs leaves the key's TTL as it was: the state outlives the hold.
+func TestHoldKeepsTheStateTTL(t *testing.T) {
+	client := single(t)
+	st, err := redislimit.NewStore(client, redislimit.Options{Prefix: prefix(t)})
+	require.NoError(t, err)
+	r, err := chanlimit.New(chanlimit.Config{Limit: 1, Window: time.Hour, Store: st}) // Redis's clock
+	require.NoError(t, err)
+	defer r.Close()
+	ctx := context.Background()
+	d, err := r.AllowN(ctx, "k", 1)
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	require.NoError(t, r.Hold(ctx, "k", time.Millisecond))
+	ttl, err := client.PTTL(ctx, st.Key("k")).Result()
+	require.NoError(t, err)
+	assert.Greater(t, ttl, 59*time.Minute, "the state's TTL, not the hold's")
+}

@@ -30,7 +30,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/chanlimit/chanlimit"
@@ -100,7 +99,7 @@ func run(ctx context.Context, clk clock.Clock, out io.Writer) (report, error) {
 	}
 	defer mine.Close()
 	start := clk.Now()
-	sends := &recorder{base: conns, clk: clk, start: start}
+	sends := &recorder{base: conns, clk: clk, start: start, sent: make(chan send, 4*requests)}
 	client := &http.Client{Transport: &httplimit.Transport{
 		Base:    sends,
 		Router:  mine,
@@ -120,7 +119,6 @@ func run(ctx context.Context, clk clock.Clock, out io.Writer) (report, error) {
 			held = seconds(d.RetryAfter)
 			rep.held++
 		}
-		first := sends.count()
 		status, err := get(ctx, client, url)
 		if err != nil {
 			return rep, err
@@ -131,7 +129,7 @@ func run(ctx context.Context, clk clock.Clock, out io.Writer) (report, error) {
 		} else {
 			rep.refused++
 		}
-		for k, s := range sends.since(first) {
+		for k, s := range sends.drain() {
 			name := fmt.Sprint("#", i)
 			if k > 0 { // sent again, once the hold its refusal set was over
 				name += " again"
@@ -178,14 +176,14 @@ type send struct {
 }
 
 // recorder is the Transport's Base: it notes each request it sends, the
-// sends again included, then hands it to base.
+// sends again included, on sent, then hands it to base. The requests go
+// one after another, and each call's sends are all noted by the time it
+// returns, for drain.
 type recorder struct {
 	base  http.RoundTripper
 	clk   clock.Clock
 	start time.Time
-
-	mu    sync.Mutex
-	sends []send
+	sent  chan send // room for every send of a run: never full
 }
 
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -194,22 +192,19 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.sends = append(r.sends, send{at, resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get("RateLimit")})
+	r.sent <- send{at, resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get("RateLimit")}
 	return resp, nil
 }
 
-// count returns how many requests r has sent.
-func (r *recorder) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.sends)
-}
-
-// since returns the requests r sent from the i-th on.
-func (r *recorder) since(i int) []send {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]send(nil), r.sends[i:]...)
+// drain returns the sends noted since it was last called.
+func (r *recorder) drain() []send {
+	var out []send
+	for {
+		select {
+		case s := <-r.sent:
+			out = append(out, s)
+		default:
+			return out
+		}
+	}
 }

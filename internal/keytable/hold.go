@@ -89,15 +89,30 @@ func (h *holds) expire(now time.Duration, budget int) (steps int) {
 	return steps
 }
 
-// set holds key until end.
+// set holds key until end. The heap of ends is made again from the map
+// when stale entries (of holds Reset) are most of it, so that holding
+// and resetting a key again and again grows nothing.
 func (h *holds) set(key string, end time.Duration) {
 	if _, ok := h.end[key]; !ok {
 		if h.end == nil {
 			h.end = make(map[string]time.Duration)
 		}
+		if len(h.ends) > 2*len(h.end)+16 {
+			h.rebuild()
+		}
 		heap.Push(&h.ends, holdEnd{end, key})
 	}
 	h.end[key] = end
+}
+
+// rebuild makes the heap of ends again, one entry for each key held.
+func (h *holds) rebuild() {
+	clear(h.ends)
+	h.ends = h.ends[:0]
+	for key, end := range h.end {
+		h.ends = append(h.ends, holdEnd{end, key})
+	}
+	heap.Init(&h.ends)
 }
 
 // drop ends key's hold.
@@ -117,8 +132,9 @@ func (h *holds) clear() {
 var _ actor.Holder = (*Keys)(nil)
 
 // Hold holds key until end (actor.Holder). A key new to the partition
-// is refused as AllowN would refuse it if the table has no room for it,
-// and so is a hold past Limit.Max keys held.
+// (neither held nor in its table) is refused as AllowN would refuse it
+// if the table has no room for it, and so is one past Limit.Max keys
+// held: the keys held without a state are bounded as the keys are.
 func (k *Keys) Hold(key string, now, end time.Duration) error {
 	if was, ok := k.held.until(key, now); ok {
 		if end > was {
@@ -126,43 +142,43 @@ func (k *Keys) Hold(key string, now, end time.Duration) error {
 		}
 		return nil
 	}
-	k.held.expire(now, len(k.held.ends)) // the ended, first: they make room
-	if k.limit.Max > 0 && len(k.held.end) >= k.limit.Max {
-		return errNoRoom
+	t := k.ask(key)
+	if t.slotOf(key) == none {
+		k.held.expire(now, len(k.held.ends)) // the ended, first: they make room
+		err := t.admits(key, now)
+		if err == nil && k.limit.Max > 0 && len(k.held.end) >= k.limit.Max {
+			err = errNoRoom
+		}
+		if err != nil {
+			k.asking = nil
+			return err
+		}
 	}
-	if err := k.admits(key, now); err != nil {
-		return err
-	}
+	k.asking = nil
 	k.held.set(key, end)
 	return nil
-}
-
-// admits returns the error AllowN would return for key, if it is new,
-// because its table has no room for it.
-func (k *Keys) admits(key string, now time.Duration) error {
-	t := k.ask(key)
-	err := t.admits(key, now)
-	k.asking = nil
-	return err
 }
 
 // denyHeld writes into d the denial of n units on key at now, held until
 // end: the wait is until end, and then what the key's policies would ask
 // at end. Its errors are those of a PeekN at end.
+// (asking is cleared by hand, not deferred: a rule that ends the
+// goroutine must find it set, for Abandoned.)
 func (k *Keys) denyHeld(key string, now, end time.Duration, n int, d *algorithms.Decision) error {
 	t := k.ask(key)
-	defer func() { k.asking = nil }()
-	if err := t.PeekN(key, end, n, d); err != nil {
+	err := t.PeekN(key, end, n, d)
+	var idle time.Duration
+	if err == nil {
+		idle, err = t.untilIdle(key, now)
+	}
+	k.asking = nil
+	if err != nil {
+		*d = algorithms.Decision{}
 		return err
 	}
 	wait := end - now
 	if !d.Allowed {
 		wait = after(wait, d.RetryAfter)
-	}
-	idle, err := t.untilIdle(key, now)
-	if err != nil {
-		*d = algorithms.Decision{}
-		return err
 	}
 	*d = algorithms.Decision{RetryAfter: wait, ResetAfter: max(end-now, idle)}
 	return nil

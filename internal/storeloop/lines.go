@@ -164,14 +164,14 @@ func (l *loop) wait(req *actor.Message, now time.Duration) (d algorithms.Decisio
 
 // inLine returns the answer of a request for n units on key at now, which
 // does not join ln, its line: denied, with the line's wait, and Limit and
-// Policy its head's latest denial's, or the key's tightest policy's before
-// any.
+// Policy its head's latest denial's (a hold's names none), or the key's
+// tightest policy's before any.
 func (l *loop) inLine(key string, n int, now time.Duration, ln *line) (algorithms.Decision, error) {
 	d, err := l.table.Hint(key, n)
 	if err != nil {
 		return algorithms.Decision{}, err
 	}
-	if ln.seen.Policy != "" {
+	if ln.seen.RetryAfter > 0 { // a denial seen: every denial has its wait
 		d.Limit, d.Policy, d.ResetAfter = ln.seen.Limit, ln.seen.Policy, ln.seen.ResetAfter
 	}
 	at, free := max(now+1, ln.next()), after(now, d.ResetAfter) // the store cannot tell more

@@ -310,7 +310,14 @@ func (t *Table) keep(tr *Trip) {
 // twice. Nor does a hold, which only the store can keep for every router
 // on it: a hold on the local keys alone would hold them here and nowhere
 // else.
+//
+// A store that cannot hold (its error wraps errors.ErrUnsupported) failed
+// nothing: the hold's error is its own, not a store unavailable.
 func (t *Table) failed(it *Item, op *Op, now time.Duration) {
+	if op.Kind == Hold && !supervise.Panicked(op.Err) && errors.Is(op.Err, errors.ErrUnsupported) {
+		it.D, it.Err = algorithms.Decision{}, op.Err
+		return
+	}
 	t.errors++
 	if op.Kind == Refund || op.Kind == GiveBack || op.Kind == Hold {
 		it.D, it.Err = algorithms.Decision{}, unavailable(op.Err)
