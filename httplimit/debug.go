@@ -23,11 +23,15 @@ import (
 // policies, its Stats and each policy's counts (Stats.Policies), and the
 // keys it denied most in the last minute (Router.TopDenied) with what each
 // has left now under each of its enforced policies (Router.PeekQuota, for
-// one unit). The page is HTML that refreshes itself every second and draws
-// a chart of the decisions per second since it was opened; a request that
-// prefers application/json to text/html (a higher weight in Accept), or
-// has ?format=json, gets the same data as JSON. ?n= sets how many keys to
-// list: 10 by default, 100 at most.
+// one unit), and for a key held (Router.Hold: its peek is the denial of
+// no policy, with no Limit) that it is held, and how long it is refused
+// for: the peek's RetryAfter, the hold's end, or later where the key's
+// policies or its line of waiters ask more then. The page is HTML that
+// refreshes itself every second and draws a chart of the decisions per
+// second since it was opened; a request that prefers application/json to
+// text/html (a higher weight in Accept), or has ?format=json, gets the
+// same data as JSON. ?n= sets how many keys to list: 10 by default, 100
+// at most.
 //
 // It changes nothing: Stats, TopDenied and PeekQuota only read, a peek
 // takes nothing and leaves an unseen key unseen, and nothing it does is
@@ -240,6 +244,11 @@ type debugKey struct {
 	RetryAfter string       `json:"retry_after,omitempty"` // if not, when it would be
 	Left       []debugQuota `json:"left"`                  // what each of its policies has, taken alone
 	Error      string       `json:"error,omitempty"`       // why the peek failed, if it did (then Allowed and Left say nothing)
+
+	// HeldFor is set if the key is held (Router.Hold): how long it is
+	// refused for, the peek's RetryAfter (the hold's end, or later where
+	// its policies or its line ask more then).
+	HeldFor string `json:"held_for,omitempty"`
 }
 
 // debugQuota is what a key has under one of its policies.
@@ -319,6 +328,9 @@ func peek(ctx context.Context, r *chanlimit.Router, dk *debugKey, q *chanlimit.Q
 	dk.Allowed = d.Allowed
 	if !d.Allowed {
 		dk.RetryAfter = d.RetryAfter.String()
+	}
+	if byHold(d) {
+		dk.HeldFor = dk.RetryAfter
 	}
 	for _, e := range q.Each {
 		dq := debugQuota{Policy: q.Policies[e.Policy].Name, Remaining: e.Remaining}

@@ -41,7 +41,8 @@
 			const key = [k.quoted || k.key, "key"]; // quoted: it has what would not read as itself
 			const count = [k.count + (k.err ? " (±" + k.err + ")" : ""), "n"];
 			if (k.error) return [key, count, [k.error, "error", 2]];
-			return [key, count, k.allowed ? "allowed" : "denied, retry in " + k.retry_after, left(k)];
+			const now = k.held_for ? ["held " + k.held_for, "held"] : k.allowed ? "allowed" : "denied, retry in " + k.retry_after;
+			return [key, count, now, left(k)];
 		}, [v.n ? "no denials in the last minute" : "none asked for (n=0)", 4]);
 		rows($("policies"), v.policies, (p) => [p.name, p.algorithm, [p.limit, "n"], p.window, [p.burst || "", "n"], p.dry_run ? "yes" : "no"]);
 		rows($("policy-stats"), v.policy_stats, (p) => [p.name, [p.denied, "n"], [p.would_deny, "n"]]);

@@ -29,6 +29,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -176,6 +177,35 @@ func TestDebugPageInABrowser(t *testing.T) {
 	}
 	assert.InDelta(t, 110, slices.Max(heights["allowed"]), 0.1, "the top of the chart")
 	assert.Greater(t, slices.Min(heights["denied"]), 0.0, "a denial each second, at least")
+}
+
+// TestDebugPageHeldKeyInABrowser: a key held after the page loaded is
+// shown held, for how long, by the page's own script from the JSON form,
+// in its row, and the hostile key, held too, as text still.
+func TestDebugPageHeldKeyInABrowser(t *testing.T) {
+	r, _, _ := debugRouter(t) // tenant-42 and hostileKey denied by per-second, first
+	debug := httplimit.DebugHandler(r)
+	var once sync.Once
+	admin := http.NewServeMux()
+	admin.HandleFunc("GET /debug/chanlimit", func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Query().Get("format") == "json" {
+			once.Do(func() { // held once the page has loaded: only its script can tell
+				for _, key := range []string{"tenant-42", hostileKey} {
+					assert.NoError(t, r.Hold(req.Context(), key, time.Hour))
+				}
+			})
+		}
+		debug.ServeHTTP(w, req)
+	})
+	srv := httptest.NewServer(admin)
+	t.Cleanup(srv.Close)
+	dom := string(browse(t, srv.URL+"/debug/chanlimit", "--dump-dom"))
+
+	assert.Regexp(t, `<p id="status">live: refreshed at `, dom, "the script refreshed the page from its JSON form")
+	assert.Regexp(t, `<tr><td class="key">tenant-42</td><td class="n">3</td><td class="held">held 1h0m0s</td><td>per-second: 0 \(\+1 in 500ms\), per-minute: 98 \(\+1 in 1m0s\)</td></tr>`, dom)
+	assert.Contains(t, dom, "<tr><td class=\"key\">&lt;img src=x onerror=\"document.title='pwned'\"&gt;</td><td class=\"n\">1</td><td class=\"held\">held 1h0m0s</td>", "the hostile key held, as text")
+	assert.NotContains(t, dom, `<img`, "no element made of a key")
+	assert.Regexp(t, `<tr><td class="key">vip</td><td class="n">1</td><td>denied, retry in 1s</td>`, dom, "vip is not held")
 }
 
 func atoi(t *testing.T, s string) int {

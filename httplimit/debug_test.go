@@ -85,7 +85,8 @@ type debugJSON struct {
 			Remaining int    `json:"remaining"`
 			More      string `json:"more"`
 		} `json:"left"`
-		Error string `json:"error"`
+		Error   string `json:"error"`
+		HeldFor string `json:"held_for"`
 	} `json:"top_denied"`
 }
 
@@ -166,6 +167,57 @@ func TestDebugJSON(t *testing.T) {
 	clk.Advance(2 * time.Minute)
 	gone := getDebugJSON(t, srv.Client(), srv.URL+"?format=json")
 	assert.Empty(t, gone.TopDenied, "two minutes on, both generations have turned")
+}
+
+// TestDebugHeldKey: a key held (Router.Hold) is listed as held, in both
+// forms, with how long it is refused for, and with its policies' own
+// quota; the hold's denials are not counted among its denials; once the
+// hold ends it is listed as before.
+func TestDebugHeldKey(t *testing.T) {
+	r, clk, _ := debugRouter(t) // tenant-42 and hostileKey denied by per-second, first
+	ctx := context.Background()
+	for _, key := range []string{"tenant-42", hostileKey} {
+		require.NoError(t, r.Hold(ctx, key, 30*time.Second))
+	}
+	clk.Advance(100 * time.Millisecond)
+	d, err := r.AllowN(ctx, "tenant-42", 1)
+	require.NoError(t, err)
+	require.Equal(t, chanlimit.Decision{RetryAfter: 29900 * time.Millisecond, ResetAfter: 119900 * time.Millisecond}, d, "a hold's denial (per-minute, a sliding window counter, is untouched two windows on)")
+	srv := httptest.NewServer(httplimit.DebugHandler(r))
+	defer srv.Close()
+
+	v := getDebugJSON(t, srv.Client(), srv.URL+"?format=json")
+	require.Len(t, v.TopDenied, 3)
+	top := v.TopDenied[0]
+	assert.Equal(t, "tenant-42", top.Key)
+	assert.EqualValues(t, 3, top.Count, "a hold's denials are not the key's own")
+	assert.False(t, top.Allowed)
+	assert.Equal(t, "29.9s", top.HeldFor, "the hold's end: per-second has a unit again by then")
+	assert.Equal(t, "29.9s", top.RetryAfter)
+	require.Len(t, top.Left, 2, "the policies' own quota, held or not")
+	assert.Equal(t, "400ms", top.Left[0].More)
+	assert.Equal(t, hostileKey, v.TopDenied[1].Key)
+	assert.Equal(t, "29.9s", v.TopDenied[1].HeldFor)
+	assert.Empty(t, v.TopDenied[2].HeldFor, "vip is not held")
+	assert.Equal(t, "900ms", v.TopDenied[2].RetryAfter)
+
+	resp, body := get(t, srv.Client(), srv.URL)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	page := string(body)
+	row := regexp.MustCompile(`<tr><td class="key">tenant-42</td>.*`).FindString(page)
+	assert.Contains(t, row, `<td class="held">held 29.9s</td>`)
+	assert.Contains(t, page, `<tr><td class="key">&lt;img src=x onerror=&#34;document.title=&#39;pwned&#39;&#34;&gt;</td><td class="n">1</td><td class="held">held 29.9s</td>`,
+		"the hostile key held, escaped as ever")
+	assert.NotContains(t, page, "<img")
+	assert.Equal(t, 2, strings.Count(page, `class="held"`), "vip is not held")
+
+	clk.Advance(29900 * time.Millisecond)
+	v = getDebugJSON(t, srv.Client(), srv.URL+"?format=json")
+	require.Len(t, v.TopDenied, 3)
+	assert.Empty(t, v.TopDenied[0].HeldFor, "the hold is over")
+	assert.True(t, v.TopDenied[0].Allowed)
+	_, body = get(t, srv.Client(), srv.URL)
+	assert.NotContains(t, string(body), `class="held"`)
 }
 
 // TestDebugChangesNothing: loading the page, in either form, takes

@@ -92,6 +92,8 @@ func describe(in Input, out Output) string {
 	case GiveBack:
 		fmt.Fprintf(&b, "r%d give-back of #%d (%q, %d)", in.Router, in.ID, in.Key, in.N)
 		return b.String()
+	case Hold:
+		fmt.Fprintf(&b, "r%d Hold(%q, %v)", in.Router, in.Key, in.For)
 	default:
 		fmt.Fprintf(&b, "r%d %v(%q, %d)", in.Router, in.Kind, in.Key, in.N)
 		if in.ID != 0 {

@@ -55,9 +55,10 @@ const (
 	Done                     // WaitN call ID's outcome (in memory)
 	Wait                     // WaitN(Key, N), call ID, through a Store: granted at its turn
 	GiveBack                 // the give-back of caller ID's grant, who left (through a Store)
+	Hold                     // Hold(Key, For) (in memory)
 )
 
-var kindNames = [...]string{"?", "Advance", "AllowN", "Peek", "Refund", "Reset", "Batch", "Join", "Done", "WaitN", "GiveBack"}
+var kindNames = [...]string{"?", "Advance", "AllowN", "Peek", "Refund", "Reset", "Batch", "Join", "Done", "WaitN", "GiveBack", "Hold"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -75,6 +76,7 @@ type Input struct {
 	ID     int   // the call's number: a WaitN's (Join, Done, Wait), or a leaver's (Allow, GiveBack)
 	Router int   // the router it went to
 	At     time.Duration
+	For    time.Duration // how long a Hold holds Key
 
 	// Times are, through a Store, the own times the call may have been
 	// sent with (see History.Operations).
@@ -283,6 +285,7 @@ func (m *Model) Step(s *state, in Input, out Output) []*state {
 		}
 		c := s.next()
 		c.now = in.At
+		c.dropEndedHold()
 		return []*state{c.seal()}
 	}
 	if !m.store {
@@ -305,25 +308,9 @@ func (m *Model) stepMemory(s *state, in Input, out Output) []*state {
 	lined := s.head() >= 0
 	switch in.Kind {
 	case Allow, Peek:
-		var d algorithms.Decision
-		var ss []saved
-		if lined {
-			var ok bool
-			if d, ok = m.lineDenial(s, in.N); !ok {
-				return nil
-			}
-			md := modeDry
-			if in.Kind == Peek {
-				md = modeDryPeek
-			}
-			e, after := m.decide(s.ss, s.now, in.N, md)
-			d.WouldDeny, ss = e.WouldDeny, after
-		} else {
-			md := modeAllow
-			if in.Kind == Peek {
-				md = modePeek
-			}
-			d, ss = m.decide(s.ss, s.now, in.N, md)
+		d, ss, ok := m.request(s, s.ss, in.N, in.Kind == Peek)
+		if !ok {
+			return nil
 		}
 		switch out.Outcome {
 		case Answered:
@@ -343,6 +330,7 @@ func (m *Model) stepMemory(s *state, in Input, out Output) []*state {
 		if in.Kind == Reset {
 			clear(c.ss)
 			c.gen++
+			c.hold = 0 // Reset ends a hold
 		} else {
 			for j, r := range m.rules {
 				c.ss[j] = r.refund(c.ss[j], c.now, in.N)
@@ -360,8 +348,8 @@ func (m *Model) stepMemory(s *state, in Input, out Output) []*state {
 		ss := s.ss
 		ds := make([]algorithms.Decision, len(in.Ns))
 		for i, n := range in.Ns {
-			ds[i], ss = m.batchItem(s, ss, n, lined)
-			if ds[i] == (algorithms.Decision{}) {
+			var ok bool
+			if ds[i], ss, ok = m.request(s, ss, n, false); !ok {
 				return nil
 			}
 		}
@@ -383,7 +371,10 @@ func (m *Model) stepMemory(s *state, in Input, out Output) []*state {
 		c := s.next()
 		w := wait{id: in.ID, n: in.N, want: out.D, left: out.Outcome != Answered}
 		if !lined {
-			if d, ss := m.decide(s.ss, s.now, in.N, modeTurn); d.Allowed && d.Delay == 0 {
+			// Its turn is asked at once: granted, or it opens the line
+			// (denied by a hold, if the key is held).
+			_, held := s.heldAt(s.now)
+			if d, ss := m.decide(s.ss, s.now, in.N, modeTurn); !held && d.Allowed && d.Delay == 0 {
 				if w.left || d != w.want {
 					return next // granted at once: not what its call returned
 				}
@@ -422,7 +413,7 @@ func (m *Model) stepMemory(s *state, in Input, out Output) []*state {
 		// the head was to be asked next, if that has passed: one of the
 		// instants its line asks at (the first after the line was last
 		// served, or the one it was set due at since, unserved yet).
-		asks, ok := m.asks(s.ss, s.from, s.waits[k].n)
+		asks, ok := m.asks(s.ss, s.from, s.waits[k].n, s.hold)
 		if !ok {
 			return nil
 		}
@@ -434,23 +425,70 @@ func (m *Model) stepMemory(s *state, in Input, out Output) []*state {
 			next = append(next, c.seal())
 		}
 		return next
+	case Hold:
+		if in.For <= 0 {
+			return []*state{s} // changes nothing
+		}
+		c := s.next()
+		c.hold = max(c.hold, c.now+in.For) // only ever later
+		c.seal()
+		if out.Outcome == Answered {
+			return []*state{c}
+		}
+		return []*state{c, s}
 	}
 	return nil
 }
 
-// batchItem decides one item of a batch, n units, on ss at s.now, as in
-// line if lined. A zero Decision says it could not.
-func (m *Model) batchItem(s *state, ss []saved, n int, lined bool) (algorithms.Decision, []saved) {
-	if !lined {
-		return m.decide(ss, s.now, n, modeAllow)
+// request decides a request of n units that does not wait (AllowN, a
+// batch's item; a Peek if peek) on ss at s.now, as s's line and hold
+// have it, and returns the decision and the states after (ss itself if
+// nothing changed); false if it cannot tell.
+func (m *Model) request(s *state, ss []saved, n int, peek bool) (algorithms.Decision, []saved, bool) {
+	end, held := s.heldAt(s.now)
+	switch {
+	case s.head() >= 0:
+		d, ok := m.lineDenial(s, n)
+		if !ok || held {
+			return d, ss, ok // a hold's denial takes nothing from the dry-run policies either
+		}
+		md := modeDry
+		if peek {
+			md = modeDryPeek
+		}
+		e, after := m.decide(ss, s.now, n, md)
+		d.WouldDeny = e.WouldDeny
+		return d, after, true
+	case held:
+		return m.holdDenial(ss, s.now, end, n), ss, true
 	}
-	d, ok := m.lineDenial(s, n)
-	if !ok {
-		return algorithms.Decision{}, nil
+	md := modeAllow
+	if peek {
+		md = modePeek
 	}
-	e, after := m.decide(ss, s.now, n, modeDry)
-	d.WouldDeny = e.WouldDeny
-	return d, after
+	d, after := m.decide(ss, s.now, n, md)
+	return d, after, true
+}
+
+// holdDenial is the answer to a request of n units on ss at now, on a key
+// held until end, after now: denied, taking nothing, with the wait until
+// the same request is allowed (pastHold), and the time until the key is
+// neither held nor touched; no Policy, no Limit, nothing left.
+func (m *Model) holdDenial(ss []saved, now, end time.Duration, n int) algorithms.Decision {
+	return algorithms.Decision{
+		RetryAfter: m.pastHold(ss, end, n) - now,
+		ResetAfter: max(end-now, m.enforcedResetAfter(ss, now)),
+	}
+}
+
+// pastHold returns the instant a request of n units on ss, held until
+// end, is allowed: the end, or later if the enforced policies deny it
+// then, by their own wait.
+func (m *Model) pastHold(ss []saved, end time.Duration, n int) time.Duration {
+	if d, _ := m.decide(ss, end, n, modeAsk); !d.Allowed {
+		return end + d.RetryAfter
+	}
+	return end
 }
 
 // dryOnly returns before with the dry-run policies' states of after.

@@ -15,23 +15,35 @@ import (
 const maxAsks = 8
 
 // turnAt returns the first instant from from on at which a turn for n on
-// ss is granted (leaky_bucket: with no Delay), as a line finds it: ask,
-// and ask again after the wait told.
-func (m *Model) turnAt(ss []saved, from time.Duration, n int) (time.Duration, bool) {
-	asks, ok := m.asks(ss, from, n)
+// ss, on a key held until hold (none if not after from), is granted
+// (leaky_bucket: with no Delay), as a line finds it: ask, and ask again
+// after the wait told.
+func (m *Model) turnAt(ss []saved, from time.Duration, n int, hold time.Duration) (time.Duration, bool) {
+	asks, ok := m.asks(ss, from, n, hold)
 	if !ok {
 		return 0, false
 	}
 	return asks[len(asks)-1], true
 }
 
-// asks returns the instants a line asks about a turn for n on ss from
-// from on, the last the one it is granted at.
-func (m *Model) asks(ss []saved, from time.Duration, n int) ([]time.Duration, bool) {
+// asks returns the instants a line asks about a turn for n on ss, on a
+// key held until hold, from from on, the last the one it is granted at. A
+// turn asked while the key is held is denied with the wait past the hold
+// (pastHold), and asked again then. Asked from an instant before the Hold
+// was placed, they are not the partition's asks (those before the Hold
+// were its policies' denials, and its first after it leads past the hold
+// too, held or not), but the instant the turn is granted at is the same:
+// RetryAfter is exact, so the policies' own waits from before the end
+// lead to where their wait at the end does.
+func (m *Model) asks(ss []saved, from time.Duration, n int, hold time.Duration) ([]time.Duration, bool) {
 	at := from
 	var asks []time.Duration
 	for range maxAsks {
 		asks = append(asks, at)
+		if at < hold {
+			at = m.pastHold(ss, hold, n)
+			continue
+		}
 		d, _ := m.decide(ss, at, n, modeAsk)
 		switch {
 		case d.Allowed && d.Delay == 0:
@@ -63,7 +75,7 @@ func (m *Model) serveDue(s *state) (*state, bool) {
 			return out, true
 		}
 		w := out.waits[h]
-		at, ok := m.turnAt(out.ss, out.from, w.n)
+		at, ok := m.turnAt(out.ss, out.from, w.n, out.hold)
 		if !ok {
 			return nil, false // a rule no line could serve: no step
 		}
@@ -87,11 +99,18 @@ func (m *Model) serveDue(s *state) (*state, bool) {
 // refuses (no barging): denied, with the wait it would have in the line
 // (the line granted in turn, then it), the time until the key is
 // untouched once those ahead are granted, the Limit and Policy of the
-// request alone, and nothing left.
+// request alone, and nothing left. On a key held, the line is foreseen
+// from the hold's end, and the request alone has no Limit or Policy (a
+// hold's denial).
 func (m *Model) lineDenial(s *state, n int) (algorithms.Decision, bool) {
-	alone, _ := m.decide(s.ss, s.now, n, modePeek)
+	var alone algorithms.Decision
 	ss := s.ss
 	at := s.now
+	if end, held := s.heldAt(at); held {
+		at = end // granted nothing before
+	} else {
+		alone, _ = m.decide(s.ss, s.now, n, modePeek)
+	}
 	free := at + m.enforcedResetAfter(ss, at)
 	var ns []int
 	for _, w := range s.waits {
@@ -102,7 +121,7 @@ func (m *Model) lineDenial(s *state, n int) (algorithms.Decision, bool) {
 	ns = append(ns, n)
 	for k, wn := range ns {
 		var ok bool
-		if at, ok = m.turnAt(ss, at, wn); !ok {
+		if at, ok = m.turnAt(ss, at, wn, s.hold); !ok {
 			return algorithms.Decision{}, false
 		}
 		var d algorithms.Decision

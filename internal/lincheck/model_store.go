@@ -123,6 +123,9 @@ func (m *Model) stepStore(s *state, in Input, out Output) []*state {
 		if m.lossy {
 			next = append(next, c) // the store never took it
 		}
+	case Hold:
+		// Not stated through a Store yet (StoreHold): no step, and a
+		// Workload with a Store makes no Hold.
 	}
 	return next
 }

@@ -18,6 +18,7 @@ type state struct {
 	ss    []saved       // each policy's state
 	ts    time.Duration // Store: the latest time a write decided the key at; -1: none
 	gen   int           // Resets so far
+	hold  time.Duration // in memory: the end of the key's hold; held at an instant before it (0: never held, or let go)
 	from  time.Duration // in memory: the instant the line's head is asked from
 	waits []wait        // in memory: WaitN calls that joined, oldest first; granted ones until Done
 	never []int         // in memory: WaitN calls, cancelled, that never joined
@@ -71,6 +72,7 @@ func (s *state) seal() *state {
 	b = binary.AppendVarint(b, int64(s.ts))
 	b = binary.AppendVarint(b, int64(s.gen))
 	b = binary.AppendVarint(b, int64(s.from))
+	b = binary.AppendVarint(b, int64(s.hold))
 	for _, st := range s.ss {
 		b = binary.AppendVarint(b, int64(st.at))
 		b = binary.AppendUvarint(b, uint64(len(st.bytes)))
@@ -109,6 +111,19 @@ func (s *state) seal() *state {
 	return s
 }
 
+// heldAt returns the end of s's key's hold, and whether it is held at at:
+// its end is after at.
+func (s *state) heldAt(at time.Duration) (time.Duration, bool) { return s.hold, s.hold > at }
+
+// dropEndedHold lets go a hold that has ended by s.now and that no turn
+// of s's line is still to be asked from before its end (see asks), so
+// that states that differ only in a hold long over are one.
+func (s *state) dropEndedHold() {
+	if s.hold != 0 && s.hold <= s.now && (s.head() < 0 || s.from >= s.hold) {
+		s.hold = 0
+	}
+}
+
 func appendDecision(b []byte, d algorithms.Decision) []byte {
 	var flags byte
 	if d.Allowed {
@@ -134,7 +149,11 @@ func (s *state) String() string {
 	if s.ts >= 0 {
 		fmt.Fprintf(&b, "written at %v; ", s.ts)
 	}
-	fmt.Fprintf(&b, "Resets %d; policies:", s.gen)
+	fmt.Fprintf(&b, "Resets %d; ", s.gen)
+	if s.hold != 0 {
+		fmt.Fprintf(&b, "held until %v; ", s.hold)
+	}
+	b.WriteString("policies:")
 	for _, st := range s.ss {
 		if st.bytes == "" {
 			b.WriteString(" untouched")

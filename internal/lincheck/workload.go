@@ -23,12 +23,14 @@ type Target interface {
 	Reset(ctx context.Context, key string) error
 	WaitN(ctx context.Context, key string, n int) (chanlimit.Decision, error)
 	AllowEach(ctx context.Context, reqs []chanlimit.Request, out []chanlimit.Decision, errs []error) error
+	Hold(ctx context.Context, key string, d time.Duration) error
 }
 
 // Workload is calls of many goroutines on routers that share a fake
 // clock, which one more goroutine moves meanwhile: AllowN, Peek, Refund,
-// Reset, WaitN and batches (AllowEach) on a few keys, some of whose
-// callers leave (their ctx ends) while they wait for the answer.
+// Reset, WaitN, batches (AllowEach) and, if asked, Hold on a few keys,
+// some of whose callers leave (their ctx ends) while they wait for the
+// answer.
 type Workload struct {
 	Routers []Target
 	// Waiters are the routers whose callers call WaitN (nil: all). With
@@ -54,6 +56,14 @@ type Workload struct {
 	Store bool
 	Seed  uint64
 
+	// Hold is the share of calls that are Holds (0, the zero value:
+	// none), each for up to HoldFor (0: 4 Steps), in whole Quantums; one
+	// in eight for 0 or less, which changes nothing. In memory only: the
+	// model does not state a Store's holds yet (StoreHold), and Run fails
+	// a Workload with a Store that asks for them.
+	Hold    float64
+	HoldFor time.Duration
+
 	// History records the calls: nil for a new one. (A Store wrapped by
 	// its ObserveStore needs it before the routers are made.)
 	History *History
@@ -75,6 +85,9 @@ const catchUp = 100_000
 // ctx's or ErrStoreUnavailable fails t.
 func (w Workload) Run(t testing.TB) *History {
 	t.Helper()
+	if w.Store && w.Hold > 0 {
+		t.Fatal("lincheck: a Workload with a Store makes no Hold: the model does not state StoreHold yet")
+	}
 	h := w.History
 	if h == nil {
 		h = NewHistory(w.Clock, w.Origin, w.Store)
@@ -164,6 +177,7 @@ func (w Workload) client(ctx context.Context, h *History, cl *Client, r int, rng
 			})
 		}
 		var err error
+		hold := w.Hold > 0 && rng.Float64() < w.Hold // no draw without: the other calls' draws stay as they were
 		pick := rng.IntN(100)
 		if waits && w.Store && w.Waiters != nil {
 			// A router whose callers wait, with a Store: nothing its
@@ -178,6 +192,8 @@ func (w Workload) client(ctx context.Context, h *History, cl *Client, r int, rng
 			}
 		}
 		switch {
+		case hold:
+			err = w.hold(cctx, cl, r, key, rng)
 		case waits && pick < 25:
 			err = w.wait(cctx, h, cl, r, key, n)
 		case pick < 45:
@@ -270,6 +286,22 @@ func (w Workload) wait(ctx context.Context, h *History, cl *Client, r int, key s
 	}
 	ins := []Input{{Kind: Join, Key: key, N: n, ID: id, Router: r}, {Kind: Done, Key: key, N: n, ID: id, Router: r}}
 	return noteAll(cl, call, ins, []Output{{D: d}, {D: d}}, []error{err, err}) // the Join knows what its Done returned: see wait
+}
+
+// hold calls Hold on key, for up to w.HoldFor, or for nothing (0 or
+// less) one time in eight.
+func (w Workload) hold(ctx context.Context, cl *Client, r int, key string, rng *rand.Rand) error {
+	most := w.HoldFor
+	if most <= 0 {
+		most = 4 * w.Step
+	}
+	d := time.Duration(1+rng.Int64N(int64(most/w.Quantum))) * w.Quantum
+	if rng.IntN(8) == 0 {
+		d = -time.Duration(rng.IntN(2)) * w.Quantum
+	}
+	call := cl.Begin()
+	err := w.Routers[r].Hold(ctx, key, d)
+	return note(cl, call, Input{Kind: Hold, Key: key, For: d, Router: r}, Output{}, err)
 }
 
 // batch calls AllowEach on up to four requests: each key's items are
