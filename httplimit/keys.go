@@ -244,6 +244,28 @@ func KeyJoin(keys ...func(*http.Request) (string, error)) func(*http.Request) (s
 	}
 }
 
+// KeyByPattern keys a request by the ServeMux pattern that matched it
+// (http.Request.Pattern, "GET /items/{id}"): with KeyJoin, a client's
+// quota per route, for a middleware mounted on each route of an
+// http.ServeMux (mux.Handle(pattern, mw(handler))), where the mux has set
+// the pattern before the middleware runs. Unlike the request's path,
+// which the client chooses, a route's pattern is one of the few the
+// server registered: "/items/1", "/items/2" and "/items/2/" are not each
+// a fresh quota, and the router holds one key per client and route, not
+// one per URL a client can make up. A request without a pattern (the
+// middleware wraps the whole mux, or another router that sets none) is
+// an error (500 by default): keying every route by "" would silently
+// share one quota.
+func KeyByPattern(r *http.Request) (string, error) {
+	if r.Pattern == "" {
+		return "", errNoPattern
+	}
+	return r.Pattern, nil
+}
+
+// errNoPattern is KeyByPattern's error for a request no ServeMux matched.
+var errNoPattern = errors.New("httplimit: KeyByPattern: the request has no ServeMux pattern: mount the middleware on each route of the http.ServeMux, inside it")
+
 // KeyOfIP returns the key KeyByIP gives a peer at addr, which must be a
 // valid address: an IPv4 address as itself, an IPv6 address by its /64,
 // an IPv4-mapped IPv6 address as the IPv4 address, a zone dropped.

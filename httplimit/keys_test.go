@@ -205,3 +205,24 @@ func TestKeyOfIP(t *testing.T) {
 		assert.Equal(t, want, httplimit.KeyOfIP(netip.MustParseAddr(addr)), addr)
 	}
 }
+
+// TestKeyByPattern: the pattern the ServeMux matched, or an error when
+// none did (a middleware around the mux, not inside it).
+func TestKeyByPattern(t *testing.T) {
+	r := httptest.NewRequest(http.MethodGet, "/items/7", nil)
+	_, err := httplimit.KeyByPattern(r)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "no ServeMux pattern")
+
+	var got []string
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /items/{id}", func(_ http.ResponseWriter, r *http.Request) {
+		k, err := httplimit.KeyByPattern(r)
+		require.NoError(t, err)
+		got = append(got, k)
+	})
+	for _, path := range []string{"/items/7", "/items/8", "/items/%2e%2e"} {
+		mux.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, path, nil))
+	}
+	assert.Equal(t, []string{"GET /items/{id}", "GET /items/{id}", "GET /items/{id}"}, got, "one key for the route, whatever the path")
+}

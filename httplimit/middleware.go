@@ -69,7 +69,9 @@ type Options struct {
 	// given back to its key (Router.Refund), so that it counts for
 	// nothing: count failed logins only, or spare the client the server's
 	// own errors. It does not run for a refused request, which took
-	// nothing, nor after a handler that panicked. The refund is made even
+	// nothing, nor after a handler that panicked; a request that a
+	// middleware inside this one refused was given back already, and is
+	// not given back twice. The refund is made even
 	// if the client has gone; one the router cannot make (it was closed,
 	// or a Store could not take it) leaves the request counted; with a
 	// Store, the refund's round trip comes before ServeHTTP returns. With
@@ -77,6 +79,17 @@ type Options struct {
 	// (one allocation a request); it passes on Flush and Hijack, and
 	// Unwrap gives http.ResponseController the one below.
 	Refund func(r *http.Request, status int) bool
+
+	// Skip, if set, lets the requests it returns true for through to the
+	// handler unlimited: not decided, counted nowhere, and without
+	// fields (health checks, a load balancer's probes). It runs before
+	// the key is made, on every request.
+	Skip func(*http.Request) bool
+
+	// OmitFields leaves the RateLimit-Policy and RateLimit fields out of
+	// every response, for a server that would not tell its clients its
+	// limits; a refusal still has its Retry-After and its problem body.
+	OmitFields bool
 }
 
 // WaitGrace is how long past MaxWait a request may wait for a grant that
@@ -107,6 +120,19 @@ type middleware struct {
 // Retry-After, and OnLimited's answer (429 by default). A request that
 // could not be decided gets OnError's, without the fields. The key's
 // policies come with the decision, in the same round trip to the router.
+//
+// Several middlewares can limit one request (a global limit outside, a
+// route's inside, each with its own router): each learns of those the
+// request passed before it through the request's context. The response
+// carries every router's members: RateLimit-Policy lists them from the
+// outermost in; RateLimit does so on an allowance, and on a refusal puts
+// the refusing router's first (its deciding member leading), then the
+// others' from the outermost in. When one refuses a request, or cannot
+// decide it, those it passed give back what it took from them
+// (Router.Refund, before the response is written), so that a request the
+// handler never saw counts nowhere; each request is given back once,
+// whether by this or by Refund. DecisionFrom and KeyFrom return the
+// innermost middleware's.
 //
 // A nil r answers every request through OnError (500 by default) with
 // an error saying so, and so does a nil handler every allowed request.
@@ -139,13 +165,18 @@ var (
 
 // serve decides req, and passes it on to next or refuses it.
 func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.Handler) {
+	if m.opts.Skip != nil && m.opts.Skip(req) {
+		next.ServeHTTP(w, req)
+		return
+	}
+	outer, _ := infoFrom(req) // the middlewares this request passed on its way here, if any
 	if m.router == nil {
-		m.onError(w, req, errNoRouter)
+		m.fail(w, req, outer, errNoRouter)
 		return
 	}
 	key, err := m.key(req)
 	if err != nil {
-		m.onError(w, req, fmt.Errorf("%w: %w", ErrKey, err))
+		m.fail(w, req, outer, fmt.Errorf("%w: %w", ErrKey, err))
 		return
 	}
 	n := 1
@@ -160,24 +191,36 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 	}
 	if err != nil {
 		m.quotas.Put(q)
-		m.onError(w, req, err)
+		m.fail(w, req, outer, err)
 		return
 	}
 
 	// One allocation holds the request's context for the handler, with
-	// its Decision and key (DecisionFrom, KeyFrom), and the fields'
-	// values; each field gets a slice of its own, capped, so that adding
-	// to one never writes another.
-	info := &requestInfo{Context: ctx, d: d, key: key}
-	values := info.values[:]
-	fields := m.policyFields(q.Policies)
-	values[0] = fields.value
-	var buf [128]byte
-	rate, t := fields.appendRateLimit(buf[:0], d, q)
-	values[1] = string(rate)
+	// its Decision and key (DecisionFrom, KeyFrom), what an inner
+	// middleware needs to give it back, and the fields' values; each
+	// field gets a slice of its own, capped, so that adding to one never
+	// writes another.
+	info := &requestInfo{Context: ctx, m: m, outer: outer, d: d, key: key, n: n}
+	var t int64
+	if !m.opts.OmitFields {
+		fields := m.policyFields(q.Policies)
+		info.values[0] = fields.value
+		var buf [128]byte
+		rate, wait := fields.appendRateLimit(buf[:0], d, q)
+		info.values[1], t = string(rate), wait
+	} else if !d.Allowed {
+		t = untilMore(d, 0)
+	}
+	if !d.Allowed && !byHold(d) {
+		info.violated = violated(d, q, n)
+	}
 	m.quotas.Put(q)
+	if outer != nil {
+		info.join(outer)
+	}
+	values := info.values[:]
 	h := w.Header()
-	if values[0] != "" { // dry-run policies alone: no fields
+	if values[0] != "" { // dry-run policies alone, or OmitFields: no fields
 		h[fieldPolicy] = values[0:1:1]
 	}
 	if values[1] != "" { // none: as above, or a key held whose quota a Store cannot tell
@@ -192,19 +235,41 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, req)
 		if m.opts.Refund(req, sw.written()) {
-			// Not the request's context, which ends with the handler: the
-			// router takes no value from it, only when to give up.
-			_ = m.router.Refund(context.Background(), key, n) // an error leaves the request counted, as documented
+			info.giveBack() // unless an inner middleware's refusal gave it back already
 		}
 		return
 	}
+	outer.giveBackAll() // the routers the request passed take nothing for it
 	values[2] = strconv.FormatInt(t, 10)
 	h[fieldRetryAfter] = values[2:3:3]
 	if m.opts.OnLimited != nil {
 		m.opts.OnLimited.ServeHTTP(w, req.WithContext(info))
 		return
 	}
-	writeLimited(w, d)
+	writeLimited(w, info)
+}
+
+// fail answers req, which could not be decided, through OnError, after
+// the middlewares the request passed (outer) have given back what it
+// took: it never reaches the handler.
+func (m *middleware) fail(w http.ResponseWriter, req *http.Request, outer *requestInfo, err error) {
+	outer.giveBackAll()
+	m.onError(w, req, err)
+}
+
+// violated returns the names of the policies that refused d, a denial of
+// n units, with q its key's quota: the deciding policy, then each other
+// policy, in order, whose own quota would not allow the request either
+// (with a Store, q tells of the deciding policy alone). It is the
+// problem body's "violated-policies".
+func violated(d chanlimit.Decision, q *chanlimit.Quota, n int) []string {
+	names := []string{d.Policy}
+	for _, pq := range q.Each {
+		if p := q.Policies[pq.Policy]; p.Name != d.Policy && !p.DryRun && pq.Remaining < n {
+			names = append(names, p.Name)
+		}
+	}
+	return names
 }
 
 // decide asks the router for n units on key: AllowN, or WaitN up to
@@ -277,12 +342,69 @@ func (m *middleware) policyFields(set []chanlimit.Policy) *policyFields {
 
 // requestInfo is the context of a request the middleware decided, as
 // the handler or OnLimited gets it: the request's own, with its Decision
-// and key, and room for the fields' values, in one allocation.
+// and key, what an inner middleware needs to give the request back, and
+// room for the fields' values, in one allocation.
 type requestInfo struct {
 	context.Context
-	d      chanlimit.Decision
-	key    string
-	values [3]string // RateLimit-Policy, RateLimit, Retry-After
+	m        *middleware
+	outer    *requestInfo // the middleware the request passed before this one, if any
+	d        chanlimit.Decision
+	key      string
+	n        int
+	given    atomic.Bool // whether the request's n units were given back (a request is given back once)
+	violated []string    // a refusal's policies that refused it (the problem's "violated-policies")
+	values   [3]string   // RateLimit-Policy, RateLimit, Retry-After
+}
+
+// join makes c's fields those of the response: c's own members with
+// those of the middlewares the request passed (outer's values, which
+// have theirs, from the outermost in). RateLimit-Policy lists them from
+// the outermost in, whatever the answer, so that it stays the same from
+// one response to the next; RateLimit does so on an allowance, and on a
+// refusal puts the refusing router's members first, its deciding one
+// leading, then the others' from the outermost in. A name that two
+// routers share appears once for each.
+func (c *requestInfo) join(outer *requestInfo) {
+	c.values[0] = joinList(outer.values[0], c.values[0])
+	if c.d.Allowed {
+		c.values[1] = joinList(outer.values[1], c.values[1])
+	} else {
+		c.values[1] = joinList(c.values[1], outer.values[1])
+	}
+}
+
+// joinList returns the Structured Fields List of a's members then b's.
+func joinList(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + ", " + b
+}
+
+// giveBack gives back to its router the n units c's request took, if it
+// took them and nobody gave them back yet: Refund after the handler, or
+// an inner middleware's refusal, whichever comes first; the other does
+// nothing. Not the request's context, which ends with the handler: the
+// router takes no value from it, only when to give up,
+// and a refund it cannot make (a closed router, a Store that failed)
+// leaves the request counted, as documented.
+func (c *requestInfo) giveBack() {
+	if !c.d.Allowed || !c.given.CompareAndSwap(false, true) {
+		return
+	}
+	_ = c.m.router.Refund(context.Background(), c.key, c.n)
+}
+
+// giveBackAll gives back what each middleware in c's chain took for the
+// request (c, and those it passed before), which one after them refused
+// or could not decide. c may be nil: no middleware came before.
+func (c *requestInfo) giveBackAll() {
+	for ; c != nil; c = c.outer {
+		c.giveBack()
+	}
 }
 
 // String names the context without its values: a key may be a secret.
@@ -334,54 +456,77 @@ func KeyFrom(r *http.Request) (string, bool) {
 
 // problem is an RFC 9457 problem details object.
 type problem struct {
-	Type       string `json:"type"`
-	Title      string `json:"title"`
-	Status     int    `json:"status"`
-	Detail     string `json:"detail"`
-	Policy     string `json:"policy,omitempty"`      // 429: the policy that refused
-	RetryAfter int64  `json:"retry_after,omitempty"` // 429: Retry-After, in seconds
+	Type       string   `json:"type"`
+	Title      string   `json:"title"`
+	Status     int      `json:"status"`
+	Detail     string   `json:"detail"`
+	Violated   []string `json:"violated-policies,omitempty"` // 429: the policies that refused
+	Policy     string   `json:"policy,omitempty"`            // 429: the policy that decided
+	RetryAfter int64    `json:"retry_after,omitempty"`       // 429: Retry-After, in seconds
 }
+
+// The problem type of a refusal by the key's policies, defined by the
+// IETF draft draft-ietf-httpapi-ratelimit-headers (from its revision 12),
+// with its title.
+const (
+	ProblemQuotaExceeded = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+	quotaExceededTitle   = "Request cannot be satisfied as assigned quota has been exceeded"
+)
 
 // WriteLimited writes the default refusal of r, which OnLimited is
 // answering: 429 Too Many Requests with an RFC 9457
-// application/problem+json body naming the deciding policy and the
-// seconds to wait, for the Decision DecisionFrom(r) returns (the
-// RateLimit-Policy, RateLimit and Retry-After fields are already set). An
-// OnLimited can log the refusal, then call it. Called for a request that
-// carries no refusal (outside OnLimited), it answers as WriteError does
-// an internal error: 500.
+// application/problem+json body for the Decision DecisionFrom(r) returns
+// (the RateLimit-Policy, RateLimit and Retry-After fields are already
+// set). A refusal by the key's policies has the draft's problem type
+// ProblemQuotaExceeded, with its "violated-policies" member (the deciding policy
+// first, then any other that would not have allowed the request either),
+// and, as before it, "policy" (the deciding one) and "retry_after" (the
+// seconds to wait); one by a hold (chanlimit.Router.Hold), which no
+// policy made, is "about:blank" with "retry_after". An OnLimited can log
+// the refusal, then call it. Called for a request that carries no
+// refusal (outside OnLimited), it answers as WriteError does an internal
+// error: 500.
 func WriteLimited(w http.ResponseWriter, r *http.Request) {
-	d, ok := DecisionFrom(r)
-	if !ok {
+	info, ok := infoFrom(r)
+	if !ok || info.d.Allowed {
 		WriteError(w, r, errNoRefusal)
 		return
 	}
-	writeLimited(w, d)
+	writeLimited(w, info)
 }
 
 // errNoRefusal is WriteLimited's error for a request that carries no
 // refusal.
 var errNoRefusal = errors.New("httplimit: WriteLimited was called for a request the middleware did not refuse")
 
-// writeLimited writes the default refusal: 429, with a problem body.
-func writeLimited(w http.ResponseWriter, d chanlimit.Decision) {
+// writeLimited writes the default refusal of info's request: 429, with a
+// problem body.
+func writeLimited(w http.ResponseWriter, info *requestInfo) {
+	d := info.d
 	secs := untilMore(d, 0)
-	detail := fmt.Sprintf("rate limit %q reached: retry in %d s", d.Policy, secs)
-	if byHold(d) {
-		detail = fmt.Sprintf("requests on this key are held: retry in %d s", secs)
-	}
-	writeProblem(w, problem{
+	p := problem{
+		Type:       ProblemQuotaExceeded,
+		Title:      quotaExceededTitle,
 		Status:     http.StatusTooManyRequests,
-		Detail:     detail,
+		Detail:     fmt.Sprintf("rate limit %q reached: retry in %d s", d.Policy, secs),
+		Violated:   info.violated,
 		Policy:     d.Policy,
 		RetryAfter: secs,
-	})
+	}
+	if byHold(d) {
+		p.Type, p.Title = "", ""
+		p.Detail = fmt.Sprintf("requests on this key are held: retry in %d s", secs)
+	}
+	writeProblem(w, p)
 }
 
 // writeProblem writes p as the response: its status, and its body as
-// application/problem+json.
+// application/problem+json; a p of no type is "about:blank", titled by
+// its status.
 func writeProblem(w http.ResponseWriter, p problem) {
-	p.Type, p.Title = "about:blank", http.StatusText(p.Status)
+	if p.Type == "" {
+		p.Type, p.Title = "about:blank", http.StatusText(p.Status)
+	}
 	body, err := json.Marshal(p)
 	if err != nil { // strings and numbers always marshal
 		body = []byte(`{"type":"about:blank"}`)

@@ -68,12 +68,13 @@ func parseField(t *testing.T, h http.Header, name string) []member {
 
 // problemBody is an RFC 9457 problem details object.
 type problemBody struct {
-	Type       string `json:"type"`
-	Title      string `json:"title"`
-	Status     int    `json:"status"`
-	Detail     string `json:"detail"`
-	Policy     string `json:"policy"`
-	RetryAfter int64  `json:"retry_after"`
+	Type       string   `json:"type"`
+	Title      string   `json:"title"`
+	Status     int      `json:"status"`
+	Detail     string   `json:"detail"`
+	Violated   []string `json:"violated-policies"`
+	Policy     string   `json:"policy"`
+	RetryAfter int64    `json:"retry_after"`
 }
 
 // readProblem decodes a problem+json response with the given status.
@@ -83,8 +84,16 @@ func readProblem(t *testing.T, status int, h http.Header, body []byte) problemBo
 	var p problemBody
 	require.NoError(t, json.Unmarshal(body, &p), "%s", body)
 	assert.Equal(t, status, p.Status)
+	if status == http.StatusTooManyRequests && p.Policy != "" { // a refusal by a policy: the draft's problem type
+		assert.Equal(t, httplimit.ProblemQuotaExceeded, p.Type)
+		assert.Equal(t, "Request cannot be satisfied as assigned quota has been exceeded", p.Title)
+		require.NotEmpty(t, p.Violated)
+		assert.Equal(t, p.Policy, p.Violated[0], "the deciding policy is the first violated one")
+		return p
+	}
 	assert.Equal(t, http.StatusText(status), p.Title)
 	assert.Equal(t, "about:blank", p.Type)
+	assert.Empty(t, p.Violated)
 	return p
 }
 
