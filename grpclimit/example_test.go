@@ -19,7 +19,9 @@ import (
 )
 
 // A server that allows each peer 2 calls a minute: the third is refused
-// with codes.ResourceExhausted, and the exact wait in its RetryInfo.
+// with codes.ResourceExhausted, the exact wait in its RetryInfo, and the
+// policy it exceeded (the router's one policy, "default") in its
+// QuotaFailure.
 func Example() {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) // time stands still here
 	r, err := chanlimit.New(chanlimit.Config{Limit: 2, Window: time.Minute, Clock: clk})
@@ -52,8 +54,13 @@ func Example() {
 		st := status.Convert(err)
 		fmt.Print(st.Code())
 		for _, d := range st.Details() {
-			if info, ok := d.(*errdetails.RetryInfo); ok {
-				fmt.Print(": retry in ", info.RetryDelay.AsDuration())
+			switch d := d.(type) {
+			case *errdetails.RetryInfo:
+				fmt.Print(": retry in ", d.GetRetryDelay().AsDuration())
+			case *errdetails.QuotaFailure:
+				for _, v := range d.GetViolations() {
+					fmt.Printf("; quota %q of %d exceeded", v.GetQuotaId(), v.GetQuotaValue())
+				}
 			}
 		}
 		fmt.Println()
@@ -61,5 +68,5 @@ func Example() {
 	// Output:
 	// OK
 	// OK
-	// ResourceExhausted: retry in 30s
+	// ResourceExhausted: retry in 30s; quota "default" of 2 exceeded
 }

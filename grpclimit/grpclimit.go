@@ -5,8 +5,9 @@
 // the peer's address or by metadata, before the handler sees it. A refusal
 // follows Google's API conventions (AIP-193): codes.ResourceExhausted,
 // with google.rpc.RetryInfo carrying the exact wait and
-// google.rpc.QuotaFailure naming the deciding policy in the status
-// details, so that clients that honour RetryInfo back off as they should.
+// google.rpc.QuotaFailure naming the policies the call exceeded (each
+// violation's quota_id and quota_value) in the status details, so that
+// clients that honour RetryInfo back off as they should.
 // A limited call carries the ratelimit-policy and ratelimit header
 // metadata, with the values package httplimit writes in the HTTP fields.
 //
@@ -74,6 +75,14 @@ type Options struct {
 	Retries      int
 	RetrySafe    func(fullMethod string) bool
 	MaxHold      time.Duration
+
+	// SubjectKey, on a server, sets the Subject of each violation in a
+	// refusal's google.rpc.QuotaFailure to the call's key: whose quota
+	// the call exceeded. It is off by default, and Subject empty, because
+	// a key may be a secret (an API key) or personal data (an address, a
+	// user's name) that a status, logged by clients and proxies on its
+	// way, should not carry.
+	SubjectKey bool
 }
 
 // The header metadata a limited call carries: the values of the HTTP
@@ -176,7 +185,11 @@ func (s *server) admit(ctx context.Context, method string, setHeader func(metada
 		_ = setHeader(metadata.Pairs(MetadataPolicy, policy, MetadataRateLimit, rate)) // fails only once headers are sent, which nothing has done yet
 	}
 	if !d.Allowed {
-		return "", 0, Refusal(d)
+		subject := ""
+		if s.opts.SubjectKey {
+			subject = key
+		}
+		return "", 0, refusalOf(d, n, &q, subject)
 	}
 	return key, n, nil
 }
@@ -219,24 +232,68 @@ func (s *server) refund(method, key string, n int, err error) {
 
 // Refusal returns the status error of a call that d refused:
 // codes.ResourceExhausted, with a google.rpc.RetryInfo of d's RetryAfter
-// (exact, to the nanosecond) and a google.rpc.QuotaFailure whose one
-// violation names the deciding policy (Subject) in the status details.
-// A refusal by a hold (chanlimit.Router.Hold), which no policy decided,
-// has a QuotaFailure with no violation.
+// (exact, to the nanosecond) and a google.rpc.QuotaFailure in the status
+// details, whose one violation is the deciding policy's: its QuotaId the
+// policy's name (d.Policy), its QuotaValue the policy's Limit (d.Limit),
+// its Subject empty. A refusal by a hold (chanlimit.Router.Hold), which
+// no policy decided, has a QuotaFailure with no violation. The server
+// interceptors, which have the key's quota at hand, also name the other
+// policies the call exceeded, and the key if Options.SubjectKey.
 func Refusal(d chanlimit.Decision) error {
+	return refusalOf(d, 0, nil, "")
+}
+
+// refusalOf returns the status error of a call of n units that d refused,
+// on a key whose quota is q (as AllowQuota, PeekQuota or WaitQuota wrote
+// it with d; nil or empty if unknown), with subject as each violation's
+// Subject. The QuotaFailure's violations are the deciding policy's first,
+// then, in the key's order of its policies, those of each other policy
+// of q that would deny the call taken alone: one whose Remaining is below
+// n. q, if it tells nothing of the deciding policy, is not read: the
+// violation is d's alone.
+func refusalOf(d chanlimit.Decision, n int, q *chanlimit.Quota, subject string) error {
 	st := status.New(codes.ResourceExhausted, msgLimited)
 	failure := new(errdetails.QuotaFailure)
 	if d.Policy != "" { // else a hold's (chanlimit.Router.Hold): no policy refused
-		failure.Violations = []*errdetails.QuotaFailure_Violation{{
-			Subject:     d.Policy,
-			Description: fmt.Sprintf("rate limit %q reached: %d of %d left", d.Policy, d.Remaining, d.Limit),
-		}}
+		failure.Violations = violations(d, n, q, subject)
 	}
 	withDetails, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter)}, failure)
 	if err != nil { // the details always marshal
 		return st.Err()
 	}
 	return withDetails.Err()
+}
+
+// violations returns the violations of refusalOf's QuotaFailure, the
+// deciding policy's first.
+func violations(d chanlimit.Decision, n int, q *chanlimit.Quota, subject string) []*errdetails.QuotaFailure_Violation {
+	out := []*errdetails.QuotaFailure_Violation{nil}
+	if q != nil {
+		for _, pq := range q.Each {
+			p := q.Policies[pq.Policy]
+			switch {
+			case p.Name == d.Policy:
+				out[0] = violation(p.Name, p.Limit, pq.Remaining, subject)
+			case pq.Remaining < n:
+				out = append(out, violation(p.Name, p.Limit, pq.Remaining, subject))
+			}
+		}
+	}
+	if out[0] == nil { // q tells nothing of it: d tells it all
+		return []*errdetails.QuotaFailure_Violation{violation(d.Policy, d.Limit, d.Remaining, subject)}
+	}
+	return out
+}
+
+// violation returns the violation of the policy named name, whose Limit
+// is limit, with remaining left.
+func violation(name string, limit, remaining int, subject string) *errdetails.QuotaFailure_Violation {
+	return &errdetails.QuotaFailure_Violation{
+		Subject:     subject,
+		Description: fmt.Sprintf("rate limit %q reached: %d of %d left", name, max(remaining, 0), limit),
+		QuotaId:     name,
+		QuotaValue:  int64(limit),
+	}
 }
 
 // statusOf returns the status error of a call the router could not

@@ -3,6 +3,7 @@ package grpclimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/chanlimit/chanlimit"
 	"github.com/chanlimit/chanlimit/clock"
@@ -153,10 +155,135 @@ func TestServerUnary(t *testing.T) {
 	require.NotNil(t, retry)
 	assert.Equal(t, 30*time.Minute, retry.GetRetryDelay().AsDuration(), "the exact wait for one unit of 2 an hour")
 	require.NotNil(t, quota)
-	require.Len(t, quota.GetViolations(), 1)
-	assert.Equal(t, "hour", quota.GetViolations()[0].GetSubject())
+	assertViolations(t, quota, &errdetails.QuotaFailure_Violation{QuotaId: "hour", QuotaValue: 2, Description: `rate limit "hour" reached: 0 of 2 left`})
 	assert.Equal(t, []member{{"hour", map[string]int64{"r": 0, "t": 1800}}}, parse(t, header.Get("ratelimit")), "the refusal's metadata")
 	assert.EqualValues(t, 2, h.checks.Load(), "the refused call never reached the handler")
+}
+
+// refusalDetails returns the RetryInfo and QuotaFailure of err, a call's
+// refusal: codes.ResourceExhausted, with one of each in its details.
+func refusalDetails(t *testing.T, err error) (*errdetails.RetryInfo, *errdetails.QuotaFailure) {
+	t.Helper()
+	st := status.Convert(err)
+	require.Equal(t, codes.ResourceExhausted, st.Code(), "%v", err)
+	var retry *errdetails.RetryInfo
+	var quota *errdetails.QuotaFailure
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.RetryInfo:
+			require.Nil(t, retry, "one RetryInfo")
+			retry = d
+		case *errdetails.QuotaFailure:
+			require.Nil(t, quota, "one QuotaFailure")
+			quota = d
+		default:
+			t.Fatalf("a detail of type %T: %v", d, d)
+		}
+	}
+	require.NotNil(t, retry)
+	require.NotNil(t, quota)
+	return retry, quota
+}
+
+// assertViolations asserts that quota has exactly the violations want,
+// in that order, every field of each.
+func assertViolations(t *testing.T, quota *errdetails.QuotaFailure, want ...*errdetails.QuotaFailure_Violation) {
+	t.Helper()
+	got := quota.GetViolations()
+	if !assert.Len(t, got, len(want), "violations: %v", got) {
+		return
+	}
+	for i := range want {
+		assert.True(t, proto.Equal(want[i], got[i]), "violation %d:\n got %v\nwant %v", i, got[i], want[i])
+	}
+}
+
+// TestQuotaFailure: each violation of a refusal's QuotaFailure is a
+// policy the call exceeded, the deciding one first, then the others in
+// the key's order, each with its name as QuotaId and its Limit as
+// QuotaValue (never a dry-run policy, never one that would allow the
+// call); Subject is the key with SubjectKey, else empty. A refusal by a
+// hold has no violation.
+func TestQuotaFailure(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		give        bool // SubjectKey
+		wantSubject string
+	}{
+		{"no subject by default", false, ""},
+		{"SubjectKey", true, "acme"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, clk := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{
+				{Name: "second", Limit: 3, Window: time.Second},
+				{Name: "minute", Limit: 4, Window: time.Minute},
+				{Name: "hour", Limit: 100, Window: time.Hour},
+				{Name: "shadow", Limit: 1, Window: time.Hour, DryRun: true},
+			}})
+			opts := grpclimit.Options{
+				Key: grpclimit.KeyByMetadata("x-tenant"),
+				Cost: func(ctx context.Context, _ string) int {
+					return len(metadata.ValueFromIncomingContext(ctx, "x-cost")) + 1
+				},
+				SubjectKey: c.give,
+			}
+			_, client := serve(t, []grpc.ServerOption{grpc.UnaryInterceptor(grpclimit.UnaryServerInterceptor(r, opts))})
+			call := func(tenant string, cost int) error {
+				ctx := metadata.AppendToOutgoingContext(context.Background(), "x-tenant", tenant)
+				for range cost - 1 {
+					ctx = metadata.AppendToOutgoingContext(ctx, "x-cost", "1")
+				}
+				_, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
+				return err
+			}
+			violation := func(policy string, limit, left int) *errdetails.QuotaFailure_Violation {
+				return &errdetails.QuotaFailure_Violation{
+					Subject:     c.wantSubject,
+					QuotaId:     policy,
+					QuotaValue:  int64(limit),
+					Description: fmt.Sprintf("rate limit %q reached: %d of %d left", policy, left, limit),
+				}
+			}
+
+			for i := range 3 {
+				require.NoError(t, call("acme", 1), "call %d", i)
+			}
+			// second is spent, minute has 1 left: second alone refuses.
+			retry, quota := refusalDetails(t, call("acme", 1))
+			assert.Equal(t, time.Second/3+1, retry.GetRetryDelay().AsDuration(), "a third of a second, rounded up to the nanosecond")
+			assertViolations(t, quota, violation("second", 3, 0))
+
+			// A second later: second is whole again, minute has 1 left
+			// (and a fifteenth of one), which the next call takes.
+			clk.Advance(time.Second)
+			require.NoError(t, call("acme", 1))
+			_, quota = refusalDetails(t, call("acme", 1))
+			assertViolations(t, quota, violation("minute", 4, 0))
+
+			// A call of 3: second (2 left) and minute (none) refuse it,
+			// minute deciding (its wait is the longer); hour (95 left)
+			// would allow it.
+			_, quota = refusalDetails(t, call("acme", 3))
+			assertViolations(t, quota, violation("minute", 4, 0), violation("second", 3, 2))
+
+			// A key held: refused by no policy, so no violation.
+			require.NoError(t, r.Hold(context.Background(), "globex", time.Minute))
+			retry, quota = refusalDetails(t, call("globex", 1))
+			assert.Equal(t, time.Minute, retry.GetRetryDelay().AsDuration())
+			assertViolations(t, quota)
+		})
+	}
+}
+
+// TestRefusal: Refusal, with no quota at hand, names the deciding policy
+// alone, and no subject; a hold's decision, none.
+func TestRefusal(t *testing.T) {
+	retry, quota := refusalDetails(t, grpclimit.Refusal(chanlimit.Decision{RetryAfter: 1500 * time.Millisecond, Limit: 10, Remaining: 0, Policy: "per-minute"}))
+	assert.Equal(t, 1500*time.Millisecond, retry.GetRetryDelay().AsDuration())
+	assertViolations(t, quota, &errdetails.QuotaFailure_Violation{QuotaId: "per-minute", QuotaValue: 10, Description: `rate limit "per-minute" reached: 0 of 10 left`})
+
+	_, quota = refusalDetails(t, grpclimit.Refusal(chanlimit.Decision{RetryAfter: time.Second}))
+	assertViolations(t, quota)
 }
 
 // TestServerStream: a stream is decided once, when it opens.
@@ -175,7 +302,8 @@ func TestServerStream(t *testing.T) {
 	stream, err = client.Watch(ctx, &healthpb.HealthCheckRequest{})
 	require.NoError(t, err)
 	_, err = stream.Recv()
-	assert.Equal(t, codes.ResourceExhausted, status.Code(err))
+	_, quota := refusalDetails(t, err)
+	assertViolations(t, quota, &errdetails.QuotaFailure_Violation{QuotaId: "default", QuotaValue: 1, Description: `rate limit "default" reached: 0 of 1 left`})
 	assert.EqualValues(t, 1, h.watches.Load())
 }
 

@@ -44,7 +44,7 @@ func retryInfo(seconds int64, nanos int32) *errdetails.RetryInfo {
 // TestServerWait: what a client reads of a server's refusal: the waits it
 // takes, and the RetryInfos it ignores.
 func TestServerWait(t *testing.T) {
-	quota := &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{Subject: "x"}}}
+	quota := &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{QuotaId: "x", QuotaValue: 1}}}
 	for _, c := range []struct {
 		name string
 		err  error
