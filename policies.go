@@ -18,6 +18,10 @@ import (
 // fields of Config of the same names). A key under several policies is
 // allowed a request only if every policy allows it, and then the request
 // takes from each; a denial takes from none (docs/policies.md).
+//
+// In JSON (a configuration file), a Policy is an object with the keys
+// "name", "algorithm", "limit", "window" (a duration string: "1m30s"),
+// "burst" and "dry_run": MarshalJSON, UnmarshalJSON and ParsePolicies.
 type Policy struct {
 	// Name tells the policy apart from the key's others: in
 	// Decision.Policy, in changes of policies (a key keeps its state under
