@@ -34,8 +34,8 @@ var wantYAMLPolicies = []chanlimit.Policy{
 	{Name: "minute", Algorithm: "sliding_window_log", Limit: 100, Window: 90 * time.Second, DryRun: true},
 }
 
-// TestYamlPolicies: YAMLToJSON, then ParsePolicies, then New.
-func TestYamlPolicies(t *testing.T) {
+// TestYAMLPolicies: YAMLToJSON, then ParsePolicies, then New.
+func TestYAMLPolicies(t *testing.T) {
 	data, err := yaml.YAMLToJSON([]byte(policiesYAML))
 	if err != nil {
 		t.Fatal(err)
@@ -56,10 +56,10 @@ func TestYamlPolicies(t *testing.T) {
 	}
 }
 
-// TestYamlUserStruct: sigs.k8s.io/yaml's Unmarshal converts to JSON and
+// TestYAMLUserStruct: sigs.k8s.io/yaml's Unmarshal converts to JSON and
 // decodes with encoding/json, so a []chanlimit.Policy field of a
 // program's own configuration reads from YAML too.
-func TestYamlUserStruct(t *testing.T) {
+func TestYAMLUserStruct(t *testing.T) {
 	const file = `
 listen: ":8080"
 policies:
@@ -84,10 +84,10 @@ policies:
 	}
 }
 
-// TestYamlWindowNumber: a YAML number as window (90, meant as seconds) is
+// TestYAMLWindowNumber: a YAML number as window (90, meant as seconds) is
 // a JSON number after the conversion, which ParsePolicies refuses, saying
 // to write a duration string.
-func TestYamlWindowNumber(t *testing.T) {
+func TestYAMLWindowNumber(t *testing.T) {
 	data, err := yaml.YAMLToJSON([]byte("- name: minute\n  limit: 100\n  window: 90\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -99,11 +99,11 @@ func TestYamlWindowNumber(t *testing.T) {
 	}
 }
 
-// TestYamlKeysAsWritten: a key spelled otherwise ("Window") is refused
+// TestYAMLKeysAsWritten: a key spelled otherwise ("Window") is refused
 // after the conversion as in JSON; a key given twice is one the converter
 // drops before chanlimit sees it (YAMLToJSON) or refuses
 // (YAMLToJSONStrict).
-func TestYamlKeysAsWritten(t *testing.T) {
+func TestYAMLKeysAsWritten(t *testing.T) {
 	data, err := yaml.YAMLToJSON([]byte("- limit: 1\n  Window: 1s\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -120,10 +120,10 @@ func TestYamlKeysAsWritten(t *testing.T) {
 	}
 }
 
-// TestYamlBooleanWords: YAML 1.1, which the converter reads, takes no,
+// TestYAMLBooleanWords: YAML 1.1, which the converter reads, takes no,
 // yes, on and off unquoted for booleans: a policy named no is refused
 // until its name is quoted.
-func TestYamlBooleanWords(t *testing.T) {
+func TestYAMLBooleanWords(t *testing.T) {
 	data, err := yaml.YAMLToJSON([]byte("- name: no\n  limit: 1\n  window: 1s\n"))
 	if err != nil {
 		t.Fatal(err)

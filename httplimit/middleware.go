@@ -548,10 +548,26 @@ const (
 	detailInternal    = "the rate limiter could not decide the request"
 )
 
-// WriteError is the default OnError: it answers err with a status and an
-// RFC 9457 application/problem+json body whose detail is fixed for each
-// status, so that nothing of err reaches the client (an OnError of your
-// own can log err, then call WriteError):
+// WriteError is the default OnError: it answers err with the status
+// ErrorStatus gives it and an RFC 9457 application/problem+json body
+// whose detail is fixed for each status, so that nothing of err reaches
+// the client (an OnError of your own can log err, then call WriteError).
+func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	p := problem{Status: ErrorStatus(r, err)}
+	switch p.Status {
+	case http.StatusBadRequest:
+		p.Detail = detailBadRequest
+	case http.StatusServiceUnavailable:
+		p.Detail = detailUnavailable
+	default:
+		p.Detail = detailInternal
+	}
+	writeProblem(w, p)
+}
+
+// ErrorStatus returns the status WriteError answers err with, for the
+// request r (nil: a request whose context has not ended), so that a
+// middleware of another framework answers as this one does:
 //
 //   - 400 Bad Request for a key the request does not give (ErrNoKey), a
 //     key longer than the router's MaxKeyBytes, and a cost above what the
@@ -564,13 +580,13 @@ const (
 //     server deadline passed);
 //   - 500 Internal Server Error for anything else: a key function's own
 //     error, a Cost below 1, a panic in an algorithm or the clock.
-func WriteError(w http.ResponseWriter, r *http.Request, err error) {
-	p := problem{Status: http.StatusInternalServerError, Detail: detailInternal}
+func ErrorStatus(r *http.Request, err error) int {
 	switch {
 	case errors.Is(err, ErrNoKey), errors.Is(err, chanlimit.ErrKeyTooLong), errors.Is(err, chanlimit.ErrExceedsCapacity):
-		p.Status, p.Detail = http.StatusBadRequest, detailBadRequest
-	case errors.Is(err, chanlimit.ErrClosed), errors.Is(err, chanlimit.ErrTooManyKeys), errors.Is(err, chanlimit.ErrStoreUnavailable), r.Context().Err() != nil:
-		p.Status, p.Detail = http.StatusServiceUnavailable, detailUnavailable
+		return http.StatusBadRequest
+	case errors.Is(err, chanlimit.ErrClosed), errors.Is(err, chanlimit.ErrTooManyKeys), errors.Is(err, chanlimit.ErrStoreUnavailable),
+		r != nil && r.Context().Err() != nil:
+		return http.StatusServiceUnavailable
 	}
-	writeProblem(w, p)
+	return http.StatusInternalServerError
 }

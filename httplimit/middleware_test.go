@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -377,4 +378,34 @@ func TestOnLimited(t *testing.T) {
 	assert.Equal(t, 1, next.served)
 	_, ok := httplimit.DecisionFrom(request("192.0.2.7:1"))
 	assert.False(t, ok)
+}
+
+// TestErrorStatus: the status WriteError answers each error with, for a
+// request or none.
+func TestErrorStatus(t *testing.T) {
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	gone := httptest.NewRequest(http.MethodGet, "/", nil).WithContext(ended)
+	for _, c := range []struct {
+		r    *http.Request
+		err  error
+		want int
+	}{
+		{nil, httplimit.ErrNoKey, http.StatusBadRequest},
+		{nil, fmt.Errorf("%w: %w", httplimit.ErrKey, chanlimit.ErrKeyTooLong), http.StatusBadRequest},
+		{nil, chanlimit.ErrExceedsCapacity, http.StatusBadRequest},
+		{nil, chanlimit.ErrClosed, http.StatusServiceUnavailable},
+		{nil, chanlimit.ErrTooManyKeys, http.StatusServiceUnavailable},
+		{nil, chanlimit.ErrStoreUnavailable, http.StatusServiceUnavailable},
+		{gone, context.Canceled, http.StatusServiceUnavailable},
+		{nil, context.Canceled, http.StatusInternalServerError},
+		{nil, errors.New("the key function's own"), http.StatusInternalServerError},
+	} {
+		assert.Equal(t, c.want, httplimit.ErrorStatus(c.r, c.err), "%v", c.err)
+		if c.r != nil {
+			rec := httptest.NewRecorder()
+			httplimit.WriteError(rec, c.r, c.err)
+			assert.Equal(t, c.want, rec.Code, "WriteError answers %v so too", c.err)
+		}
+	}
 }
