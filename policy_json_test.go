@@ -3,6 +3,7 @@ package chanlimit_test
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"testing"
 	"time"
@@ -146,6 +147,12 @@ func TestPolicyUnmarshalJSONSyntaxError(t *testing.T) {
 	require.ErrorIs(t, err, chanlimit.ErrInvalidConfig)
 	var syntax *json.SyntaxError
 	assert.ErrorAs(t, err, &syntax)
+
+	for _, short := range []string{`[{"limit": 1, "window": "1s"}`, `[{`, ``} { // JSON that ends too soon
+		_, err := chanlimit.ParsePolicies([]byte(short))
+		require.ErrorIs(t, err, chanlimit.ErrInvalidConfig, "%q", short)
+		assert.ErrorIs(t, err, io.ErrUnexpectedEOF, "%q", short)
+	}
 }
 
 func TestPolicyMarshalJSON(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -123,7 +124,10 @@ type middleware struct {
 //
 // Several middlewares can limit one request (a global limit outside, a
 // route's inside, each with its own router): each learns of those the
-// request passed before it through the request's context. The response
+// request passed before it on the same exchange through the request's
+// context (and the ResponseWriter each was given, which must lead, by
+// Unwrap, to the same one: a handler's requests of its own, in process
+// with its request's context, are not its request). The response
 // carries every router's members: RateLimit-Policy lists them from the
 // outermost in; RateLimit does so on an allowance, and on a refusal puts
 // the refusing router's first (its deciding member leading), then the
@@ -169,7 +173,7 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 		next.ServeHTTP(w, req)
 		return
 	}
-	outer, _ := infoFrom(req) // the middlewares this request passed on its way here, if any
+	outer := outerOf(w, req) // the middlewares this request passed on its way here, if any
 	if m.router == nil {
 		m.fail(w, req, outer, errNoRouter)
 		return
@@ -200,7 +204,7 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 	// middleware needs to give it back, and the fields' values; each
 	// field gets a slice of its own, capped, so that adding to one never
 	// writes another.
-	info := &requestInfo{Context: ctx, m: m, outer: outer, d: d, key: key, n: n}
+	info := &requestInfo{Context: ctx, m: m, outer: outer, w: w, d: d, key: key, n: n}
 	var t int64
 	if !m.opts.OmitFields {
 		fields := m.policyFields(q.Policies)
@@ -251,10 +255,54 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 
 // fail answers req, which could not be decided, through OnError, after
 // the middlewares the request passed (outer) have given back what it
-// took: it never reaches the handler.
+// took: it never reaches the handler. The answer has no fields, not even
+// theirs, which the give-back made stale.
 func (m *middleware) fail(w http.ResponseWriter, req *http.Request, outer *requestInfo, err error) {
-	outer.giveBackAll()
+	if outer != nil {
+		outer.giveBackAll()
+		h := w.Header()
+		delete(h, fieldPolicy)
+		delete(h, fieldRateLimit)
+	}
 	m.onError(w, req, err)
+}
+
+// outerOf returns the requestInfo of the middleware that req passed last
+// before this one on the same exchange, or nil: a middleware's context
+// alone does not say so, for a handler may serve requests of its own in
+// process (the parts of a batch) with its request's context, and a
+// refusal of one of those must not give back the request that carried
+// it. Two middlewares are on one exchange when the ResponseWriter each
+// was given leads, unwrapped (the Unwrap method http.ResponseController
+// follows), to the same one; a writer in between that has no Unwrap
+// hides the outer middleware, which then keeps what it took (its Refund
+// option can give it back).
+func outerOf(w http.ResponseWriter, req *http.Request) *requestInfo {
+	info, ok := infoFrom(req)
+	if !ok || !sameWriter(underlying(info.w), underlying(w)) {
+		return nil
+	}
+	return info
+}
+
+// sameWriter reports whether a and b are the same ResponseWriter: one
+// of a type that cannot be compared (a struct holding a map, say) is
+// never the same as another, rather than a panic.
+func sameWriter(a, b http.ResponseWriter) bool {
+	va := reflect.ValueOf(a)
+	return reflect.TypeOf(a) == reflect.TypeOf(b) && va.Comparable() && va.Equal(reflect.ValueOf(b))
+}
+
+// underlying returns the ResponseWriter w wraps, unwrapped all the way
+// down.
+func underlying(w http.ResponseWriter) http.ResponseWriter {
+	for {
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return w
+		}
+		w = u.Unwrap()
+	}
 }
 
 // violated returns the names of the policies that refused d, a denial of
@@ -347,7 +395,8 @@ func (m *middleware) policyFields(set []chanlimit.Policy) *policyFields {
 type requestInfo struct {
 	context.Context
 	m        *middleware
-	outer    *requestInfo // the middleware the request passed before this one, if any
+	outer    *requestInfo        // the middleware the request passed before this one on the same exchange, if any
+	w        http.ResponseWriter // the ResponseWriter the middleware was given, which tells the exchange (outerOf)
 	d        chanlimit.Decision
 	key      string
 	n        int

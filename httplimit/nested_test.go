@@ -279,3 +279,73 @@ func TestViolatedPolicies(t *testing.T) {
 	p := readProblem(t, http.StatusTooManyRequests, resp.Header, body)
 	assert.Equal(t, []string{"per-hour", "per-second"}, p.Violated, "per-hour decides (its wait is the longer); per-second has 0 of the 2 asked; per-day has plenty")
 }
+
+// TestNestedSubRequestKeepsItsParent: a handler behind the global
+// middleware serves sub-requests in process (a batch endpoint) through a
+// route's middleware, with the parent's context. A refused sub-request is
+// not the parent's exchange: the parent, whose handler ran, keeps its
+// unit (it failed before: the route's middleware found the parent's
+// middleware in the context and gave its unit back, so batch requests
+// passed the global limit).
+func TestNestedSubRequestKeepsItsParent(t *testing.T) {
+	global, _ := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{{Name: "global", Limit: 2, Window: time.Hour}}})
+	route, _ := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{{Name: "route", Limit: 1, Window: time.Hour}}})
+	perRoute := httplimit.Middleware(route, httplimit.Options{})(hello)
+	batch := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sub := httptest.NewRequest(http.MethodGet, "/item", nil).WithContext(r.Context())
+		sub.RemoteAddr = r.RemoteAddr
+		perRoute.ServeHTTP(httptest.NewRecorder(), sub) // its outcome goes in the batch's body
+		w.WriteHeader(http.StatusOK)
+	})
+	h := httplimit.Middleware(global, httplimit.Options{})(batch)
+	var codes []int
+	for range 4 {
+		codes = append(codes, do(h, "192.0.2.1:1234").Code)
+	}
+	assert.Equal(t, []int{200, 200, 429, 429}, codes, "the global limit is 2 an hour for the batch requests themselves")
+}
+
+// TestNestedErrorHasNoFields: a request the inner middleware could not
+// decide gets OnError's answer without fields, not even the outer
+// router's, which the give-back made stale (it failed before: they said
+// r=4 with 5 left).
+func TestNestedErrorHasNoFields(t *testing.T) {
+	global, _ := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{{Name: "global", Limit: 5, Window: time.Hour}}})
+	route, _ := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{{Name: "route", Limit: 1, Window: time.Hour}}})
+	inner := httplimit.Middleware(route, httplimit.Options{Key: httplimit.KeyByPattern}) // no mux: no pattern, an error
+	h := httplimit.Middleware(global, httplimit.Options{})(inner(hello))
+	rec := do(h, "192.0.2.1:1234")
+	require.Equal(t, http.StatusInternalServerError, rec.Code)
+	var q chanlimit.Quota
+	_, err := global.PeekQuota(context.Background(), "192.0.2.1", 1, &q)
+	require.NoError(t, err)
+	assert.Equal(t, 5, q.Each[0].Remaining, "given back")
+	assert.Empty(t, rec.Header().Values("RateLimit"), "an undecided request's answer has no fields (got the outer's, r=4, stale after the give-back)")
+	assert.Empty(t, rec.Header().Values("RateLimit-Policy"))
+}
+
+// valueWriter is a ResponseWriter whose type cannot be compared (a struct
+// value holding a map): telling two of them apart must not panic.
+type valueWriter struct {
+	h    http.Header
+	code *int
+}
+
+func (w valueWriter) Header() http.Header         { return w.h }
+func (w valueWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w valueWriter) WriteHeader(code int)        { *w.code = code }
+
+// TestNestedWriterNotComparable: nested middlewares given a ResponseWriter
+// of a type that cannot be compared serve the request; the outer one,
+// which the inner cannot tell is on its exchange, keeps its unit.
+func TestNestedWriterNotComparable(t *testing.T) {
+	global, _ := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{{Name: "global", Limit: 5, Window: time.Hour}}})
+	route, _ := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{{Name: "route", Limit: 1, Window: time.Hour}}})
+	h := httplimit.Middleware(global, httplimit.Options{})(httplimit.Middleware(route, httplimit.Options{})(hello))
+	for i, want := range []int{200, 429} {
+		code := 200
+		h.ServeHTTP(valueWriter{h: http.Header{}, code: &code}, request("192.0.2.1:1234"))
+		assert.Equal(t, want, code, "request %d", i)
+	}
+	assert.Equal(t, 3, remaining(t, global, "192.0.2.1"), "not given back: the inner middleware cannot tell the exchange is the outer's")
+}
