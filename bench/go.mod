@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/chanlimit/chanlimit v0.3.0
 	github.com/chanlimit/chanlimit/otellimit v0.3.0
-	github.com/chanlimit/chanlimit/redislimit v0.2.0
+	github.com/chanlimit/chanlimit/redislimit v0.3.0
 	github.com/go-chi/httprate v0.16.1
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis/go-redis/v9 v9.23.0

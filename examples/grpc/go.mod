@@ -9,7 +9,7 @@ replace (
 
 require (
 	github.com/chanlimit/chanlimit v0.3.0
-	github.com/chanlimit/chanlimit/grpclimit v0.2.0
+	github.com/chanlimit/chanlimit/grpclimit v0.3.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c

@@ -9,7 +9,7 @@ replace (
 
 require (
 	github.com/chanlimit/chanlimit v0.3.0
-	github.com/chanlimit/chanlimit/redislimit v0.2.0
+	github.com/chanlimit/chanlimit/redislimit v0.3.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
 
