@@ -40,7 +40,9 @@ import (
 // sets httplimit's fields on the response's header before Echo answers:
 // RateLimit-Policy and RateLimit on an allowance and on a refusal, with
 // the values httplimit.Fields gives (none for a key under dry-run
-// policies alone), and Retry-After on a refusal. A refusal is answered by
+// policies alone), and Retry-After on a refusal; a store before it on
+// the request (a global limiter's, and this a route's) keeps its members,
+// as httplimit's nested middlewares do. A refusal is answered by
 // the DenyHandler: Echo's default and this package's DenyHandler both
 // return middleware.ErrRateLimitExceeded, a 429 with Echo's JSON body
 // (not httplimit's problem+json).
@@ -116,6 +118,15 @@ func (s *Store) AllowContext(c *echo.Context, key string) (bool, error) {
 	}
 	policy, rate, retryAfter := httplimit.Fields(d, q)
 	h := c.Response().Header()
+	// A limiter before this one (a global one, and this a route's) wrote
+	// its members: the response carries both, as httplimit's nested
+	// middlewares do, the refusing store's first in RateLimit.
+	policy = join(h.Get("RateLimit-Policy"), policy)
+	if d.Allowed {
+		rate = join(h.Get("RateLimit"), rate)
+	} else {
+		rate = join(rate, h.Get("RateLimit"))
+	}
 	if policy != "" {
 		h.Set("RateLimit-Policy", policy)
 	}
@@ -126,6 +137,17 @@ func (s *Store) AllowContext(c *echo.Context, key string) (bool, error) {
 		h.Set("Retry-After", strconv.FormatInt(retryAfter, 10))
 	}
 	return d.Allowed, nil
+}
+
+// join returns the Structured Fields List of a's members then b's.
+func join(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + ", " + b
 }
 
 // DenyHandler is a RateLimiterConfig.DenyHandler for a Store: a refusal

@@ -34,12 +34,16 @@ import (
 //     after this one (a route's limit inside a global one) learns of this
 //     one as nested httplimit middlewares do: the response carries both
 //     routers' members, and a refusal by the inner one gives back what the
-//     outer one took. c.Request stays so after the chain returns, for the
+//     outer one took, whatever c.Writer wrappers lie between them (they
+//     know each other by the gin.Context). A request Gin serves again on
+//     its gin.Context (engine.HandleContext) is limited once by each. c.Request stays so after the chain returns, for the
 //     handlers before this one. With Options.Refund, httplimit notes the
 //     status through a ResponseWriter of its own: while the chain runs,
 //     c.Writer writes through it (Gin's Status, Size and Written stay
-//     true), so that Refund sees the status the handlers after this one
-//     wrote; c.Writer is Gin's own again once the chain returns.
+//     true), so that Refund sees the status the client gets: the last one
+//     set before the body, as Gin sends it, or Gin's 404 or 405 for a
+//     route it has none for; c.Writer is Gin's own again once the chain
+//     returns.
 //   - refused, or not decided (a key error, a closed router), the request
 //     is answered by httplimit (Options.OnLimited or WriteLimited, 429;
 //     Options.OnError or WriteError) and Gin's chain is aborted
@@ -68,8 +72,23 @@ type writer struct {
 	reached bool // whether httplimit passed the request on: next ran
 }
 
-// Unwrap returns Gin's ResponseWriter, for http.ResponseController.
-func (w *writer) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+// Unwrap returns the request's exchange: the writer below w that stands
+// for the gin.Context. Every ginlimit middleware on one gin.Context
+// unwraps to the same, so httplimit knows them for one exchange (nested:
+// the inner one gives back to the outer one on a refusal) whatever
+// c.Writer wrappers a middleware between them added (a body logger,
+// gzip), which unwrap to nothing. http.ResponseController finds the
+// methods it asks for (Flush, Hijack) on w itself, from Gin's writer.
+func (w *writer) Unwrap() http.ResponseWriter { return exchange{w.c} }
+
+// exchange is the writer of a gin.Context as httplimit sees it below a
+// ginlimit middleware's: c.Writer as it is when asked. It has no Unwrap:
+// two are the same exchange when their gin.Contexts are.
+type exchange struct{ c *gin.Context }
+
+func (e exchange) Header() http.Header         { return e.c.Writer.Header() }
+func (e exchange) Write(p []byte) (int, error) { return e.c.Writer.Write(p) }
+func (e exchange) WriteHeader(status int)      { e.c.Writer.WriteHeader(status) }
 
 // errLost is the panic of next when the ResponseWriter httplimit passed
 // on does not lead to the writer Middleware gave it: httplimit's own
@@ -93,9 +112,15 @@ func next(hw http.ResponseWriter, req *http.Request) {
 		c.Next()
 		return
 	}
-	c.Writer = &through{ResponseWriter: w.ResponseWriter, w: hw}
+	t := &through{ResponseWriter: w.ResponseWriter, w: hw}
+	c.Writer = t
 	defer func() { c.Writer = w.ResponseWriter }()
 	c.Next()
+	// Gin answers a route it has none for (404, 405) after the chain,
+	// with the status it set before it; a handler that wrote nothing is
+	// answered with the status it set. httplimit's writer is told it
+	// now, for Refund: Gin's WriteHeader, below it, sends nothing.
+	t.commit()
 }
 
 // find returns the writer of Middleware that hw is, or wraps.
@@ -114,20 +139,44 @@ func find(hw http.ResponseWriter) *writer {
 
 // through is Gin's ResponseWriter for the handlers after the middleware
 // when httplimit wrapped the writer it was given (Options.Refund): what
-// they write (status, headers, body) goes through httplimit's, which
-// passes it on to Gin's; what Gin keeps of it (Status, Size, Written) and
+// they write goes through httplimit's, which passes it on to Gin's, so
+// that httplimit notes the status. Gin's WriteHeader only sets the
+// status, and the last one set before the body is the one sent: through
+// sets Gin's, and tells httplimit's the status once, as Gin sends it
+// (the first write, WriteHeaderNow, Flush or Hijack), or once the chain
+// has returned (commit). What Gin keeps of it (Status, Size, Written) and
 // the rest of Gin's interface come from Gin's.
 type through struct {
 	gin.ResponseWriter                     // Gin's, below httplimit's
 	w                  http.ResponseWriter // httplimit's
+	told               bool                // whether httplimit's was told the status
 }
 
-func (t *through) Header() http.Header               { return t.w.Header() }
-func (t *through) WriteHeader(status int)            { t.w.WriteHeader(status) }
-func (t *through) Write(p []byte) (int, error)       { return t.w.Write(p) }
-func (t *through) WriteString(s string) (int, error) { return io.WriteString(t.w, s) }
-func (t *through) Flush()                            { _ = http.NewResponseController(t.w).Flush() }
-func (t *through) Unwrap() http.ResponseWriter       { return t.w }
+// commit tells httplimit's writer the status Gin has, once.
+func (t *through) commit() {
+	if !t.told {
+		t.told = true
+		t.w.WriteHeader(t.ResponseWriter.Status())
+	}
+}
+
+func (t *through) WriteHeader(status int) { t.ResponseWriter.WriteHeader(status) }
+func (t *through) WriteHeaderNow()        { t.commit(); t.ResponseWriter.WriteHeaderNow() }
+func (t *through) Header() http.Header    { return t.w.Header() }
+func (t *through) Write(p []byte) (int, error) {
+	t.commit()
+	return t.w.Write(p)
+}
+func (t *through) WriteString(s string) (int, error) {
+	t.commit()
+	return io.WriteString(t.w, s)
+}
+func (t *through) Flush() {
+	t.commit()
+	_ = http.NewResponseController(t.w).Flush()
+}
+func (t *through) Unwrap() http.ResponseWriter { return t.w }
 func (t *through) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	t.commit()
 	return http.NewResponseController(t.w).Hijack()
 }

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -174,6 +175,12 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 		return
 	}
 	outer := outerOf(w, req) // the middlewares this request passed on its way here, if any
+	for o := outer; o != nil; o = o.outer {
+		if o.m == m { // this middleware limited the request already (mounted twice, or the request served again)
+			next.ServeHTTP(w, req)
+			return
+		}
+	}
 	if m.router == nil {
 		m.fail(w, req, outer, errNoRouter)
 		return
@@ -219,11 +226,9 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 		info.violated = violated(d, q, n)
 	}
 	m.quotas.Put(q)
-	if outer != nil {
-		info.join(outer)
-	}
-	values := info.values[:]
 	h := w.Header()
+	info.join(h)
+	values := info.values[:]
 	if values[0] != "" { // dry-run policies alone, or OmitFields: no fields
 		h[fieldPolicy] = values[0:1:1]
 	}
@@ -406,19 +411,24 @@ type requestInfo struct {
 }
 
 // join makes c's fields those of the response: c's own members with
-// those of the middlewares the request passed (outer's values, which
-// have theirs, from the outermost in). RateLimit-Policy lists them from
-// the outermost in, whatever the answer, so that it stays the same from
-// one response to the next; RateLimit does so on an allowance, and on a
-// refusal puts the refusing router's members first, its deciding one
-// leading, then the others' from the outermost in. A name that two
-// routers share appears once for each.
-func (c *requestInfo) join(outer *requestInfo) {
-	c.values[0] = joinList(outer.values[0], c.values[0])
+// those that h, the response's header, has already (the middlewares the
+// request passed before this one wrote theirs, from the outermost in).
+// RateLimit-Policy lists them from the outermost in, whatever the
+// answer, so that it stays the same from one response to the next;
+// RateLimit does so on an allowance, and on a refusal puts the refusing
+// router's members first, its deciding one leading, then the others'
+// from the outermost in. A name that two routers share appears once for
+// each.
+func (c *requestInfo) join(h http.Header) {
+	policy, rate := h[fieldPolicy], h[fieldRateLimit]
+	if len(policy) == 0 && len(rate) == 0 { // no middleware before this one wrote fields
+		return
+	}
+	c.values[0] = joinList(strings.Join(policy, ", "), c.values[0])
 	if c.d.Allowed {
-		c.values[1] = joinList(outer.values[1], c.values[1])
+		c.values[1] = joinList(strings.Join(rate, ", "), c.values[1])
 	} else {
-		c.values[1] = joinList(c.values[1], outer.values[1])
+		c.values[1] = joinList(c.values[1], strings.Join(rate, ", "))
 	}
 }
 

@@ -349,3 +349,48 @@ func TestNestedWriterNotComparable(t *testing.T) {
 	}
 	assert.Equal(t, 3, remaining(t, global, "192.0.2.1"), "not given back: the inner middleware cannot tell the exchange is the outer's")
 }
+
+// TestNestedSameMiddlewareOnce: one middleware mounted twice on a
+// request's way (around the mux, and on a route) limits it once: one
+// unit, its members once (it took two before, and listed them twice).
+func TestNestedSameMiddlewareOnce(t *testing.T) {
+	r, _ := newRouter(t, chanlimit.Config{Limit: 5, Window: time.Hour})
+	mw := httplimit.Middleware(r, httplimit.Options{})
+	mux := http.NewServeMux()
+	mux.Handle("GET /x", mw(hello))
+	srv := httptest.NewServer(mw(mux))
+	defer srv.Close()
+	resp, _ := get(t, srv.Client(), srv.URL+"/x")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, []member{{"default", map[string]int64{"r": 4, "t": 720}}}, parseField(t, resp.Header, "RateLimit"))
+	assert.Equal(t, 4, remaining(t, r, "127.0.0.1"))
+}
+
+// hiding is a ResponseWriter wrapper with no Unwrap, as a middleware of
+// an older library might add.
+type hiding struct{ http.ResponseWriter }
+
+// TestNestedHiddenKeepsFields: a writer with no Unwrap between two
+// middlewares hides the outer one from the inner: a refusal by the inner
+// gives nothing back, but the response still carries both routers'
+// members, the refusing one's first (the inner's replaced the outer's
+// before).
+func TestNestedHiddenKeepsFields(t *testing.T) {
+	outer, _ := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{{Name: "global", Limit: 5, Window: time.Hour}}})
+	inner, _ := newRouter(t, chanlimit.Config{Policies: []chanlimit.Policy{{Name: "route", Limit: 1, Window: time.Hour}}})
+	innerMW := httplimit.Middleware(inner, httplimit.Options{})(hello)
+	hide := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { innerMW.ServeHTTP(hiding{w}, r) })
+	srv := httptest.NewServer(httplimit.Middleware(outer, httplimit.Options{})(hide))
+	defer srv.Close()
+	for i, want := range []int{http.StatusOK, http.StatusTooManyRequests} {
+		resp, _ := get(t, srv.Client(), srv.URL)
+		require.Equal(t, want, resp.StatusCode, "request %d", i)
+		assert.Equal(t, []string{"global", "route"}, names(parseField(t, resp.Header, "RateLimit-Policy")), "request %d", i)
+		wantRate := []string{"global", "route"}
+		if want == http.StatusTooManyRequests {
+			wantRate = []string{"route", "global"}
+		}
+		assert.Equal(t, wantRate, names(parseField(t, resp.Header, "RateLimit")), "request %d", i)
+	}
+	assert.Equal(t, 3, remaining(t, outer, "127.0.0.1"), "hidden: the refused request is not given back")
+}
