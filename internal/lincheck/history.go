@@ -307,6 +307,8 @@ func storeKind(k chanlimit.StoreOpKind) string {
 		return "StoreGiveBack"
 	case chanlimit.StoreDryRun:
 		return "StoreDryRun"
+	case chanlimit.StoreHold:
+		return "StoreHold"
 	}
 	return "StoreOpKind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -408,6 +410,8 @@ func sentAs(kind Kind, k chanlimit.StoreOpKind) bool {
 		return k == chanlimit.StoreReset
 	case Wait:
 		return k == chanlimit.StoreTurn
+	case Hold:
+		return k == chanlimit.StoreHold
 	}
 	return false
 }

@@ -170,3 +170,61 @@ func TestMemoryHoldKeepsTheLine(t *testing.T) {
 		})
 	})
 }
+
+// Through a Store, a held request is decided as a peek at the hold's
+// end, told from its own time, each policy's wait at the end rounded up
+// to the microsecond; it takes nothing, and one granted while held never
+// fits. A request past the end is decided as ever.
+func TestStoreHoldDenies(t *testing.T) {
+	m, err := NewModel(bucket, Options{Store: true})
+	require.NoError(t, err)
+	take5 := Input{Kind: Allow, Key: "k", N: 5, ID: 1, Times: at(0)}
+	hold := Input{Kind: Hold, Key: "k", For: 200 * ms, Times: at(0)}
+	one := Input{Kind: Allow, Key: "k", N: 1, ID: 2, Times: at(100 * ms)}
+	three := Input{Kind: Allow, Key: "k", N: 3, ID: 3, Times: at(100 * ms)}
+	before := []step{{take5, allowed(0, 500*ms), true}, {hold, Output{}, true}}
+	for _, c := range []struct {
+		name string
+		give []step
+	}{
+		// At the end, 200 ms, the bucket has 2 units: one waits for the
+		// end alone, three 100 ms more; untouched 300 ms after the end.
+		{"exact", []step{{one, heldOut(100*ms, 400*ms), true}, {three, heldOut(200*ms, 400*ms), true}}},
+		{"RetryAfter 1µs long", []step{{one, heldOut(100*ms+time.Microsecond, 400*ms), false}}},
+		{"granted while held", []step{{one, allowed(0, 500*ms), false}}},
+		{"past the end", []step{{Input{Kind: Allow, Key: "k", N: 2, ID: 4, Times: at(250 * ms)}, allowed(0, 450*ms), true}}}, // 2.5 units then, 0.5 left
+		{"Reset ends it", []step{{Input{Kind: Reset, Key: "k", Times: at(50 * ms)}, Output{}, true}, {one, allowed(4, 100*ms), true}}},
+		{"a shorter Hold changes nothing", []step{
+			{Input{Kind: Hold, Key: "k", For: 50 * ms, Times: at(100 * ms)}, Output{}, true},
+			{one, heldOut(100*ms, 400*ms), true},
+		}},
+		{"a longer Hold moves the end", []step{
+			{Input{Kind: Hold, Key: "k", For: 300 * ms, Times: at(100 * ms)}, Output{}, true},
+			{one, heldOut(300*ms, 400*ms), true}, // untouched by 400 ms too: all 5 back at 500 ms
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			run(t, m, append(append([]step(nil), before...), c.give...))
+		})
+	}
+}
+
+// Through a Store, a hold whose end the key's time has passed is let go:
+// the states a key reaches with it and without it are one, so that the
+// search does not keep both.
+func TestStoreHoldEndedIsLetGo(t *testing.T) {
+	m, err := NewModel(bucket, Options{Store: true})
+	require.NoError(t, err)
+	hold := Input{Kind: Hold, Key: "k", For: 100 * ms, Times: at(0)}
+	later := Input{Kind: Allow, Key: "k", N: 1, ID: 1, Times: at(150 * ms)}
+	s := m.init()
+	held := m.Step(s, hold, Output{})
+	require.Len(t, held, 1)
+	require.Equal(t, 100*ms, held[0].hold)
+	withHold := m.Step(held[0], later, allowed(4, 100*ms))
+	without := m.Step(s, later, allowed(4, 100*ms))
+	require.Len(t, withHold, 1)
+	require.Len(t, without, 1)
+	require.Equal(t, without[0].id, withHold[0].id)
+	require.Zero(t, withHold[0].hold)
+}

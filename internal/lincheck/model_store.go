@@ -62,6 +62,12 @@ func (m *Model) stepStore(s *state, in Input, out Output) []*state {
 		}
 		for _, own := range in.Times {
 			at := s.at(own)
+			if s.hold > at { // held: decided as a peek at its end, taking nothing
+				if out.Outcome == Answered && in.Kind != Wait && m.storeHoldDenial(s, own, in.N) == out.D {
+					next = append(next, s) // (one that was not answered is stated above)
+				}
+				continue
+			}
 			d, ss := m.decide(s.ss, at, in.N, md)
 			granted := d.Allowed && (in.Kind != Wait || d.Delay == 0)
 			switch {
@@ -98,6 +104,7 @@ func (m *Model) stepStore(s *state, in Input, out Output) []*state {
 		clear(c.ss)
 		c.ts = -1
 		c.gen++
+		c.hold = 0
 		next = append(next, c.seal())
 		if out.Outcome != Answered {
 			next = append(next, s)
@@ -124,10 +131,33 @@ func (m *Model) stepStore(s *state, in Input, out Output) []*state {
 			next = append(next, c) // the store never took it
 		}
 	case Hold:
-		// Not stated through a Store yet (StoreHold): no step, and a
-		// Workload with a Store makes no Hold.
+		if in.For <= 0 || out.Outcome != Answered { // a hold of nothing is sent nowhere
+			next = append(next, s)
+		}
+		for _, own := range in.Times { // the end, in whole microseconds from its own time
+			if end := own + ceilMicro(in.For); in.For > 0 && end > s.hold {
+				c := s.next()
+				c.hold, c.ts = end, s.at(own) // written: the key's own entry, as of the later of the two
+				next = append(next, c.seal())
+			} else if in.For > 0 {
+				next = append(next, s)
+			}
+		}
 	}
 	return next
+}
+
+// storeHoldDenial is a store's answer to a request of n units of own time
+// own on s, a key held past it: a peek at the hold's end, taking nothing,
+// told from own, the policies' waits from the end rounded up to the
+// microsecond as the store rounds them.
+func (m *Model) storeHoldDenial(s *state, own time.Duration, n int) algorithms.Decision {
+	wait := s.hold - own
+	retry := wait
+	if d, _ := m.decide(s.ss, s.hold, n, modeAsk); !d.Allowed {
+		retry += ceilMicro(d.RetryAfter)
+	}
+	return algorithms.Decision{RetryAfter: retry, ResetAfter: wait + ceilMicro(m.enforcedResetAfter(s.ss, s.hold))}
 }
 
 // enforcedRules returns the rules with the dry-run ones as nil: a grant

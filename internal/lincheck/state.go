@@ -18,7 +18,7 @@ type state struct {
 	ss    []saved       // each policy's state
 	ts    time.Duration // Store: the latest time a write decided the key at; -1: none
 	gen   int           // Resets so far
-	hold  time.Duration // in memory: the end of the key's hold; held at an instant before it (0: never held, or let go)
+	hold  time.Duration // the end of the key's hold; held at an instant before it (0: never held, or let go)
 	from  time.Duration // in memory: the instant the line's head is asked from
 	waits []wait        // in memory: WaitN calls that joined, oldest first; granted ones until Done
 	never []int         // in memory: WaitN calls, cancelled, that never joined
@@ -67,6 +67,14 @@ func (s *state) next() *state {
 // seal writes s's id and its hash, once it is made: the search compares
 // and hashes states by the million, so the id is bytes, not text.
 func (s *state) seal() *state {
+	if s.hold != 0 && s.hold <= s.ts {
+		// Through a Store, a hold the key's time has reached is over for
+		// good: every request after it is decided at that time or later,
+		// and a Hold that would not move the end past it changes nothing
+		// either way. Let go, so that states that differ only in a hold
+		// long over are one (in memory, ts is -1: dropEndedHold does it).
+		s.hold = 0
+	}
 	b := make([]byte, 0, 64)
 	b = binary.AppendVarint(b, int64(s.now))
 	b = binary.AppendVarint(b, int64(s.ts))

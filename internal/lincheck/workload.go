@@ -85,9 +85,6 @@ const catchUp = 100_000
 // ctx's or ErrStoreUnavailable fails t.
 func (w Workload) Run(t testing.TB) *History {
 	t.Helper()
-	if w.Store && w.Hold > 0 {
-		t.Fatal("lincheck: a Workload with a Store makes no Hold: the model does not state StoreHold yet")
-	}
 	h := w.History
 	if h == nil {
 		h = NewHistory(w.Clock, w.Origin, w.Store)
