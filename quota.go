@@ -2,6 +2,7 @@ package chanlimit
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/chanlimit/chanlimit/actor"
@@ -43,6 +44,33 @@ type PolicyQuota struct {
 	Policy    int           // its index in Quota.Policies
 	Remaining int           // the requests of one unit it would allow now
 	More      time.Duration // the wait until it allows one more than Remaining; 0 if Remaining is its capacity
+}
+
+// Refusing returns what each policy that refuses a request of n units
+// has, for d the request's denial and q its key's quota as it came with
+// d: the deciding policy's (d.Policy) first, then, in q's order, each
+// other policy whose own quota would not allow the n units either
+// (Remaining below n). It is what package httplimit's problem body names
+// as violated-policies, and package grpclimit's QuotaFailure. It is
+// empty for an allowance, for a denial by a hold (Router.Hold: no policy
+// decided it), and when q tells nothing of the deciding policy (its rule
+// panicked while asked). With a Store, q tells of the deciding policy
+// alone.
+func (q *Quota) Refusing(d Decision, n int) []PolicyQuota {
+	if d.Allowed || d.Policy == "" {
+		return nil
+	}
+	deciding := slices.IndexFunc(q.Each, func(pq PolicyQuota) bool { return q.Policies[pq.Policy].Name == d.Policy })
+	if deciding < 0 {
+		return nil
+	}
+	out := []PolicyQuota{q.Each[deciding]}
+	for k, pq := range q.Each {
+		if k != deciding && pq.Remaining < n {
+			out = append(out, pq)
+		}
+	}
+	return out
 }
 
 // AllowQuota is AllowN, and once the request is decided it writes into q

@@ -104,3 +104,22 @@ func TestQuotaOfARuleThatExits(t *testing.T) {
 	assert.Nil(t, q.Policies)
 	assert.Empty(t, q.Each)
 }
+
+// TestQuotaRefusing: the policies that refuse a request, the deciding
+// one first, then each other whose own quota is short of n; none for an
+// allowance, a hold's denial, or a quota that tells nothing of the
+// deciding policy.
+func TestQuotaRefusing(t *testing.T) {
+	q := &chanlimit.Quota{
+		Policies: []chanlimit.Policy{{Name: "second"}, {Name: "hour"}, {Name: "day"}},
+		Each:     []chanlimit.PolicyQuota{{Policy: 0, Remaining: 0}, {Policy: 1, Remaining: 1}, {Policy: 2, Remaining: 90}},
+	}
+	denied := func(policy string) chanlimit.Decision {
+		return chanlimit.Decision{Policy: policy, RetryAfter: time.Second}
+	}
+	assert.Equal(t, []chanlimit.PolicyQuota{{Policy: 1, Remaining: 1}, {Policy: 0, Remaining: 0}}, q.Refusing(denied("hour"), 2))
+	assert.Equal(t, []chanlimit.PolicyQuota{{Policy: 0, Remaining: 0}}, q.Refusing(denied("second"), 1))
+	assert.Nil(t, q.Refusing(chanlimit.Decision{Allowed: true, Policy: "second"}, 1))
+	assert.Nil(t, q.Refusing(chanlimit.Decision{RetryAfter: time.Second}, 1), "a hold's denial: no policy")
+	assert.Nil(t, (&chanlimit.Quota{Policies: q.Policies}).Refusing(denied("second"), 1), "nothing told of the deciding policy")
+}

@@ -267,20 +267,17 @@ func refusalOf(d chanlimit.Decision, n int, q *chanlimit.Quota, subject string) 
 // violations returns the violations of refusalOf's QuotaFailure, the
 // deciding policy's first.
 func violations(d chanlimit.Decision, n int, q *chanlimit.Quota, subject string) []*errdetails.QuotaFailure_Violation {
-	out := []*errdetails.QuotaFailure_Violation{nil}
+	var refusing []chanlimit.PolicyQuota
 	if q != nil {
-		for _, pq := range q.Each {
-			p := q.Policies[pq.Policy]
-			switch {
-			case p.Name == d.Policy:
-				out[0] = violation(p.Name, p.Limit, pq.Remaining, subject)
-			case pq.Remaining < n:
-				out = append(out, violation(p.Name, p.Limit, pq.Remaining, subject))
-			}
-		}
+		refusing = q.Refusing(d, n)
 	}
-	if out[0] == nil { // q tells nothing of it: d tells it all
+	if len(refusing) == 0 { // q tells nothing of it: d tells it all
 		return []*errdetails.QuotaFailure_Violation{violation(d.Policy, d.Limit, d.Remaining, subject)}
+	}
+	out := make([]*errdetails.QuotaFailure_Violation, len(refusing))
+	for k, pq := range refusing {
+		p := q.Policies[pq.Policy]
+		out[k] = violation(p.Name, p.Limit, pq.Remaining, subject)
 	}
 	return out
 }
